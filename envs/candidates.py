@@ -1,0 +1,448 @@
+"""Candidate placements, their features, and the one action mask.
+
+At a decision point the candidates are, for each of up to Q jobs of a queue window, one
+placement per rule in `RULES`, plus WAIT (advance to the next event). Candidate index
+`slot * len(RULES) + rule`; WAIT is the last index. Every heuristic baseline picks one of these
+candidates, so a learned policy can always do what any baseline does.
+
+The window: queued jobs that have at least one valid placement, taken round-robin from the
+heads of four orders, so that each classic rule's favourite job is always present:
+arrival (FIFO), shortest estimated remaining time, highest priority, least attained service.
+
+This module is the single source of truth for the mask: the env, the baselines and the scoring
+service all call `build_candidates`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from envs.jobs import Job, JobKind
+from envs.simulator import JobState, Simulator
+from envs.speed import PlacementProfile, interference_factor, node_pressure, placement_profile, uplink_demand
+
+RULES = ("binpack", "spread", "topology", "preempt")
+BINPACK, SPREAD, TOPOLOGY, PREEMPT = range(4)
+WINDOW_ORDERS = ("arrival", "shortest", "priority", "least_attained")
+DEFAULT_QUEUE_WINDOW = 8
+
+CANDIDATE_FEATURES = (
+    "gang_log2", "tp_log2", "kind_pretrain", "kind_finetune", "kind_inference", "kind_batch",
+    "priority", "preemptible", "est_remaining_log", "wait_log", "progress", "comm_fraction",
+    "mem_per_gpu", "was_preempted",
+    "valid", "rule_binpack", "rule_spread", "rule_topology", "rule_preempt", "is_wait",
+    "predicted_rate", "placement_efficiency", "interference", "tier", "nodes_per_gpu",
+    "free_nodes_consumed", "fragmentation_delta", "preemption_cost_log", "victims",
+    "min_gpu_speed", "est_runtime_here_log", "next_event_log",
+)
+GLOBAL_FEATURES = (
+    "queue_log", "queued_gpu_demand", "allocated", "free", "free_nodes", "fragmentation",
+    "running_share", "reserved_share", "time_log", "queued_high_priority", "mean_wait_log",
+    "next_arrival_log",
+)
+NUM_CANDIDATE_FEATURES = len(CANDIDATE_FEATURES)
+NUM_GLOBAL_FEATURES = len(GLOBAL_FEATURES)
+_F = {name: i for i, name in enumerate(CANDIDATE_FEATURES)}
+
+
+@dataclass
+class Candidate:
+    job_id: int  # -1 for WAIT and for empty slots
+    rule: int  # index into RULES; -1 for WAIT
+    gpus: np.ndarray | None = None
+    victims: tuple[int, ...] = ()
+    profile: PlacementProfile | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.gpus is not None or self.rule == -1
+
+
+@dataclass
+class CandidateSet:
+    window: list[int]  # job ids, one per slot
+    candidates: list[Candidate]  # K = Q * len(RULES) + 1; the last is WAIT
+    mask: np.ndarray  # (K,) bool
+
+    @property
+    def wait_index(self) -> int:
+        return len(self.candidates) - 1
+
+    def index(self, slot: int, rule: int) -> int:
+        return slot * len(RULES) + rule
+
+
+def num_candidates(queue_window: int) -> int:
+    return queue_window * len(RULES) + 1
+
+
+# ---------------------------------------------------------------- placement rules
+
+
+def _pick_gpus_in_node(sim: Simulator, node: int, count: int, avail: np.ndarray) -> np.ndarray:
+    """`count` available GPUs of one node, inside one NUMA socket when they fit in one."""
+    c = sim.cluster
+    lo = c.node_first_gpu[node]
+    ids = lo + np.flatnonzero(avail[lo : lo + c.node_gpus[node]])
+    if count == len(ids):
+        return ids
+    sockets = c.gpu_socket[ids]
+    per_socket = np.bincount(sockets)
+    fits = np.flatnonzero(per_socket >= count)
+    if len(fits):
+        best = fits[np.argmin(per_socket[fits])]  # best-fit socket
+        return ids[sockets == best][:count]
+    order = np.argsort(-per_socket[sockets], kind="stable")
+    return np.sort(ids[order][:count])
+
+
+def _gpus_from_counts(sim: Simulator, take: dict[int, int], avail: np.ndarray) -> np.ndarray:
+    """Concrete GPU ids for per-node counts, grouped by node (TP groups are consecutive runs)."""
+    return np.concatenate([_pick_gpus_in_node(sim, n, k, avail) for n, k in take.items() if k > 0])
+
+
+def _binpack(free: np.ndarray, need: int) -> dict[int, int] | None:
+    """Fewest nodes, fullest first: best-fit single node, else fill from the nodes with the
+    most free GPUs and best-fit the remainder (blind to switches)."""
+    fits = np.flatnonzero(free >= need)
+    if len(fits):
+        return {int(fits[np.argmin(free[fits])]): need}
+    if free.sum() < need:
+        return None
+    take: dict[int, int] = {}
+    left = free.copy()
+    while need > 0:
+        fits = np.flatnonzero(left >= need)
+        if len(fits):
+            n = int(fits[np.argmin(left[fits])])
+            take[n] = take.get(n, 0) + need
+            break
+        n = int(np.argmax(left))
+        take[n] = int(left[n])
+        need -= int(left[n])
+        left[n] = 0
+    return take
+
+
+def _spread(free: np.ndarray, need: int) -> dict[int, int] | None:
+    """Least-loaded first, one GPU at a time (how pods of a gang spread across nodes)."""
+    if free.sum() < need:
+        return None
+    left = free.copy()
+    take: dict[int, int] = {}
+    for _ in range(need):
+        n = int(np.argmax(left))
+        take[n] = take.get(n, 0) + 1
+        left[n] -= 1
+    return dict(sorted(take.items()))
+
+
+def _fill_domain(free: np.ndarray, nodes: np.ndarray, need: int, tp: int) -> dict[int, int]:
+    """Inside one switch domain: whole TP groups per node, emptiest nodes first, best-fit the
+    last groups; leftovers (when groups cannot align) from the emptiest nodes."""
+    take: dict[int, int] = {}
+    groups_left = need // tp
+    order = nodes[np.argsort(-free[nodes], kind="stable")]
+    cap = free.copy()
+    for n in order:
+        if groups_left == 0:
+            break
+        fits = order[(cap[order] // tp) >= groups_left]
+        if len(fits):
+            n = int(fits[np.argmin(cap[fits])])
+            take[n] = take.get(n, 0) + groups_left * tp
+            cap[n] -= groups_left * tp
+            groups_left = 0
+            break
+        g = int(cap[n] // tp)
+        if g:
+            take[int(n)] = take.get(int(n), 0) + g * tp
+            cap[n] -= g * tp
+            groups_left -= g
+    rest = groups_left * tp + need % tp
+    for n in order:
+        if rest == 0:
+            break
+        k = int(min(cap[n], rest))
+        if k:
+            take[int(n)] = take.get(int(n), 0) + k
+            cap[n] -= k
+            rest -= k
+    return take
+
+
+def _topology(sim: Simulator, free: np.ndarray, need: int, tp: int) -> dict[int, int] | None:
+    """Smallest interconnect tier that fits the gang, best fit inside it."""
+    c = sim.cluster
+    fits = np.flatnonzero(free >= need)
+    if len(fits):
+        return {int(fits[np.argmin(free[fits])]): need}
+    total = free.sum()
+    if total < need:
+        return None
+    for level in range(1, int(c.switch_level.max(initial=0)) + 1):
+        domains = np.flatnonzero(c.switch_level == level)
+        if not len(domains):
+            continue
+        dom_free = (c.node_under_switch[:, domains] * free[:, None]).sum(axis=0)
+        ok = np.flatnonzero(dom_free >= need)
+        if len(ok):
+            d = domains[ok[np.argmin(dom_free[ok])]]
+            return _fill_domain(free, np.flatnonzero(c.node_under_switch[:, d] & (free > 0)), need, tp)
+    return _fill_domain(free, np.flatnonzero(free > 0), need, tp)
+
+
+def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) -> np.ndarray | None:
+    """GPU ids for `job` under one placement rule over the available GPUs (default: free)."""
+    c = sim.cluster
+    if avail is None:
+        avail = sim.free_gpu_mask()
+    avail = avail & (c.gpu_memory_gb >= job.mem_per_gpu_gb)
+    free = np.bincount(c.gpu_node[avail], minlength=c.num_nodes)
+    if rule == BINPACK:
+        take = _binpack(free, job.gpus)
+    elif rule == SPREAD:
+        take = _spread(free, job.gpus)
+    else:
+        take = _topology(sim, free, job.gpus, job.tp_degree)
+    return None if take is None else _gpus_from_counts(sim, take, avail)
+
+
+def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """Place-after-preempt: the cheapest set of lower-priority preemptible running jobs whose
+    GPUs, with the free ones, fit the gang; placement by the topology rule. None when the job
+    fits without preemption or cannot fit even with it."""
+    c = sim.cluster
+    eligible = c.gpu_memory_gb >= job.mem_per_gpu_gb
+    free = sim.free_gpu_mask() & eligible
+    have = int(free.sum())
+    if have >= job.gpus:
+        return None
+    run = sim.running
+    pool = run[sim.preemptible[run] & (sim.priority[run] < job.priority)]
+    if not len(pool):
+        return None
+    useful = np.array([int(eligible[sim.placement[v]].sum()) for v in pool])
+    cost = np.array([sim.gpus_req[v] * (min(sim.jobs[v].checkpoint_s, sim.config.max_checkpoint_s) + sim.jobs[v].restore_s) for v in pool])
+    order = np.lexsort((-useful, cost))
+    chosen: list[int] = []
+    for i in order:
+        if useful[i] == 0:
+            continue
+        chosen.append(int(pool[i]))
+        have += int(useful[i])
+        if have >= job.gpus:
+            break
+    if have < job.gpus:
+        return None
+    avail = free.copy()
+    for v in chosen:
+        avail[sim.placement[v]] = True
+    gpus = place(sim, job, TOPOLOGY, avail)
+    if gpus is None:
+        return None
+    victims = tuple(v for v in chosen if np.isin(sim.placement[v], gpus).any())
+    return (gpus, victims) if victims else None
+
+
+# ---------------------------------------------------------------- window and candidates
+
+
+def _feasible_queue(sim: Simulator) -> np.ndarray:
+    """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs."""
+    q = np.array(sim.queue, dtype=np.int64)
+    if not len(q):
+        return q
+    c = sim.cluster
+    free = sim.free_gpu_mask()
+    run = sim.running
+    ok = np.zeros(len(q), dtype=bool)
+    mems = sim.mem_req[q]
+    for m in np.unique(mems):
+        elig = c.gpu_memory_gb >= m
+        n_free = int((free & elig).sum())
+        sel = mems == m
+        ok[sel] = sim.gpus_req[q[sel]] <= n_free
+        rest = sel & ~ok
+        if rest.any() and len(run):
+            victim_ok = sim.preemptible[run]
+            per_job = np.array([int(elig[sim.placement[v]].sum()) for v in run])
+            for i in np.flatnonzero(rest):
+                extra = per_job[victim_ok & (sim.priority[run] < sim.priority[q[i]])].sum()
+                ok[i] = sim.gpus_req[q[i]] <= n_free + extra
+    return q[ok]
+
+
+def select_window(sim: Simulator, queue_window: int) -> list[int]:
+    feasible = _feasible_queue(sim)
+    if len(feasible) <= queue_window:
+        return [int(j) for j in feasible]
+    remaining = np.array([sim.remaining_estimate_s(j) for j in feasible])
+    orders = [
+        feasible,  # the queue is kept in (re)arrival order
+        feasible[np.argsort(remaining, kind="stable")],
+        feasible[np.argsort(-sim.priority[feasible], kind="stable")],
+        feasible[np.argsort(sim.attained_gpu_s[feasible], kind="stable")],
+    ]
+    window: list[int] = []
+    seen: set[int] = set()
+    heads = [0] * len(orders)
+    while len(window) < queue_window:
+        for k, order in enumerate(orders):
+            while heads[k] < len(order) and int(order[heads[k]]) in seen:
+                heads[k] += 1
+            if heads[k] < len(order) and len(window) < queue_window:
+                j = int(order[heads[k]])
+                window.append(j)
+                seen.add(j)
+    return window
+
+
+def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
+    """The candidate list and its mask at the simulator's current state."""
+    window = select_window(sim, queue_window)
+    free = sim.free_gpu_mask()
+    cands: list[Candidate] = []
+    cache: dict[tuple, np.ndarray | None] = {}
+    for slot in range(queue_window):
+        if slot >= len(window):
+            cands.extend(Candidate(-1, r) for r in range(len(RULES)))
+            continue
+        job = sim.jobs[window[slot]]
+        for rule in range(len(RULES)):
+            if rule == PREEMPT:
+                pv = choose_victims(sim, job)
+                cands.append(Candidate(job.job_id, rule, *pv) if pv else Candidate(job.job_id, rule))
+                continue
+            # Placements depend only on the gang's shape, not on which job it is.
+            key = (rule, job.gpus, job.tp_degree if rule == TOPOLOGY else 0, job.mem_per_gpu_gb)
+            if key not in cache:
+                cache[key] = place(sim, job, rule, free)
+            cands.append(Candidate(job.job_id, rule, cache[key]))
+    cands.append(Candidate(-1, -1))
+    mask = np.array([cd.valid for cd in cands], dtype=bool)
+    # WAIT needs something to wait for; without a future event some placement is always valid.
+    mask[-1] = bool(np.isfinite(sim.next_event_s()))
+    return CandidateSet(window, cands, mask)
+
+
+def apply_candidate(sim: Simulator, cset: CandidateSet, action: int) -> None:
+    """Carry out candidate `action` (WAIT advances the simulation to the next event)."""
+    if not 0 <= action < len(cset.candidates) or not cset.mask[action]:
+        raise ValueError(f"action {action} is not a valid candidate (mask: {np.flatnonzero(cset.mask).tolist()})")
+    cd = cset.candidates[action]
+    if cd.rule == -1:
+        sim.advance()
+    elif cd.victims:
+        sim.preempt_and_start(cd.job_id, cd.gpus, list(cd.victims))
+    else:
+        sim.start(cd.job_id, cd.gpus)
+
+
+# ---------------------------------------------------------------- features
+
+
+def _log_scale(x: float, decades: float = 6.0) -> float:
+    return float(np.log10(1.0 + max(x, 0.0)) / decades)
+
+
+def fragmentation(sim: Simulator, node_free: np.ndarray | None = None) -> float:
+    """Share of free GPUs that cannot host an 8-GPU gang inside one node."""
+    free = sim.node_free if node_free is None else node_free
+    total = free.sum()
+    return float(sim.fragmented_free_gpus(free) / total) if total else 0.0
+
+
+def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
+    """(K, NUM_CANDIDATE_FEATURES) and (NUM_GLOBAL_FEATURES,) float32, scaled to about [-1, 1]
+    and independent of the cluster's size."""
+    c = sim.cluster
+    K = len(cset.candidates)
+    feats = np.zeros((K, NUM_CANDIDATE_FEATURES), dtype=np.float32)
+    now = sim.now
+    model = sim.config.speed_model
+    running_profiles = [sim.profiles[j] for j in sim.running]
+    demand = uplink_demand(c, running_profiles)
+    pressure = node_pressure(c, running_profiles)
+    frag_before = fragmentation(sim)
+    n_gpus = float(c.num_gpus)
+    next_event = sim.next_event_s()
+    job_rows: dict[int, np.ndarray] = {}
+    for i, cd in enumerate(cset.candidates):
+        row = feats[i]
+        if cd.rule == -1:
+            row[_F["valid"]] = float(cset.mask[i])
+            row[_F["is_wait"]] = 1.0
+            row[_F["next_event_log"]] = _log_scale(next_event - now) if np.isfinite(next_event) else 1.0
+            continue
+        if cd.job_id < 0:
+            continue
+        j = cd.job_id
+        if j not in job_rows:
+            job: Job = sim.jobs[j]
+            jr = np.zeros(14, dtype=np.float32)
+            rem = sim.remaining_estimate_s(j)
+            done = job.work_s - sim.work_left[j]
+            jr[0] = np.log2(job.gpus) / 7.0
+            jr[1] = np.log2(job.tp_degree) / 3.0
+            jr[2 + int(job.kind)] = 1.0
+            jr[6] = job.priority / 2.0
+            jr[7] = float(job.preemptible)
+            jr[8] = _log_scale(rem)
+            jr[9] = _log_scale(now - sim.queued_since[j] + sim.wait_s[j])
+            jr[10] = done / (done + rem) if done + rem > 0 else 0.0
+            jr[11] = job.comm_fraction
+            jr[12] = job.mem_per_gpu_gb / 80.0
+            jr[13] = float(sim.needs_restore[j])
+            job_rows[j] = jr
+        row[:14] = job_rows[j]
+        row[_F["rule_binpack"] + cd.rule] = 1.0
+        if cd.gpus is None:
+            continue
+        row[_F["valid"]] = 1.0
+        p = placement_profile(c, sim.jobs[j], cd.gpus, model)
+        cd.profile = p
+        congestion = 1.0
+        if len(p.uplinks):
+            added = demand[p.uplinks] + p.uplink_demand_GBps
+            congestion = float(np.minimum(1.0, c.switch_uplink_GBps[p.uplinks] / added).min())
+        eff = p.efficiency(congestion)
+        interf = interference_factor(c, p, pressure + np.bincount(p.nodes, p.pressure * p.gpus_on_node, c.num_nodes), model)
+        rate = p.min_speed * eff * interf
+        row[_F["predicted_rate"]] = rate
+        row[_F["placement_efficiency"]] = eff
+        row[_F["interference"]] = interf
+        row[_F["tier"]] = p.tier / 3.0
+        row[_F["nodes_per_gpu"]] = len(p.nodes) / len(cd.gpus)
+        node_free_after = sim.node_free.copy()
+        node_free_after[p.nodes] -= np.minimum(p.gpus_on_node, node_free_after[p.nodes])
+        whole = int((sim.node_free[p.nodes] == c.node_gpus[p.nodes]).sum())
+        row[_F["free_nodes_consumed"]] = whole / len(p.nodes)
+        row[_F["fragmentation_delta"]] = np.clip((fragmentation(sim, node_free_after) - frag_before), -1, 1)
+        if cd.victims:
+            lost = sum(sim.gpus_req[v] * (min(sim.jobs[v].checkpoint_s, sim.config.max_checkpoint_s) + sim.jobs[v].restore_s) for v in cd.victims)
+            row[_F["preemption_cost_log"]] = _log_scale(lost)
+            row[_F["victims"]] = min(len(cd.victims) / 4.0, 1.0)
+        row[_F["min_gpu_speed"]] = p.min_speed
+        row[_F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(j) / max(rate, 1e-6))
+
+    # Global features.
+    g = np.zeros(NUM_GLOBAL_FEATURES, dtype=np.float32)
+    q = np.array(sim.queue, dtype=np.int64)
+    free_total = float(sim.node_free.sum())
+    g[0] = np.log10(1.0 + len(q)) / 3.0
+    g[1] = min(sim.gpus_req[q].sum() / n_gpus, 4.0) / 4.0 if len(q) else 0.0
+    g[2] = sim.allocated_gpus / n_gpus
+    g[3] = free_total / n_gpus
+    g[4] = float((sim.node_free == c.node_gpus).mean())
+    g[5] = frag_before
+    g[6] = len(sim.running) / (len(sim.running) + len(q) + 1.0)
+    g[7] = min((len(sim.reserved) + len(sim.checkpointing)) / (len(q) + 1.0), 1.0)
+    g[8] = np.log10(1.0 + now) / 7.0
+    g[9] = float((sim.priority[q] == 2).mean()) if len(q) else 0.0
+    g[10] = _log_scale(float(np.mean(now - sim.queued_since[q]))) if len(q) else 0.0
+    nxt = sim.next_arrival_s
+    g[11] = _log_scale(nxt - now) if np.isfinite(nxt) else 1.0
+    return feats, g

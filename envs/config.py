@@ -1,0 +1,186 @@
+"""YAML loading and validation for clusters and workloads.
+
+Every error is a `ConfigError` that names the file and the field (`mixed.yaml: nodes[2].type:
+unknown node type 'dgx'`), raised at load time, never from inside a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envs.hostlist import expand_hostlist
+from envs.topology import GPU_CATALOGUE, INTRA_NODE_KINDS, Cluster, GpuType, NodeType, build_cluster
+
+CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
+
+
+class ConfigError(ValueError):
+    """A config file is malformed or inconsistent; the message names the file and field."""
+
+    def __init__(self, source: str, field: str, message: str):
+        self.source, self.field = source, field
+        super().__init__(f"{source}: {field}: {message}" if field else f"{source}: {message}")
+
+
+def resolve_config(name_or_path: str | Path, kind: str) -> Path:
+    """A config name from configs/<kind>/ (`mixed-64gpu`) or a path to a YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise ConfigError(str(p), "", "no such file")
+        return p
+    candidate = CONFIG_ROOT / kind / f"{name_or_path}.yaml"
+    if not candidate.is_file():
+        known = sorted(q.stem for q in (CONFIG_ROOT / kind).glob("*.yaml"))
+        raise ConfigError(str(name_or_path), "", f"not a file and not a known {kind[:-1]} config (known: {', '.join(known)})")
+    return candidate
+
+
+def read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(str(path), "", f"invalid YAML: {e}") from None
+    except OSError as e:
+        raise ConfigError(str(path), "", f"cannot read: {e.strerror}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "", "the top level must be a mapping")
+    return data
+
+
+class Fields:
+    """Typed access to one mapping of a config file, so each error names its field."""
+
+    def __init__(self, data: Any, source: str, prefix: str):
+        if not isinstance(data, dict):
+            raise ConfigError(source, prefix or "(top level)", f"must be a mapping, got {type(data).__name__}")
+        self.data, self.source, self.prefix = data, source, prefix
+
+    def path(self, key: str) -> str:
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def error(self, key: str, message: str) -> ConfigError:
+        return ConfigError(self.source, self.path(key), message)
+
+    def check_keys(self, allowed: set[str]) -> None:
+        unknown = sorted(set(self.data) - allowed)
+        if unknown:
+            raise self.error(unknown[0], f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def get(self, key: str, typ: type | tuple, default: Any = ..., *, min_value: float | None = None, choices=None):
+        if key not in self.data:
+            if default is ...:
+                raise self.error(key, "missing required field")
+            return default
+        value = self.data[key]
+        if typ is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, typ) or (isinstance(value, bool) and typ in (int, float)):
+            names = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+            raise self.error(key, f"must be {names}, got {value!r}")
+        if min_value is not None and value < min_value:
+            raise self.error(key, f"must be >= {min_value}, got {value!r}")
+        if choices is not None and value not in choices:
+            raise self.error(key, f"must be one of {', '.join(map(str, choices))}, got {value!r}")
+        return value
+
+    def sub(self, key: str, default: Any = ...) -> "Fields":
+        return Fields(self.get(key, dict, default), self.source, self.path(key))
+
+
+def _names(f: Fields, key: str) -> list[str]:
+    value = f.get(key, (str, list), [])
+    try:
+        if isinstance(value, str):
+            return expand_hostlist(value)
+        return [n for item in value for n in expand_hostlist(str(item))]
+    except ValueError as e:
+        raise f.error(key, str(e)) from None
+
+
+def cluster_from_dict(data: dict, source: str) -> Cluster:
+    top = Fields(data, source, "")
+    top.check_keys({"name", "description", "gpu_types", "node_types", "nodes", "switches"})
+    name = top.get("name", str, Path(source).stem)
+
+    extra_types: dict[str, GpuType] = {}
+    for tname, spec in top.get("gpu_types", dict, {}).items():
+        f = Fields(spec, source, f"gpu_types.{tname}")
+        f.check_keys({"memory_gb", "speed", "nvlink_GBps", "power_busy_w", "power_idle_w"})
+        extra_types[tname] = GpuType(
+            tname,
+            f.get("memory_gb", float, min_value=1),
+            f.get("speed", float, min_value=1e-6),
+            f.get("nvlink_GBps", float, 0.0, min_value=0),
+            f.get("power_busy_w", float, 300.0, min_value=0),
+            f.get("power_idle_w", float, 50.0, min_value=0),
+        )
+    catalogue = {**GPU_CATALOGUE, **extra_types}
+
+    node_types: dict[str, NodeType] = {}
+    nt_specs = top.get("node_types", dict)
+    if not nt_specs:
+        raise top.error("node_types", "needs at least one node type")
+    allowed_nt = {f.name for f in dataclasses.fields(NodeType)} - {"name"}
+    for tname, spec in nt_specs.items():
+        f = Fields(spec, source, f"node_types.{tname}")
+        f.check_keys(allowed_nt)
+        gpu_type = f.get("gpu_type", str)
+        if gpu_type not in catalogue:
+            raise f.error("gpu_type", f"unknown GPU type '{gpu_type}' (known: {', '.join(sorted(catalogue))}; add it under gpu_types)")
+        node_types[tname] = NodeType(
+            tname,
+            gpu_type,
+            gpus=f.get("gpus", int, 8, min_value=1),
+            intra_node=f.get("intra_node", str, "nvswitch", choices=INTRA_NODE_KINDS),
+            numa_sockets=f.get("numa_sockets", int, 2, min_value=1),
+            pcie_GBps=f.get("pcie_GBps", float, 64.0, min_value=1e-3),
+            network_GBps=f.get("network_GBps", float, 400.0, min_value=1e-3),
+            power_base_w=f.get("power_base_w", float, 800.0, min_value=0),
+        )
+
+    nodes: list[tuple[str, str]] = []
+    node_list = top.get("nodes", list)
+    if not node_list:
+        raise top.error("nodes", "needs at least one node group")
+    for i, spec in enumerate(node_list):
+        f = Fields(spec, source, f"nodes[{i}]")
+        f.check_keys({"names", "type"})
+        t = f.get("type", str)
+        if t not in node_types:
+            raise f.error("type", f"unknown node type '{t}' (defined: {', '.join(node_types)})")
+        names = _names(f, "names")
+        if not names:
+            raise f.error("names", "missing required field")
+        nodes.extend((n, t) for n in names)
+
+    switches = []
+    for i, spec in enumerate(top.get("switches", list, [])):
+        f = Fields(spec, source, f"switches[{i}]")
+        f.check_keys({"name", "nodes", "switches", "oversubscription"})
+        switches.append(
+            {
+                "name": f.get("name", str),
+                "nodes": _names(f, "nodes"),
+                "switches": _names(f, "switches"),
+                "oversubscription": f.get("oversubscription", float, 1.0, min_value=1.0),
+            }
+        )
+    if not switches and len(nodes) > 1:
+        raise top.error("switches", "a cluster of more than one node needs switches")
+    try:
+        return build_cluster(name, node_types, nodes, switches, extra_types)
+    except ValueError as e:
+        raise ConfigError(source, "switches" if "switch" in str(e) else "nodes", str(e)) from None
+
+
+def load_cluster(name_or_path: str | Path) -> Cluster:
+    """Load and validate a cluster from a config name or a YAML path."""
+    if isinstance(name_or_path, Cluster):
+        return name_or_path
+    path = resolve_config(name_or_path, "clusters")
+    return cluster_from_dict(read_yaml(path), str(path))

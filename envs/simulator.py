@@ -1,0 +1,375 @@
+"""The discrete-event simulator: allocate, preempt, advance.
+
+Plain Python and numpy; no Gymnasium or torch. A scheduler (the env, a baseline, a replay loop)
+calls `start`, `preempt_and_start` and `advance`; the simulator enforces the gang rule (a job
+runs on all of its GPUs or none; a GPU holds at most one job) and keeps every job's record.
+
+Rates are piecewise constant between events, so time jumps from event to event: arrivals,
+completions and checkpoint ends. Every change to the running set recomputes the rates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+from envs.jobs import Job
+from envs.speed import PlacementProfile, SpeedModel, placement_profile, running_rates
+from envs.topology import Cluster
+
+_EPS = 1e-9
+
+
+class JobState(IntEnum):
+    FUTURE = 0  # not arrived yet
+    QUEUED = 1
+    RESERVED = 2  # placement chosen; waiting for preempted victims to checkpoint and leave
+    RUNNING = 3  # includes paying the restore time after a preemption
+    CHECKPOINTING = 4  # preempted: saving, still holding its GPUs
+    DONE = 5
+
+
+class SchedulingError(ValueError):
+    """An illegal scheduling decision (the gang rule, a busy GPU, an invalid victim)."""
+
+
+@dataclass
+class Segment:
+    """One stretch of a job on a set of GPUs, for timelines."""
+
+    job_id: int
+    gpus: np.ndarray
+    start_s: float
+    end_s: float
+    preempted: bool
+
+
+@dataclass
+class SimConfig:
+    speed_model: SpeedModel = field(default_factory=SpeedModel)
+    max_checkpoint_s: float = 60.0  # a graceful stop is bounded
+    priority_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)  # low, normal, high
+
+
+class Simulator:
+    """Event-driven cluster simulator over one workload (jobs sorted by arrival, ids 0..n-1)."""
+
+    def __init__(self, cluster: Cluster, jobs: list[Job], config: SimConfig | None = None):
+        self.cluster = cluster
+        self.config = config or SimConfig()
+        self.jobs = jobs
+        n = len(jobs)
+        for i, j in enumerate(jobs):
+            if j.job_id != i:
+                raise ValueError(f"job ids must be 0..n-1 in list order; position {i} holds job {j.job_id}")
+            if i and j.arrival_s < jobs[i - 1].arrival_s:
+                raise ValueError(f"jobs must be sorted by arrival; job {i} arrives before job {i - 1}")
+        c = cluster
+        self.now = 0.0
+        self.state = np.full(n, JobState.FUTURE, dtype=np.int8)
+        self.gpus_req = np.array([j.gpus for j in jobs], dtype=np.int64)
+        self.mem_req = np.array([j.mem_per_gpu_gb for j in jobs])
+        self.priority = np.array([j.priority for j in jobs], dtype=np.int64)
+        self.preemptible = np.array([j.preemptible for j in jobs], dtype=bool)
+        self.arrival = np.array([j.arrival_s for j in jobs])
+        self.estimate = np.array([j.estimate_s for j in jobs])
+        self.work_left = np.array([j.work_s for j in jobs], dtype=float)
+        self.overhead_left = np.zeros(n)
+        self.rate = np.zeros(n)
+        self.interference = np.ones(n)  # current interference factor of running jobs
+        self.run_s = np.zeros(n)  # time spent running (restore included)
+        self.interference_loss_s = np.zeros(n)  # integral of (1 - interference factor) while running
+        self.checkpoint_end = np.full(n, np.inf)
+        self.first_start = np.full(n, np.nan)
+        self.end = np.full(n, np.nan)
+        self.queued_since = np.full(n, np.nan)
+        self.wait_s = np.zeros(n)  # total time spent queued or reserved
+        self.attained_gpu_s = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.needs_restore = np.zeros(n, dtype=bool)
+        self.placement: dict[int, np.ndarray] = {}
+        self.profiles: dict[int, PlacementProfile] = {}
+        self.segments: list[Segment] = []
+        self._segment_start: dict[int, float] = {}
+
+        self.gpu_owner = np.full(c.num_gpus, -1, dtype=np.int64)  # job holding the GPU
+        self.gpu_reserved = np.full(c.num_gpus, -1, dtype=np.int64)  # job it is promised to
+        self.node_free = c.node_gpus.copy()  # neither owned nor reserved
+        self.node_owned = np.zeros(c.num_nodes, dtype=np.int64)
+
+        self.queue: list[int] = []
+        self.reserved: list[int] = []
+        self.running = np.zeros(0, dtype=np.int64)
+        self.checkpointing: list[int] = []
+        self._next_arrival = 0
+        self.num_done = 0
+        self.finished_order: list[int] = []
+        self.version = 0  # bumped on every state change, for callers' caches
+
+        # Integrals since t=0.
+        w = np.array(self.config.priority_weights, dtype=float)
+        self._job_weight = w[self.priority]
+        self.jobs_in_system = 0
+        self.weighted_in_system = 0.0
+        self.jobs_in_system_s = 0.0  # integral of the number of jobs in the system: sum of JCTs
+        self.weighted_jobs_s = 0.0
+        self.energy_j = 0.0
+        self.allocated_gpu_s = 0.0
+        self.useful_work_s = 0.0  # reference-seconds of work done
+        self.preemption_gpu_s = 0.0  # GPU-seconds lost to checkpoint and restore
+        self.num_preemptions = 0
+        self.power_w = 0.0
+        self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
+        self._update_power()
+        self._admit_arrivals()
+        self._record()
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def num_jobs(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def done(self) -> bool:
+        return self.num_done == len(self.jobs)
+
+    @property
+    def allocated_gpus(self) -> int:
+        return int(self.cluster.num_gpus - self.node_free.sum())
+
+    def free_gpu_mask(self) -> np.ndarray:
+        """(G,) GPUs neither owned nor reserved."""
+        return (self.gpu_owner < 0) & (self.gpu_reserved < 0)
+
+    @property
+    def next_arrival_s(self) -> float:
+        return float(self.arrival[self._next_arrival]) if self._next_arrival < len(self.jobs) else np.inf
+
+    def next_event_s(self) -> float:
+        """Time of the next event (arrival, completion, checkpoint end); inf when none."""
+        t = self.next_arrival_s
+        if len(self.running):
+            r = self.running
+            t = min(t, float((self.now + self.overhead_left[r] + self.work_left[r] / self.rate[r]).min()))
+        if self.checkpointing:
+            t = min(t, float(self.checkpoint_end[self.checkpointing].min()))
+        return t
+
+    def remaining_estimate_s(self, job_id: int) -> float:
+        """The scheduler's estimate of remaining runtime at reference speed (never the truth)."""
+        job = self.jobs[job_id]
+        done = job.work_s - self.work_left[job_id]
+        return max(self.estimate[job_id] - done, 0.0) + (job.restore_s if self.needs_restore[job_id] else 0.0)
+
+    # ------------------------------------------------------------------ decisions
+
+    def _check_placement(self, job_id: int, gpus: np.ndarray, allowed: np.ndarray) -> None:
+        if not 0 <= job_id < len(self.jobs):
+            raise SchedulingError(f"no job {job_id}")
+        if self.state[job_id] != JobState.QUEUED:
+            raise SchedulingError(f"job {job_id} is not queued (state {JobState(self.state[job_id]).name})")
+        if len(gpus) != self.gpus_req[job_id] or len(np.unique(gpus)) != len(gpus):
+            raise SchedulingError(f"job {job_id} needs exactly {self.gpus_req[job_id]} distinct GPUs, got {len(gpus)}")
+        if (gpus < 0).any() or (gpus >= self.cluster.num_gpus).any():
+            raise SchedulingError(f"job {job_id}: GPU id out of range")
+        if not allowed[gpus].all():
+            raise SchedulingError(f"job {job_id}: some GPUs are not available")
+        if (self.cluster.gpu_memory_gb[gpus] < self.mem_req[job_id]).any():
+            raise SchedulingError(f"job {job_id} needs {self.mem_req[job_id]:g} GB per GPU")
+
+    def start(self, job_id: int, gpus: np.ndarray) -> None:
+        """Start a queued job on free GPUs now (gang rule: all of them at once)."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        self._check_placement(job_id, gpus, self.free_gpu_mask())
+        self.queue.remove(job_id)
+        self.wait_s[job_id] += self.now - self.queued_since[job_id]
+        self._launch(job_id, gpus)
+        self._rates_changed()
+
+    def preempt_and_start(self, job_id: int, gpus: np.ndarray, victims: list[int]) -> None:
+        """Preempt `victims` (gracefully: each keeps its GPUs while it checkpoints) and reserve
+        `gpus` for `job_id`, which starts when the last victim has left."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        if not victims:
+            raise SchedulingError("preempt_and_start needs at least one victim")
+        for v in victims:
+            if self.state[v] != JobState.RUNNING or not self.preemptible[v] or self.priority[v] >= self.priority[job_id]:
+                raise SchedulingError(f"job {v} cannot be preempted for job {job_id}")
+        allowed = self.free_gpu_mask()
+        victim_gpus = np.concatenate([self.placement[v] for v in victims])
+        allowed[victim_gpus] = True
+        self._check_placement(job_id, gpus, allowed)
+        if not np.isin(victim_gpus, gpus).any():
+            raise SchedulingError(f"job {job_id}: the placement uses none of the victims' GPUs")
+        for v in victims:
+            self._preempt(v)
+        self.queue.remove(job_id)
+        self.state[job_id] = JobState.RESERVED
+        self.reserved.append(job_id)
+        self.gpu_reserved[gpus] = job_id
+        self.placement[job_id] = gpus
+        self._recount_nodes(gpus)
+        self._rates_changed()
+
+    def _preempt(self, v: int) -> None:
+        ckpt = min(self.jobs[v].checkpoint_s, self.config.max_checkpoint_s)
+        self._close_segment(v, preempted=True)
+        self.running = self.running[self.running != v]
+        self.state[v] = JobState.CHECKPOINTING
+        self.checkpoint_end[v] = self.now + ckpt
+        self.checkpointing.append(v)
+        self.rate[v] = 0.0
+        self.preemptions[v] += 1
+        self.num_preemptions += 1
+        self.needs_restore[v] = True
+        self.preemption_gpu_s += self.gpus_req[v] * (ckpt + self.jobs[v].restore_s)
+
+    def _launch(self, job_id: int, gpus: np.ndarray) -> None:
+        self.gpu_owner[gpus] = job_id
+        self.gpu_reserved[gpus] = -1
+        self.placement[job_id] = gpus
+        self.profiles[job_id] = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
+        self.state[job_id] = JobState.RUNNING
+        self.overhead_left[job_id] = self.jobs[job_id].restore_s if self.needs_restore[job_id] else 0.0
+        self.needs_restore[job_id] = False
+        if np.isnan(self.first_start[job_id]):
+            self.first_start[job_id] = self.now
+        self.running = np.append(self.running, job_id)
+        self._segment_start[job_id] = self.now
+        self._recount_nodes(gpus)
+
+    def _recount_nodes(self, gpus: np.ndarray) -> None:
+        nodes = np.unique(self.cluster.gpu_node[gpus])
+        for n in nodes:
+            lo, hi = self.cluster.node_first_gpu[n], self.cluster.node_first_gpu[n] + self.cluster.node_gpus[n]
+            owner, res = self.gpu_owner[lo:hi], self.gpu_reserved[lo:hi]
+            self.node_owned[n] = int((owner >= 0).sum())
+            self.node_free[n] = int(((owner < 0) & (res < 0)).sum())
+
+    def _rates_changed(self) -> None:
+        run = self.running
+        if len(run):
+            rates, interference = running_rates(self.cluster, [self.profiles[j] for j in run], self.config.speed_model)
+            self.rate[run] = rates
+            self.interference[run] = interference
+        self._update_power()
+        self.version += 1
+
+    def _update_power(self) -> None:
+        c = self.cluster
+        on = self.node_owned > 0
+        busy_w = np.array([t.power_busy_w for t in c.gpu_types])[c.node_gpu_type]
+        idle_w = np.array([t.power_idle_w for t in c.gpu_types])[c.node_gpu_type]
+        per_node = c.node_power_base_w + self.node_owned * busy_w + (c.node_gpus - self.node_owned) * idle_w
+        self.power_w = float(per_node[on].sum())
+
+    # ------------------------------------------------------------------ time
+
+    def advance(self) -> float:
+        """Jump to the next event and process everything that happens then. Returns the time
+        advanced. Raises SchedulingError when there is no future event (a deadlock: nothing
+        runs, nothing arrives, and the scheduler waited)."""
+        t = self.next_event_s()
+        if not np.isfinite(t):
+            raise SchedulingError("nothing left to wait for: no job is running or arriving")
+        dt = t - self.now
+        self._integrate(dt)
+        self.now = t
+        changed = self._finish_completed() | self._finish_checkpoints()
+        self._admit_arrivals()
+        if changed:
+            self._rates_changed()
+        else:
+            self.version += 1
+        self._record()
+        return dt
+
+    def _integrate(self, dt: float) -> None:
+        if dt <= 0:
+            return
+        self.jobs_in_system_s += self.jobs_in_system * dt
+        self.weighted_jobs_s += self.weighted_in_system * dt
+        self.energy_j += self.power_w * dt
+        self.allocated_gpu_s += self.allocated_gpus * dt
+        run = self.running
+        if len(run):
+            overhead = np.minimum(self.overhead_left[run], dt)
+            self.overhead_left[run] -= overhead
+            progress = (dt - overhead) * self.rate[run]
+            progress = np.minimum(progress, self.work_left[run])
+            self.work_left[run] -= progress
+            self.useful_work_s += float(progress.sum())
+            self.attained_gpu_s[run] += self.gpus_req[run] * dt
+            self.run_s[run] += dt
+            self.interference_loss_s[run] += (1.0 - self.interference[run]) * dt
+
+    def _finish_completed(self) -> bool:
+        run = self.running
+        if not len(run):
+            return False
+        # A job whose remaining time is below float slack has finished now.
+        finished = run[(self.overhead_left[run] + self.work_left[run] / self.rate[run]) <= 1e-7]
+        for j in finished:
+            self.work_left[j] = 0.0
+            self.state[j] = JobState.DONE
+            self.end[j] = self.now
+            self._close_segment(j, preempted=False)
+            self._release(j)
+            self.num_done += 1
+            self.finished_order.append(int(j))
+            self.jobs_in_system -= 1
+            self.weighted_in_system -= self._job_weight[j]
+        if len(finished):
+            self.running = run[~np.isin(run, finished)]
+        return len(finished) > 0
+
+    def _finish_checkpoints(self) -> bool:
+        ended = [v for v in self.checkpointing if self.checkpoint_end[v] <= self.now + _EPS]
+        for v in ended:
+            self.checkpointing.remove(v)
+            self.checkpoint_end[v] = np.inf
+            self._release(v)
+            self.state[v] = JobState.QUEUED
+            self.queued_since[v] = self.now
+            self.queue.append(v)
+        for r in list(self.reserved):
+            if (self.gpu_owner[self.placement[r]] < 0).all():
+                self.reserved.remove(r)
+                self.wait_s[r] += self.now - self.queued_since[r]
+                self._launch(r, self.placement[r])
+        return bool(ended)
+
+    def _release(self, job_id: int) -> None:
+        gpus = self.placement[job_id]
+        self.gpu_owner[gpus] = -1
+        self.rate[job_id] = 0.0
+        self.profiles.pop(job_id, None)
+        self._recount_nodes(gpus)
+
+    def _admit_arrivals(self) -> None:
+        n = len(self.jobs)
+        while self._next_arrival < n and self.arrival[self._next_arrival] <= self.now + _EPS:
+            j = self._next_arrival
+            self.state[j] = JobState.QUEUED
+            self.queued_since[j] = self.now
+            self.queue.append(j)
+            self.jobs_in_system += 1
+            self.weighted_in_system += self._job_weight[j]
+            self._next_arrival += 1
+
+    def _close_segment(self, job_id: int, preempted: bool) -> None:
+        start = self._segment_start.pop(job_id)
+        self.segments.append(Segment(job_id, self.placement[job_id].copy(), start, self.now, preempted))
+
+    def fragmented_free_gpus(self, node_free: np.ndarray | None = None) -> int:
+        """Free GPUs on nodes that cannot host an 8-GPU gang (a whole node, if smaller) alone."""
+        free = self.node_free if node_free is None else node_free
+        return int(free[free < np.minimum(8, self.cluster.node_gpus)].sum())
+
+    def _record(self) -> None:
+        self.timeline.append(
+            (self.now, self.allocated_gpus, len(self.queue), len(self.running), self.fragmented_free_gpus(), self.power_w)
+        )

@@ -1,0 +1,181 @@
+"""How placement changes a job's speed: placement efficiency by interconnect tier, shared-uplink
+congestion, and memory-bandwidth interference on a node.
+
+rate = min GPU speed x placement efficiency x interference, in reference-seconds of work per
+second. A step at ideal placement splits into compute (1 - c), tensor-parallel communication
+c_tp and data-parallel communication c_dp; each communication share stretches by
+ideal bandwidth / achieved bandwidth for the tier its traffic crosses:
+
+    efficiency = 1 / ((1 - c_tp - c_dp) + c_tp * stretch_tp + c_dp * stretch_dp)
+
+TP traffic stays inside a TP group (ideal: NVSwitch, 900 GB/s); DP traffic flows between
+groups (ideal: one leaf, the full NIC share of each GPU). Traffic that leaves a switch shares
+that switch's uplink with every job that crosses it (max-min-free proportional share), so rates
+are recomputed whenever the set of running jobs changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from envs.jobs import Job
+from envs.topology import (
+    INTRA_NVLINK_PAIRS,
+    INTRA_NVSWITCH,
+    REFERENCE_NET_PER_GPU_GBPS,
+    REFERENCE_NVLINK_GBPS,
+    Cluster,
+)
+
+
+@dataclass(frozen=True)
+class SpeedModel:
+    """Tunable constants of the speed model."""
+
+    cross_socket_factor: float = 0.5  # PCIe traffic between NUMA sockets crosses the CPU link
+    interference_coeff: float = 0.6  # slowdown per unit of neighbours' memory-bandwidth pressure
+    # Memory-bandwidth pressure a job puts on its node per GPU, and how much it suffers from it.
+    pressure_by_kind: tuple[float, ...] = (0.2, 0.2, 1.0, 0.1)  # indexed by JobKind
+    sensitivity_by_kind: tuple[float, ...] = (0.3, 0.3, 1.0, 0.2)
+
+
+@dataclass(frozen=True)
+class PlacementProfile:
+    """What a placement fixes about a job's speed; congestion and interference are applied on
+    top of it from the running set. Shapes: n = nodes used, u = uplinks crossed."""
+
+    min_speed: float
+    nodes: np.ndarray  # (n,) node ids used
+    gpus_on_node: np.ndarray  # (n,) GPUs of this job on each
+    c_tp: float
+    c_dp: float
+    tp_stretch: float  # at nominal bandwidth
+    tp_cross_node: bool  # TP traffic uses the network, so congestion applies to it too
+    dp_bw_GBps: float  # nominal per-GPU bandwidth of DP traffic (inf when no DP traffic)
+    dp_cross_switch: bool
+    tier: int  # highest tier the job's traffic crosses
+    uplinks: np.ndarray  # (u,) switch ids whose uplink the job crosses
+    uplink_demand_GBps: np.ndarray  # (u,) the job's traffic on each
+    pressure: float  # memory-bandwidth pressure per GPU
+    sensitivity: float
+
+    def efficiency(self, congestion: float = 1.0) -> float:
+        """Placement efficiency given the worst congestion share (0, 1] on its uplinks."""
+        tp = self.tp_stretch / (congestion if self.tp_cross_node else 1.0)
+        dp_bw = self.dp_bw_GBps * (congestion if self.dp_cross_switch else 1.0)
+        dp = max(1.0, REFERENCE_NET_PER_GPU_GBPS / dp_bw) if self.c_dp > 0 else 1.0
+        return 1.0 / ((1.0 - self.c_tp - self.c_dp) + self.c_tp * tp + self.c_dp * dp)
+
+
+def _group_tp_bandwidth(cluster: Cluster, gpus: np.ndarray, model: SpeedModel) -> tuple[float, bool]:
+    """Bottleneck bandwidth (GB/s) of one TP group's links, and whether it crosses nodes."""
+    nodes = cluster.gpu_node[gpus]
+    n0 = nodes[0]
+    if (nodes != n0).any():
+        return float(cluster.node_net_per_gpu_GBps[nodes].min()), True
+    intra = cluster.node_intra[n0]
+    if intra == INTRA_NVSWITCH:
+        return float(cluster.node_nvlink_GBps[n0]), False
+    local = cluster.gpu_local[gpus]
+    if intra == INTRA_NVLINK_PAIRS and len(gpus) == 2 and local.min() // 2 == local.max() // 2:
+        return float(cluster.node_nvlink_GBps[n0]), False
+    sockets = cluster.gpu_socket[gpus]
+    bw = float(cluster.node_pcie_GBps[n0])
+    return (bw * model.cross_socket_factor if (sockets != sockets[0]).any() else bw), False
+
+
+def placement_profile(cluster: Cluster, job: Job, gpus: np.ndarray, model: SpeedModel) -> PlacementProfile:
+    """Profile of `job` on `gpus` (global GPU ids, ordered: consecutive runs of tp_degree GPUs
+    form the TP groups)."""
+    gpus = np.asarray(gpus)
+    node_of = cluster.gpu_node[gpus]
+    nodes, gpus_on_node = np.unique(node_of, return_counts=True)
+    tp = job.tp_degree
+    c = job.comm_fraction
+    c_tp = c * job.tp_comm_share if tp > 1 else 0.0
+    c_dp = c * (1.0 - job.tp_comm_share) if job.gpus // tp > 1 else 0.0
+
+    tp_stretch, tp_cross = 1.0, False
+    if tp > 1:
+        worst_bw = np.inf
+        for g in range(0, len(gpus), tp):
+            bw, cross = _group_tp_bandwidth(cluster, gpus[g : g + tp], model)
+            worst_bw = min(worst_bw, bw)
+            tp_cross |= cross
+        tp_stretch = max(1.0, REFERENCE_NVLINK_GBPS / worst_bw)
+
+    if len(nodes) > 1:
+        dp_bw = float(cluster.node_net_per_gpu_GBps[nodes].min())
+        tier = int(cluster.node_tier[np.ix_(nodes, nodes)].max())
+        under = cluster.node_under_switch[nodes]  # (n, S)
+        inside = (under * gpus_on_node[:, None]).sum(axis=0)  # GPUs of the job under each switch
+        crossing = (inside > 0) & (inside < len(gpus)) & np.isfinite(cluster.switch_uplink_GBps)
+        uplinks = np.flatnonzero(crossing)
+        per_gpu = cluster.node_net_per_gpu_GBps[nodes]
+        demand = (under[:, uplinks] * (gpus_on_node * per_gpu)[:, None]).sum(axis=0)
+    else:
+        # DP between groups inside one node runs on its intra-node links: never worse than ideal
+        # on NVSwitch; on PCIe it is the PCIe bandwidth.
+        n0 = nodes[0]
+        dp_bw = float(cluster.node_nvlink_GBps[n0]) if cluster.node_intra[n0] == INTRA_NVSWITCH else float(cluster.node_pcie_GBps[n0])
+        tier, uplinks, demand = 0, np.zeros(0, dtype=np.int64), np.zeros(0)
+    return PlacementProfile(
+        min_speed=float(cluster.gpu_speed[gpus].min()),
+        nodes=nodes,
+        gpus_on_node=gpus_on_node,
+        c_tp=c_tp,
+        c_dp=c_dp,
+        tp_stretch=tp_stretch,
+        tp_cross_node=tp_cross,
+        dp_bw_GBps=dp_bw if c_dp > 0 else np.inf,
+        dp_cross_switch=len(uplinks) > 0,
+        tier=tier,
+        uplinks=uplinks,
+        uplink_demand_GBps=demand,
+        pressure=model.pressure_by_kind[job.kind],
+        sensitivity=model.sensitivity_by_kind[job.kind],
+    )
+
+
+def uplink_demand(cluster: Cluster, profiles: list[PlacementProfile]) -> np.ndarray:
+    """(S,) traffic (GB/s) the jobs would put on each switch uplink at full speed."""
+    demand = np.zeros(len(cluster.switch_names))
+    for p in profiles:
+        if len(p.uplinks):
+            demand[p.uplinks] += p.uplink_demand_GBps
+    return demand
+
+
+def congestion_shares(cluster: Cluster, demand: np.ndarray) -> np.ndarray:
+    """(S,) share of its demand each uplink can carry: min(1, capacity / demand)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(demand > cluster.switch_uplink_GBps, cluster.switch_uplink_GBps / demand, 1.0)
+
+
+def node_pressure(cluster: Cluster, profiles: list[PlacementProfile]) -> np.ndarray:
+    """(N,) memory-bandwidth pressure on each node: sum of pressure x GPUs of its jobs."""
+    pressure = np.zeros(cluster.num_nodes)
+    for p in profiles:
+        pressure[p.nodes] += p.pressure * p.gpus_on_node
+    return pressure
+
+
+def interference_factor(cluster: Cluster, p: PlacementProfile, pressure: np.ndarray, model: SpeedModel) -> float:
+    """Slowdown from neighbours' memory-bandwidth pressure, worst node of the job."""
+    others = (pressure[p.nodes] - p.pressure * p.gpus_on_node) / cluster.node_gpus[p.nodes]
+    return 1.0 / (1.0 + model.interference_coeff * p.sensitivity * float(max(others.max(), 0.0)))
+
+
+def running_rates(cluster: Cluster, profiles: list[PlacementProfile], model: SpeedModel) -> tuple[np.ndarray, np.ndarray]:
+    """Rates and interference factors of every running job, given all of them (in order)."""
+    shares = congestion_shares(cluster, uplink_demand(cluster, profiles))
+    pressure = node_pressure(cluster, profiles)
+    rates = np.empty(len(profiles))
+    interference = np.empty(len(profiles))
+    for i, p in enumerate(profiles):
+        congestion = float(shares[p.uplinks].min()) if len(p.uplinks) else 1.0
+        interference[i] = interference_factor(cluster, p, pressure, model)
+        rates[i] = p.min_speed * p.efficiency(congestion) * interference[i]
+    return rates, interference
