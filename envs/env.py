@@ -15,13 +15,13 @@ from envs.candidates import (
     NUM_GLOBAL_FEATURES,
     CandidateSet,
     apply_candidate,
-    build_candidates,
     candidate_features,
     num_candidates,
 )
 from envs.config import load_cluster
 from envs.jobs import Job
 from envs.metrics import episode_metrics
+from envs.replay import advance_to_decision
 from envs.rewards import RewardConfig, RewardTracker
 from envs.simulator import JobState, SimConfig, Simulator
 from envs.speed import SpeedModel
@@ -206,15 +206,7 @@ class GpuClusterEnv(gym.Env):
     # ------------------------------------------------------------------ internals
 
     def _advance_to_decision(self) -> None:
-        """Advance until some queued job can be placed (the agent has a real choice) or the
-        workload is done."""
-        sim = self.sim
-        while not sim.done:
-            self.cset = build_candidates(sim, self.queue_window)
-            if self.cset.mask[:-1].any():
-                return
-            sim.advance()
-        self.cset = build_candidates(sim, self.queue_window)
+        self.cset = advance_to_decision(self.sim, self.queue_window)
 
     def _observation(self) -> dict[str, np.ndarray]:
         feats, glob = candidate_features(self.sim, self.cset)

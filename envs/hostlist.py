@@ -13,6 +13,8 @@ def _split_top_level(expr: str) -> list[str]:
     for ch in expr:
         if ch == "[":
             depth += 1
+            if depth > 1:
+                raise ValueError(f"hostlist '{expr}': nested '['")
         elif ch == "]":
             depth -= 1
             if depth < 0:
@@ -25,7 +27,10 @@ def _split_top_level(expr: str) -> list[str]:
     if depth != 0:
         raise ValueError(f"hostlist '{expr}': unbalanced '['")
     parts.append("".join(current))
-    return [p.strip() for p in parts if p.strip()]
+    parts = [p.strip() for p in parts]
+    if not all(parts):
+        raise ValueError(f"hostlist '{expr}': empty name between commas")
+    return parts
 
 
 def _expand_range(body: str, expr: str) -> list[str]:
