@@ -21,7 +21,16 @@ import numpy as np
 
 from envs.jobs import Job, JobKind
 from envs.simulator import JobState, Simulator
-from envs.speed import PlacementProfile, interference_factor, node_pressure, placement_profile, uplink_demand
+from envs.speed import (
+    PlacementGeometry,
+    PlacementProfile,
+    interference_factor,
+    job_profile,
+    node_pressure,
+    placement_geometry,
+    placement_profile,
+    uplink_demand,
+)
 
 RULES = ("binpack", "spread", "topology", "preempt")
 BINPACK, SPREAD, TOPOLOGY, PREEMPT = range(4)
@@ -250,33 +259,36 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
 # ---------------------------------------------------------------- window and candidates
 
 
-def _feasible_queue(sim: Simulator) -> np.ndarray:
+def feasible_queue(sim: Simulator) -> np.ndarray:
     """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs."""
     q = np.array(sim.queue, dtype=np.int64)
     if not len(q):
         return q
     c = sim.cluster
     free = sim.free_gpu_mask()
-    run = sim.running
-    ok = np.zeros(len(q), dtype=bool)
+    owner = sim.gpu_owner
+    need = sim.gpus_req[q]
     mems = sim.mem_req[q]
+    ok = np.zeros(len(q), dtype=bool)
     for m in np.unique(mems):
         elig = c.gpu_memory_gb >= m
         n_free = int((free & elig).sum())
         sel = mems == m
-        ok[sel] = sim.gpus_req[q[sel]] <= n_free
-        rest = sel & ~ok
-        if rest.any() and len(run):
-            victim_ok = sim.preemptible[run]
-            per_job = np.array([int(elig[sim.placement[v]].sum()) for v in run])
-            for i in np.flatnonzero(rest):
-                extra = per_job[victim_ok & (sim.priority[run] < sim.priority[q[i]])].sum()
-                ok[i] = sim.gpus_req[q[i]] <= n_free + extra
+        ok[sel] = need[sel] <= n_free
+        rest = np.flatnonzero(sel & ~ok)
+        if not len(rest) or not len(sim.running):
+            continue
+        # Eligible GPUs held by each running preemptible job, by its priority class.
+        held = owner[elig & (owner >= 0)]
+        held = held[(sim.state[held] == JobState.RUNNING) & sim.preemptible[held]]
+        by_class = np.bincount(sim.priority[held], minlength=3)
+        below = np.concatenate([[0], np.cumsum(by_class)])  # GPUs held by classes < p
+        ok[rest] = need[rest] <= n_free + below[sim.priority[q[rest]]]
     return q[ok]
 
 
 def select_window(sim: Simulator, queue_window: int) -> list[int]:
-    feasible = _feasible_queue(sim)
+    feasible = feasible_queue(sim)
     if len(feasible) <= queue_window:
         return [int(j) for j in feasible]
     remaining = np.array([sim.remaining_estimate_s(j) for j in feasible])
@@ -305,7 +317,8 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
     window = select_window(sim, queue_window)
     free = sim.free_gpu_mask()
     cands: list[Candidate] = []
-    cache: dict[tuple, np.ndarray | None] = {}
+    model = sim.config.speed_model
+    cache: dict[tuple, tuple[np.ndarray, PlacementGeometry] | None] = {}
     for slot in range(queue_window):
         if slot >= len(window):
             cands.extend(Candidate(-1, r) for r in range(len(RULES)))
@@ -314,13 +327,21 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
         for rule in range(len(RULES)):
             if rule == PREEMPT:
                 pv = choose_victims(sim, job)
-                cands.append(Candidate(job.job_id, rule, *pv) if pv else Candidate(job.job_id, rule))
+                if pv is None:
+                    cands.append(Candidate(job.job_id, rule))
+                else:
+                    cands.append(Candidate(job.job_id, rule, pv[0], pv[1], placement_profile(sim.cluster, job, pv[0], model)))
                 continue
             # Placements depend only on the gang's shape, not on which job it is.
-            key = (rule, job.gpus, job.tp_degree if rule == TOPOLOGY else 0, job.mem_per_gpu_gb)
+            key = (rule, job.gpus, job.tp_degree, job.mem_per_gpu_gb)
             if key not in cache:
-                cache[key] = place(sim, job, rule, free)
-            cands.append(Candidate(job.job_id, rule, cache[key]))
+                gpus = place(sim, job, rule, free)
+                cache[key] = None if gpus is None else (gpus, placement_geometry(sim.cluster, gpus, job.tp_degree, model))
+            hit = cache[key]
+            if hit is None:
+                cands.append(Candidate(job.job_id, rule))
+            else:
+                cands.append(Candidate(job.job_id, rule, hit[0], (), job_profile(job, hit[1], model)))
     cands.append(Candidate(-1, -1))
     mask = np.array([cd.valid for cd in cands], dtype=bool)
     # WAIT needs something to wait for; without a future event some placement is always valid.
@@ -402,8 +423,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         if cd.gpus is None:
             continue
         row[_F["valid"]] = 1.0
-        p = placement_profile(c, sim.jobs[j], cd.gpus, model)
-        cd.profile = p
+        p = cd.profile
         congestion = 1.0
         if len(p.uplinks):
             added = demand[p.uplinks] + p.uplink_demand_GBps

@@ -26,7 +26,7 @@ from envs.rewards import RewardConfig, RewardTracker
 from envs.simulator import JobState, SimConfig, Simulator
 from envs.speed import SpeedModel
 from envs.topology import Cluster
-from envs.workload import WorkloadSpec, load_workload_spec, make_workload
+from envs.workload import WorkloadSpec, check_workload_fits, load_workload_spec, make_workload
 
 TRAIN_SEEDS = (1_000_000, 2**31 - 1)  # resets without a seed draw workloads from here
 
@@ -125,6 +125,7 @@ class GpuClusterEnv(gym.Env):
         else:
             self.fixed_jobs = None
             self.workload_spec = load_workload_spec(workload)
+            check_workload_fits(self.workload_spec, self.cluster)
         self.num_jobs = num_jobs
         self.queue_window = queue_window
         self.max_steps = max_steps

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from envs.candidates import CandidateSet, apply_candidate, build_candidates
+from envs.candidates import CandidateSet, apply_candidate, build_candidates, feasible_queue
 from envs.simulator import Simulator
 
 Select = Callable[[Simulator, CandidateSet], int]
@@ -18,9 +18,8 @@ def advance_to_decision(sim: Simulator, queue_window: int) -> CandidateSet:
     """Advance until some queued job can be placed (a real choice) or the workload is done;
     return the candidates there."""
     while not sim.done:
-        cset = build_candidates(sim, queue_window)
-        if cset.mask[:-1].any():
-            return cset
+        if len(feasible_queue(sim)):
+            return build_candidates(sim, queue_window)
         sim.advance()
     return build_candidates(sim, queue_window)
 

@@ -35,6 +35,8 @@ class SpeedModel:
     """Tunable constants of the speed model."""
 
     cross_socket_factor: float = 0.5  # PCIe traffic between NUMA sockets crosses the CPU link
+    # Achieved share of line rate per switch tier above the leaf (ECMP collisions, extra hops).
+    cross_tier_efficiency: float = 0.85
     interference_coeff: float = 0.6  # slowdown per unit of neighbours' memory-bandwidth pressure
     # Memory-bandwidth pressure a job puts on its node per GPU, and how much it suffers from it.
     pressure_by_kind: tuple[float, ...] = (0.2, 0.2, 1.0, 0.1)  # indexed by JobKind
@@ -42,30 +44,64 @@ class SpeedModel:
 
 
 @dataclass(frozen=True)
-class PlacementProfile:
-    """What a placement fixes about a job's speed; congestion and interference are applied on
-    top of it from the running set. Shapes: n = nodes used, u = uplinks crossed."""
+class PlacementGeometry:
+    """What a set of GPUs and a TP degree fix, whichever job runs there.
+    Shapes: n = nodes used, u = uplinks crossed."""
 
     min_speed: float
     nodes: np.ndarray  # (n,) node ids used
-    gpus_on_node: np.ndarray  # (n,) GPUs of this job on each
-    c_tp: float
-    c_dp: float
-    tp_stretch: float  # at nominal bandwidth
+    gpus_on_node: np.ndarray  # (n,) GPUs of the placement on each
+    tp_stretch: float  # ideal / achieved TP bandwidth at nominal bandwidth (1 when tp = 1)
     tp_cross_node: bool  # TP traffic uses the network, so congestion applies to it too
-    dp_bw_GBps: float  # nominal per-GPU bandwidth of DP traffic (inf when no DP traffic)
-    dp_cross_switch: bool
-    tier: int  # highest tier the job's traffic crosses
-    uplinks: np.ndarray  # (u,) switch ids whose uplink the job crosses
-    uplink_demand_GBps: np.ndarray  # (u,) the job's traffic on each
+    dp_bw_GBps: float  # nominal per-GPU bandwidth between TP groups
+    tier: int  # highest tier the placement spans
+    uplinks: np.ndarray  # (u,) switch ids whose uplink the placement crosses
+    uplink_demand_GBps: np.ndarray  # (u,) its traffic on each at full speed
+
+
+@dataclass(frozen=True)
+class PlacementProfile:
+    """A job on a placement: the geometry plus the job's communication and memory profile.
+    Congestion and interference are applied on top of it from the running set."""
+
+    geometry: PlacementGeometry
+    c_tp: float  # tensor-parallel share of step time at ideal placement
+    c_dp: float  # data-parallel share
     pressure: float  # memory-bandwidth pressure per GPU
     sensitivity: float
 
+    @property
+    def nodes(self) -> np.ndarray:
+        return self.geometry.nodes
+
+    @property
+    def gpus_on_node(self) -> np.ndarray:
+        return self.geometry.gpus_on_node
+
+    @property
+    def uplinks(self) -> np.ndarray:
+        return self.geometry.uplinks
+
+    @property
+    def uplink_demand_GBps(self) -> np.ndarray:
+        return self.geometry.uplink_demand_GBps
+
+    @property
+    def min_speed(self) -> float:
+        return self.geometry.min_speed
+
+    @property
+    def tier(self) -> int:
+        return self.geometry.tier
+
     def efficiency(self, congestion: float = 1.0) -> float:
         """Placement efficiency given the worst congestion share (0, 1] on its uplinks."""
-        tp = self.tp_stretch / (congestion if self.tp_cross_node else 1.0)
-        dp_bw = self.dp_bw_GBps * (congestion if self.dp_cross_switch else 1.0)
-        dp = max(1.0, REFERENCE_NET_PER_GPU_GBPS / dp_bw) if self.c_dp > 0 else 1.0
+        g = self.geometry
+        tp = g.tp_stretch / (congestion if g.tp_cross_node else 1.0)
+        dp = 1.0
+        if self.c_dp > 0:
+            dp_bw = g.dp_bw_GBps * (congestion if len(g.uplinks) else 1.0)
+            dp = max(1.0, REFERENCE_NET_PER_GPU_GBPS / dp_bw)
         return 1.0 / ((1.0 - self.c_tp - self.c_dp) + self.c_tp * tp + self.c_dp * dp)
 
 
@@ -86,57 +122,65 @@ def _group_tp_bandwidth(cluster: Cluster, gpus: np.ndarray, model: SpeedModel) -
     return (bw * model.cross_socket_factor if (sockets != sockets[0]).any() else bw), False
 
 
-def placement_profile(cluster: Cluster, job: Job, gpus: np.ndarray, model: SpeedModel) -> PlacementProfile:
-    """Profile of `job` on `gpus` (global GPU ids, ordered: consecutive runs of tp_degree GPUs
-    form the TP groups)."""
+def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model: SpeedModel) -> PlacementGeometry:
+    """Geometry of `gpus` (global ids, ordered: consecutive runs of tp_degree GPUs form the TP
+    groups)."""
     gpus = np.asarray(gpus)
     node_of = cluster.gpu_node[gpus]
-    nodes, gpus_on_node = np.unique(node_of, return_counts=True)
-    tp = job.tp_degree
-    c = job.comm_fraction
-    c_tp = c * job.tp_comm_share if tp > 1 else 0.0
-    c_dp = c * (1.0 - job.tp_comm_share) if job.gpus // tp > 1 else 0.0
+    counts = np.bincount(node_of, minlength=cluster.num_nodes)
+    nodes = np.flatnonzero(counts)
+    gpus_on_node = counts[nodes]
 
     tp_stretch, tp_cross = 1.0, False
-    if tp > 1:
+    if tp_degree > 1:
         worst_bw = np.inf
-        for g in range(0, len(gpus), tp):
-            bw, cross = _group_tp_bandwidth(cluster, gpus[g : g + tp], model)
+        for g in range(0, len(gpus), tp_degree):
+            bw, cross = _group_tp_bandwidth(cluster, gpus[g : g + tp_degree], model)
             worst_bw = min(worst_bw, bw)
             tp_cross |= cross
         tp_stretch = max(1.0, REFERENCE_NVLINK_GBPS / worst_bw)
 
     if len(nodes) > 1:
-        dp_bw = float(cluster.node_net_per_gpu_GBps[nodes].min())
         tier = int(cluster.node_tier[np.ix_(nodes, nodes)].max())
+        dp_bw = float(cluster.node_net_per_gpu_GBps[nodes].min()) * model.cross_tier_efficiency ** (tier - 1)
         under = cluster.node_under_switch[nodes]  # (n, S)
-        inside = (under * gpus_on_node[:, None]).sum(axis=0)  # GPUs of the job under each switch
+        inside = gpus_on_node @ under  # GPUs of the placement under each switch
         crossing = (inside > 0) & (inside < len(gpus)) & np.isfinite(cluster.switch_uplink_GBps)
         uplinks = np.flatnonzero(crossing)
-        per_gpu = cluster.node_net_per_gpu_GBps[nodes]
-        demand = (under[:, uplinks] * (gpus_on_node * per_gpu)[:, None]).sum(axis=0)
+        demand = (gpus_on_node * cluster.node_net_per_gpu_GBps[nodes]) @ under[:, uplinks]
     else:
         # DP between groups inside one node runs on its intra-node links: never worse than ideal
         # on NVSwitch; on PCIe it is the PCIe bandwidth.
         n0 = nodes[0]
         dp_bw = float(cluster.node_nvlink_GBps[n0]) if cluster.node_intra[n0] == INTRA_NVSWITCH else float(cluster.node_pcie_GBps[n0])
         tier, uplinks, demand = 0, np.zeros(0, dtype=np.int64), np.zeros(0)
-    return PlacementProfile(
+    return PlacementGeometry(
         min_speed=float(cluster.gpu_speed[gpus].min()),
         nodes=nodes,
         gpus_on_node=gpus_on_node,
-        c_tp=c_tp,
-        c_dp=c_dp,
         tp_stretch=tp_stretch,
         tp_cross_node=tp_cross,
-        dp_bw_GBps=dp_bw if c_dp > 0 else np.inf,
-        dp_cross_switch=len(uplinks) > 0,
+        dp_bw_GBps=dp_bw,
         tier=tier,
         uplinks=uplinks,
         uplink_demand_GBps=demand,
+    )
+
+
+def job_profile(job: Job, geometry: PlacementGeometry, model: SpeedModel) -> PlacementProfile:
+    c = job.comm_fraction
+    return PlacementProfile(
+        geometry=geometry,
+        c_tp=c * job.tp_comm_share if job.tp_degree > 1 else 0.0,
+        c_dp=c * (1.0 - job.tp_comm_share) if job.gpus // job.tp_degree > 1 else 0.0,
         pressure=model.pressure_by_kind[job.kind],
         sensitivity=model.sensitivity_by_kind[job.kind],
     )
+
+
+def placement_profile(cluster: Cluster, job: Job, gpus: np.ndarray, model: SpeedModel) -> PlacementProfile:
+    """Profile of `job` on `gpus`."""
+    return job_profile(job, placement_geometry(cluster, gpus, job.tp_degree, model), model)
 
 
 def uplink_demand(cluster: Cluster, profiles: list[PlacementProfile]) -> np.ndarray:

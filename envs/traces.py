@@ -369,9 +369,8 @@ def _parse_csv(path: Path, report: TraceReport, strict: bool) -> list[TraceRow]:
     def parse_row(line: int, row: dict[str, str]) -> TraceRow:
         _check_width(row)
         given: dict[str, Any] = {}
-        for name in ("tp_degree",):
-            if row.get(name):
-                given[name] = _number(row, name, int, min_value=1)
+        if row.get("tp_degree"):
+            given["tp_degree"] = _number(row, "tp_degree", int, min_value=1)
         for name in ("mem_per_gpu_gb", "estimate_s", "comm_fraction", "tp_comm_share", "checkpoint_s", "restore_s"):
             if row.get(name):
                 given[name] = _number(row, name)

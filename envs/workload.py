@@ -267,6 +267,24 @@ def workload_spec_from_dict(data: dict, source: str) -> WorkloadSpec:
     )
 
 
+def check_workload_fits(spec: WorkloadSpec, cluster: Cluster) -> None:
+    """Fail at load time, naming the file and field, when some job the spec can draw could
+    never run on the cluster."""
+    for kind, p in spec.kinds.items():
+        name = kind.name.lower()
+        for mem in p.mem_per_gpu_gb:
+            eligible = int((cluster.gpu_memory_gb >= mem).sum())
+            too_big = [g for g in p.gpus if g > eligible]
+            if eligible == 0:
+                raise ConfigError(spec.source, f"kinds.{name}.mem_per_gpu_gb", f"no GPU of cluster '{cluster.name}' has {mem:g} GB")
+            if too_big:
+                raise ConfigError(
+                    spec.source, f"kinds.{name}.gpus",
+                    f"a {max(too_big)}-GPU job needing {mem:g} GB per GPU can never fit cluster '{cluster.name}' "
+                    f"({eligible} GPUs with enough memory)",
+                )
+
+
 def load_workload_spec(name_or_path: str | Path | WorkloadSpec) -> WorkloadSpec:
     if isinstance(name_or_path, WorkloadSpec):
         return name_or_path

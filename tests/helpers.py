@@ -1,0 +1,35 @@
+"""Small builders shared by the tests: toy clusters and hand-made jobs."""
+
+from __future__ import annotations
+
+from envs.config import cluster_from_dict
+from envs.jobs import Job, JobKind
+from envs.topology import Cluster
+
+
+def toy_cluster(nodes: int = 2, gpus: int = 8, leaves: int = 1, oversubscription: float = 1.0, intra: str = "nvswitch") -> Cluster:
+    """`nodes` H100 nodes split evenly under `leaves` leaves and one spine."""
+    per_leaf = nodes // leaves
+    switches = [
+        {"name": f"leaf{l}", "nodes": f"n[{l * per_leaf}-{(l + 1) * per_leaf - 1}]", "oversubscription": oversubscription}
+        for l in range(leaves)
+    ]
+    if leaves > 1:
+        switches.append({"name": "spine0", "switches": f"leaf[0-{leaves - 1}]"})
+    data = {
+        "name": "toy",
+        "node_types": {"box": {"gpu_type": "H100-80GB", "gpus": gpus, "intra_node": intra}},
+        "nodes": [{"names": f"n[0-{nodes - 1}]", "type": "box"}],
+        "switches": switches,
+    }
+    return cluster_from_dict(data, "<toy>")
+
+
+def job(job_id: int, arrival_s: float, gpus: int, work_s: float, *, tp: int = 1, comm: float = 0.0, tp_share: float = 0.0,
+        kind: JobKind = JobKind.FINETUNE, priority: int = 1, preemptible: bool = True, mem: float = 40.0,
+        estimate_s: float | None = None, checkpoint_s: float = 10.0, restore_s: float = 20.0) -> Job:
+    return Job(
+        job_id=job_id, arrival_s=arrival_s, kind=kind, gpus=gpus, tp_degree=tp, mem_per_gpu_gb=mem, work_s=work_s,
+        estimate_s=work_s if estimate_s is None else estimate_s, comm_fraction=comm, tp_comm_share=tp_share,
+        priority=priority, preemptible=preemptible, checkpoint_s=checkpoint_s, restore_s=restore_s,
+    )

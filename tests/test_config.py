@@ -1,0 +1,109 @@
+"""Bad cluster and workload files fail at load time, naming the file and the field."""
+
+from __future__ import annotations
+
+import textwrap
+
+import gymnasium as gym
+import pytest
+
+import envs  # noqa: F401
+from envs.config import ConfigError, load_cluster
+from envs.workload import load_workload_spec
+
+CLUSTER = """\
+name: t
+node_types:
+  box: {gpu_type: H100-80GB, gpus: 8}
+nodes:
+  - {names: "n[0-1]", type: box}
+switches:
+  - {name: leaf0, nodes: "n[0-1]"}
+"""
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+@pytest.mark.parametrize(
+    "mutation, field, message",
+    [
+        (("gpu_type: H100-80GB", "gpu_type: Z9000"), "node_types.box.gpu_type", "unknown GPU type 'Z9000'"),
+        (("type: box}", "type: crate}"), "nodes[0].type", "unknown node type 'crate'"),
+        (("gpus: 8", "gpus: -8"), "node_types.box.gpus", "must be >= 1"),
+        (("gpus: 8", "gpus: eight"), "node_types.box.gpus", "must be int"),
+        (('nodes: "n[0-1]"}', 'nodes: "n[0-2]"}'), "switches", "unknown node 'n2'"),
+        (('nodes: "n[0-1]"}', 'nodes: "n[0-1"}'), "switches[0].nodes", "unbalanced"),
+        (("name: t\n", "name: t\nsize: 3\n"), "size", "unknown key"),
+        (("  - {names: \"n[0-1]\", type: box}\n", "  - {type: box}\n"), "nodes[0].names", "missing required field"),
+    ],
+)
+def test_bad_cluster_names_file_and_field(tmp_path, mutation, field, message):
+    p = write(tmp_path, "bad.yaml", CLUSTER.replace(*mutation))
+    with pytest.raises(ConfigError) as e:
+        load_cluster(p)
+    assert str(p) in str(e.value) and f"{field}:" in str(e.value) and message in str(e.value)
+
+
+def test_disconnected_fabric_is_refused(tmp_path):
+    text = CLUSTER.replace('  - {name: leaf0, nodes: "n[0-1]"}', '  - {name: leaf0, nodes: "n0"}\n  - {name: leaf1, nodes: "n1"}')
+    with pytest.raises(ConfigError, match="share no switch"):
+        load_cluster(write(tmp_path, "c.yaml", text))
+
+
+def test_invalid_yaml_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_cluster(write(tmp_path, "c.yaml", "name: [unclosed\n"))
+    with pytest.raises(ConfigError, match="no such file"):
+        load_cluster(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="not a known cluster config"):
+        load_cluster("no-such-cluster")
+
+
+WORKLOAD = """\
+name: w
+num_jobs: 10
+target_load: 0.8
+kinds:
+  finetune:
+    share: 1.0
+    gpus: {1: 0.5, 8: 0.5}
+    work_median_s: 600
+    mem_per_gpu_gb: 40
+"""
+
+
+@pytest.mark.parametrize(
+    "mutation, field, message",
+    [
+        (("work_median_s: 600", "work_median_s: -5"), "kinds.finetune.work_median_s", "must be >= 1.0"),
+        (("    share: 1.0\n", ""), "kinds.finetune.share", "missing required field"),
+        (("finetune:", "training:"), "kinds.training", "unknown job kind"),
+        (("target_load: 0.8", "target_load: high"), "target_load", "must be float"),
+        (("gpus: {1: 0.5, 8: 0.5}", "gpus: {1: -0.5}"), "kinds.finetune.gpus", "probability"),
+        (("num_jobs: 10\n", ""), "num_jobs", "missing required field"),
+    ],
+)
+def test_bad_workload_names_file_and_field(tmp_path, mutation, field, message):
+    p = write(tmp_path, "w.yaml", WORKLOAD.replace(*mutation))
+    with pytest.raises(ConfigError) as e:
+        load_workload_spec(p)
+    assert str(p) in str(e.value) and f"{field}:" in str(e.value) and message in str(e.value)
+
+
+def test_job_larger_than_cluster_fails_at_make_time(tmp_path):
+    c = write(tmp_path, "c.yaml", CLUSTER)
+    w = write(tmp_path, "w.yaml", WORKLOAD.replace("gpus: {1: 0.5, 8: 0.5}", "gpus: {1: 0.5, 32: 0.5}"))
+    with pytest.raises(ConfigError) as e:
+        gym.make("gangsched/GpuCluster-v0", cluster=str(c), workload=str(w))
+    assert str(w) in str(e.value) and "kinds.finetune.gpus" in str(e.value) and "32-GPU job" in str(e.value)
+
+
+def test_memory_no_gpu_has(tmp_path):
+    c = write(tmp_path, "c.yaml", CLUSTER)
+    w = write(tmp_path, "w.yaml", WORKLOAD.replace("mem_per_gpu_gb: 40", "mem_per_gpu_gb: 141"))
+    with pytest.raises(ConfigError, match="kinds.finetune.mem_per_gpu_gb: no GPU"):
+        gym.make("gangsched/GpuCluster-v0", cluster=str(c), workload=str(w))

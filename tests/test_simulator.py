@@ -1,0 +1,146 @@
+"""The event simulator: a toy instance solved by hand, preemption semantics, and invariants
+under random legal action sequences."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from envs.candidates import RULES, TOPOLOGY, PREEMPT, apply_candidate
+from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW
+from envs.replay import advance_to_decision
+from envs.simulator import JobState, SchedulingError, SimConfig, Simulator
+from envs.speed import SpeedModel
+from envs.workload import load_workload_spec, make_workload
+from envs.config import load_cluster
+from tests.helpers import job, toy_cluster
+
+NO_INTERFERENCE = SimConfig(speed_model=SpeedModel(interference_coeff=0.0))
+
+
+def toy_jobs():
+    # Two nodes of 8 GPUs. Worked out by hand: running J1 (16 GPUs, 50 s) first, then J0 and J2
+    # together gives JCTs 150, 50, 60 (sum 260, makespan 150); every other schedule is worse
+    # (J0 first: J0 0-100, J2 10-30, J1 100-150: sum 270).
+    return [job(0, 0.0, 8, 100.0), job(1, 0.0, 16, 50.0), job(2, 10.0, 4, 20.0)]
+
+
+def jct(sim):
+    return (sim.end - sim.arrival).tolist()
+
+
+def _best_sum_jct(sim, queue_window=4):
+    """Exhaustive search over every legal action sequence."""
+    cset = advance_to_decision(sim, queue_window)
+    if sim.done:
+        return float(np.sum(sim.end - sim.arrival)), sim
+    best = (np.inf, None)
+    for a in np.flatnonzero(cset.mask):
+        child = copy.deepcopy(sim, memo={id(sim.cluster): sim.cluster, id(sim.jobs): sim.jobs})
+        cs = advance_to_decision(child, queue_window)
+        apply_candidate(child, cs, int(a))
+        best = min(best, _best_sum_jct(child, queue_window), key=lambda x: x[0])
+    return best
+
+
+def test_toy_schedule_by_hand():
+    sim = Simulator(toy_cluster(), toy_jobs(), NO_INTERFERENCE)
+    cset = advance_to_decision(sim, 4)
+    slot = cset.window.index(1)
+    apply_candidate(sim, cset, cset.index(slot, TOPOLOGY))  # J1 on all 16 GPUs
+    cset = advance_to_decision(sim, 4)
+    assert sim.now == 50.0 and sorted(cset.window) == [0, 2]
+    apply_candidate(sim, cset, cset.index(cset.window.index(0), TOPOLOGY))
+    cset = advance_to_decision(sim, 4)
+    apply_candidate(sim, cset, cset.index(cset.window.index(2), TOPOLOGY))
+    advance_to_decision(sim, 4)
+    assert sim.done
+    assert jct(sim) == [150.0, 50.0, 60.0]
+    assert float(np.nanmax(sim.end)) == 150.0
+    assert sim.jobs_in_system_s == 260.0  # the reward integral is the sum of JCTs
+
+
+def test_toy_optimum_is_the_hand_schedule():
+    best, sim = _best_sum_jct(Simulator(toy_cluster(), toy_jobs(), NO_INTERFERENCE))
+    assert best == 260.0
+    assert jct(sim) == [150.0, 50.0, 60.0]
+
+
+def test_preemption_checkpoint_restore_and_progress_kept():
+    # J0 (low, 8 GPUs, 100 s) runs; J1 (high, 8 GPUs, 10 s) arrives at 20 and preempts it.
+    jobs = [job(0, 0.0, 8, 100.0, priority=PRIORITY_LOW, checkpoint_s=10.0, restore_s=20.0),
+            job(1, 20.0, 8, 10.0, priority=PRIORITY_HIGH, preemptible=False)]
+    sim = Simulator(toy_cluster(nodes=1), jobs, NO_INTERFERENCE)
+    cset = advance_to_decision(sim, 4)
+    apply_candidate(sim, cset, cset.index(0, TOPOLOGY))
+    cset = advance_to_decision(sim, 4)
+    assert sim.now == 20.0 and cset.window == [1]
+    assert not cset.mask[cset.index(0, TOPOLOGY)] and cset.mask[cset.index(0, PREEMPT)]
+    apply_candidate(sim, cset, cset.index(0, PREEMPT))
+    assert sim.state[0] == JobState.CHECKPOINTING and sim.state[1] == JobState.RESERVED
+    assert (sim.gpu_owner == 0).sum() == 8  # the victim holds its GPUs while it saves
+    cset = advance_to_decision(sim, 4)  # 30: checkpoint ends, J1 starts; 40: J1 ends
+    apply_candidate(sim, cset, cset.index(0, TOPOLOGY))  # J0 back at 40, restores 20 s
+    advance_to_decision(sim, 4)
+    assert sim.done
+    # J0: runs 0-20 (20 s of work), saves 20-30, waits 30-40, restores 40-60, runs 60-140.
+    assert jct(sim) == [140.0, 20.0]
+    assert sim.num_preemptions == 1 and sim.preemptions[0] == 1
+    assert sim.preemption_gpu_s == 8 * (10.0 + 20.0)
+
+
+def test_illegal_decisions_are_refused():
+    sim = Simulator(toy_cluster(nodes=1), [job(0, 0.0, 4, 10.0), job(1, 0.0, 4, 10.0)], NO_INTERFERENCE)
+    sim.start(0, np.arange(4))
+    with pytest.raises(SchedulingError, match="not available"):
+        sim.start(1, np.arange(2, 6))  # GPUs 2-3 are busy
+    with pytest.raises(SchedulingError, match="exactly 4"):
+        sim.start(1, np.arange(4, 7))  # a gang runs whole or not at all
+    with pytest.raises(SchedulingError, match="not queued"):
+        sim.start(0, np.arange(4, 8))
+
+
+def _check_invariants(sim: Simulator, last_now: float) -> None:
+    assert sim.now >= last_now
+    owner = sim.gpu_owner
+    for j in range(sim.num_jobs):
+        held = int((owner == j).sum())
+        st_ = sim.state[j]
+        if st_ in (JobState.RUNNING, JobState.CHECKPOINTING):
+            assert held == sim.gpus_req[j]  # whole gang
+            assert (owner[sim.placement[j]] == j).all()
+        else:
+            assert held == 0
+    groups = [set(sim.queue), set(sim.running.tolist()), set(sim.reserved), set(sim.checkpointing),
+              set(np.flatnonzero(sim.state == JobState.DONE).tolist()), set(np.flatnonzero(sim.state == JobState.FUTURE).tolist())]
+    assert sum(len(g) for g in groups) == sim.num_jobs  # nobody lost or counted twice
+    assert set().union(*groups) == set(range(sim.num_jobs))
+    assert len(sim.queue) == len(set(sim.queue))
+    assert len(sim.finished_order) == len(set(sim.finished_order)) == sim.num_done
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), data=st.data())
+def test_random_legal_actions_keep_invariants(seed, data):
+    cluster = load_cluster("h100-4node")
+    jobs = make_workload(load_workload_spec("llm-mix"), cluster, seed, num_jobs=14)
+    sim = Simulator(cluster, jobs)
+    last = sim.now
+    cset = advance_to_decision(sim, 4)
+    steps = 0
+    while not sim.done:
+        valid = np.flatnonzero(cset.mask)
+        a = int(valid[data.draw(st.integers(0, len(valid) - 1), label="action")])
+        apply_candidate(sim, cset, a)
+        _check_invariants(sim, last)
+        last = sim.now
+        cset = advance_to_decision(sim, 4)
+        _check_invariants(sim, last)
+        steps += 1
+        assert steps < 2000
+    assert sorted(sim.finished_order) == list(range(len(jobs)))  # every job ended exactly once
+    assert np.isfinite(sim.end).all()
