@@ -261,28 +261,31 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
 
 def feasible_queue(sim: Simulator) -> np.ndarray:
     """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs."""
+    return sim.cached("feasible_queue", lambda: _feasible_queue(sim))
+
+
+def _feasible_queue(sim: Simulator) -> np.ndarray:
     q = np.array(sim.queue, dtype=np.int64)
     if not len(q):
         return q
     c = sim.cluster
-    free = sim.free_gpu_mask()
-    owner = sim.gpu_owner
+    type_memory = np.array([t.memory_gb for t in c.gpu_types])
+    type_free = np.bincount(c.node_gpu_type, weights=sim.node_free, minlength=len(type_memory))
     need = sim.gpus_req[q]
     mems = sim.mem_req[q]
     ok = np.zeros(len(q), dtype=bool)
     for m in np.unique(mems):
-        elig = c.gpu_memory_gb >= m
-        n_free = int((free & elig).sum())
+        n_free = type_free[type_memory >= m].sum()
         sel = mems == m
         ok[sel] = need[sel] <= n_free
         rest = np.flatnonzero(sel & ~ok)
         if not len(rest) or not len(sim.running):
             continue
-        # Eligible GPUs held by each running preemptible job, by its priority class.
-        held = owner[elig & (owner >= 0)]
+        # Eligible GPUs held by running preemptible jobs, by priority class.
+        owner = sim.gpu_owner
+        held = owner[(c.gpu_memory_gb >= m) & (owner >= 0)]
         held = held[(sim.state[held] == JobState.RUNNING) & sim.preemptible[held]]
-        by_class = np.bincount(sim.priority[held], minlength=3)
-        below = np.concatenate([[0], np.cumsum(by_class)])  # GPUs held by classes < p
+        below = np.concatenate([[0], np.cumsum(np.bincount(sim.priority[held], minlength=3))])  # held by classes < p
         ok[rest] = need[rest] <= n_free + below[sim.priority[q[rest]]]
     return q[ok]
 
@@ -291,7 +294,7 @@ def select_window(sim: Simulator, queue_window: int) -> list[int]:
     feasible = feasible_queue(sim)
     if len(feasible) <= queue_window:
         return [int(j) for j in feasible]
-    remaining = np.array([sim.remaining_estimate_s(j) for j in feasible])
+    remaining = sim.remaining_estimate_s(feasible)
     orders = [
         feasible,  # the queue is kept in (re)arrival order
         feasible[np.argsort(remaining, kind="stable")],
@@ -365,8 +368,9 @@ def apply_candidate(sim: Simulator, cset: CandidateSet, action: int) -> None:
 # ---------------------------------------------------------------- features
 
 
-def _log_scale(x: float, decades: float = 6.0) -> float:
-    return float(np.log10(1.0 + max(x, 0.0)) / decades)
+def _log_scale(x):
+    """log10(1 + x) / 6: one second -> 0.05, one hour -> 0.59, eleven days -> 1."""
+    return np.log10(1.0 + np.maximum(x, 0.0)) / 6.0
 
 
 def fragmentation(sim: Simulator, node_free: np.ndarray | None = None) -> float:
@@ -374,6 +378,38 @@ def fragmentation(sim: Simulator, node_free: np.ndarray | None = None) -> float:
     free = sim.node_free if node_free is None else node_free
     total = free.sum()
     return float(sim.fragmented_free_gpus(free) / total) if total else 0.0
+
+
+def _static_job_features(sim: Simulator) -> np.ndarray:
+    """(jobs, 14) the job columns of the candidate features; dynamic ones filled per step."""
+    jobs = sim.jobs
+    out = np.zeros((len(jobs), 14), dtype=np.float32)
+    gpus = sim.gpus_req.astype(float)
+    tp = np.array([j.tp_degree for j in jobs], dtype=float)
+    out[:, 0] = np.log2(gpus) / 7.0
+    out[:, 1] = np.log2(tp) / 3.0
+    out[np.arange(len(jobs)), 2 + np.array([int(j.kind) for j in jobs], dtype=np.int64)] = 1.0
+    out[:, 6] = sim.priority / 2.0
+    out[:, 7] = sim.preemptible
+    out[:, 11] = [j.comm_fraction for j in jobs]
+    out[:, 12] = sim.mem_req / 80.0
+    return out
+
+
+def _placement_columns(sim: Simulator, p: PlacementProfile, frag_before: float) -> tuple:
+    """Features of one placement that do not depend on which job of equal shape runs there."""
+    c = sim.cluster
+    g = p.geometry
+    congestion = 1.0
+    if len(g.uplinks):
+        added = sim.uplink_demand[g.uplinks] + g.uplink_demand_GBps
+        congestion = float(np.minimum(1.0, c.switch_uplink_GBps[g.uplinks] / added).min())
+    free_now = sim.node_free[g.nodes]
+    after = sim.node_free.copy()
+    after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)
+    whole = float((free_now == c.node_gpus[g.nodes]).sum()) / len(g.nodes)
+    frag_delta = float(np.clip(fragmentation(sim, after) - frag_before, -1.0, 1.0))
+    return congestion, whole, frag_delta
 
 
 def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
@@ -384,78 +420,69 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     feats = np.zeros((K, NUM_CANDIDATE_FEATURES), dtype=np.float32)
     now = sim.now
     model = sim.config.speed_model
-    running_profiles = [sim.profiles[j] for j in sim.running]
-    demand = uplink_demand(c, running_profiles)
-    pressure = node_pressure(c, running_profiles)
+    static = sim.episode_cache.get("static_job_features")
+    if static is None:
+        static = sim.episode_cache["static_job_features"] = _static_job_features(sim)
     frag_before = fragmentation(sim)
-    n_gpus = float(c.num_gpus)
     next_event = sim.next_event_s()
-    job_rows: dict[int, np.ndarray] = {}
+
+    # Job columns for the whole window at once.
+    window = np.array(cset.window, dtype=np.int64)
+    if len(window):
+        rem = sim.remaining_estimate_s(window)
+        done = sim.work_total[window] - sim.work_left[window]
+        jrows = static[window].copy()
+        jrows[:, 8] = _log_scale(rem)
+        jrows[:, 9] = _log_scale(now - sim.queued_since[window] + sim.wait_s[window])
+        jrows[:, 10] = np.divide(done, done + rem, out=np.zeros_like(done), where=(done + rem) > 0)
+        jrows[:, 13] = sim.needs_restore[window]
+        R = len(RULES)
+        feats[: len(window) * R, :14] = np.repeat(jrows, R, axis=0)
+        feats[np.arange(len(window) * R), _F["rule_binpack"] + np.tile(np.arange(R), len(window))] = 1.0
+
+    per_geometry: dict[int, tuple] = {}
     for i, cd in enumerate(cset.candidates):
+        if cd.profile is None:
+            continue
         row = feats[i]
-        if cd.rule == -1:
-            row[_F["valid"]] = float(cset.mask[i])
-            row[_F["is_wait"]] = 1.0
-            row[_F["next_event_log"]] = _log_scale(next_event - now) if np.isfinite(next_event) else 1.0
-            continue
-        if cd.job_id < 0:
-            continue
-        j = cd.job_id
-        if j not in job_rows:
-            job: Job = sim.jobs[j]
-            jr = np.zeros(14, dtype=np.float32)
-            rem = sim.remaining_estimate_s(j)
-            done = job.work_s - sim.work_left[j]
-            jr[0] = np.log2(job.gpus) / 7.0
-            jr[1] = np.log2(job.tp_degree) / 3.0
-            jr[2 + int(job.kind)] = 1.0
-            jr[6] = job.priority / 2.0
-            jr[7] = float(job.preemptible)
-            jr[8] = _log_scale(rem)
-            jr[9] = _log_scale(now - sim.queued_since[j] + sim.wait_s[j])
-            jr[10] = done / (done + rem) if done + rem > 0 else 0.0
-            jr[11] = job.comm_fraction
-            jr[12] = job.mem_per_gpu_gb / 80.0
-            jr[13] = float(sim.needs_restore[j])
-            job_rows[j] = jr
-        row[:14] = job_rows[j]
-        row[_F["rule_binpack"] + cd.rule] = 1.0
-        if cd.gpus is None:
-            continue
-        row[_F["valid"]] = 1.0
         p = cd.profile
-        congestion = 1.0
-        if len(p.uplinks):
-            added = demand[p.uplinks] + p.uplink_demand_GBps
-            congestion = float(np.minimum(1.0, c.switch_uplink_GBps[p.uplinks] / added).min())
+        key = id(p.geometry)
+        if key not in per_geometry:
+            per_geometry[key] = _placement_columns(sim, p, frag_before)
+        congestion, whole, frag_delta = per_geometry[key]
         eff = p.efficiency(congestion)
-        interf = interference_factor(c, p, pressure + np.bincount(p.nodes, p.pressure * p.gpus_on_node, c.num_nodes), model)
+        added = np.zeros(c.num_nodes)
+        added[p.nodes] = p.pressure * p.gpus_on_node
+        interf = interference_factor(c, p, sim.node_pressure + added, model)
         rate = p.min_speed * eff * interf
+        row[_F["valid"]] = 1.0
         row[_F["predicted_rate"]] = rate
         row[_F["placement_efficiency"]] = eff
         row[_F["interference"]] = interf
         row[_F["tier"]] = p.tier / 3.0
         row[_F["nodes_per_gpu"]] = len(p.nodes) / len(cd.gpus)
-        node_free_after = sim.node_free.copy()
-        node_free_after[p.nodes] -= np.minimum(p.gpus_on_node, node_free_after[p.nodes])
-        whole = int((sim.node_free[p.nodes] == c.node_gpus[p.nodes]).sum())
-        row[_F["free_nodes_consumed"]] = whole / len(p.nodes)
-        row[_F["fragmentation_delta"]] = np.clip((fragmentation(sim, node_free_after) - frag_before), -1, 1)
+        row[_F["free_nodes_consumed"]] = whole
+        row[_F["fragmentation_delta"]] = frag_delta
         if cd.victims:
-            lost = sum(sim.gpus_req[v] * (min(sim.jobs[v].checkpoint_s, sim.config.max_checkpoint_s) + sim.jobs[v].restore_s) for v in cd.victims)
+            v = np.array(cd.victims)
+            lost = float((sim.gpus_req[v] * (np.minimum([sim.jobs[x].checkpoint_s for x in v], sim.config.max_checkpoint_s) + sim.restore_s[v])).sum())
             row[_F["preemption_cost_log"]] = _log_scale(lost)
-            row[_F["victims"]] = min(len(cd.victims) / 4.0, 1.0)
+            row[_F["victims"]] = min(len(v) / 4.0, 1.0)
         row[_F["min_gpu_speed"]] = p.min_speed
-        row[_F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(j) / max(rate, 1e-6))
+        row[_F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(cd.job_id) / max(rate, 1e-6))
+    w = cset.wait_index
+    feats[w, _F["valid"]] = float(cset.mask[w])
+    feats[w, _F["is_wait"]] = 1.0
+    feats[w, _F["next_event_log"]] = _log_scale(next_event - now) if np.isfinite(next_event) else 1.0
 
     # Global features.
+    n_gpus = float(c.num_gpus)
     g = np.zeros(NUM_GLOBAL_FEATURES, dtype=np.float32)
     q = np.array(sim.queue, dtype=np.int64)
-    free_total = float(sim.node_free.sum())
     g[0] = np.log10(1.0 + len(q)) / 3.0
     g[1] = min(sim.gpus_req[q].sum() / n_gpus, 4.0) / 4.0 if len(q) else 0.0
     g[2] = sim.allocated_gpus / n_gpus
-    g[3] = free_total / n_gpus
+    g[3] = float(sim.node_free.sum()) / n_gpus
     g[4] = float((sim.node_free == c.node_gpus).mean())
     g[5] = frag_before
     g[6] = len(sim.running) / (len(sim.running) + len(q) + 1.0)

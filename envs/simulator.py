@@ -16,7 +16,7 @@ from enum import IntEnum
 import numpy as np
 
 from envs.jobs import Job
-from envs.speed import PlacementProfile, SpeedModel, placement_profile, running_rates
+from envs.speed import PlacementProfile, SpeedModel, node_pressure, placement_profile, running_rates, uplink_demand
 from envs.topology import Cluster
 
 _EPS = 1e-9
@@ -75,7 +75,9 @@ class Simulator:
         self.preemptible = np.array([j.preemptible for j in jobs], dtype=bool)
         self.arrival = np.array([j.arrival_s for j in jobs])
         self.estimate = np.array([j.estimate_s for j in jobs])
-        self.work_left = np.array([j.work_s for j in jobs], dtype=float)
+        self.work_total = np.array([j.work_s for j in jobs], dtype=float)
+        self.work_left = self.work_total.copy()
+        self.restore_s = np.array([j.restore_s for j in jobs], dtype=float)
         self.overhead_left = np.zeros(n)
         self.rate = np.zeros(n)
         self.interference = np.ones(n)  # current interference factor of running jobs
@@ -121,6 +123,11 @@ class Simulator:
         self.preemption_gpu_s = 0.0  # GPU-seconds lost to checkpoint and restore
         self.num_preemptions = 0
         self.power_w = 0.0
+        self.uplink_demand = np.zeros(len(c.switch_names))  # (S,) GB/s the running jobs put on each uplink
+        self.node_pressure = np.zeros(c.num_nodes)  # (N,) memory-bandwidth pressure of the running jobs
+        self.cache: dict = {}  # derived views of the current state, for callers; emptied on every change
+        self.episode_cache: dict = {}  # derived views that never change during the episode, for callers
+        self._cache_version = -1
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._update_power()
         self._admit_arrivals()
@@ -144,6 +151,15 @@ class Simulator:
         """(G,) GPUs neither owned nor reserved."""
         return (self.gpu_owner < 0) & (self.gpu_reserved < 0)
 
+    def cached(self, key, compute):
+        """`compute()` once per state version (callers' derived views of the state)."""
+        if self._cache_version != self.version:
+            self.cache.clear()
+            self._cache_version = self.version
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
     @property
     def next_arrival_s(self) -> float:
         return float(self.arrival[self._next_arrival]) if self._next_arrival < len(self.jobs) else np.inf
@@ -158,11 +174,11 @@ class Simulator:
             t = min(t, float(self.checkpoint_end[self.checkpointing].min()))
         return t
 
-    def remaining_estimate_s(self, job_id: int) -> float:
-        """The scheduler's estimate of remaining runtime at reference speed (never the truth)."""
-        job = self.jobs[job_id]
-        done = job.work_s - self.work_left[job_id]
-        return max(self.estimate[job_id] - done, 0.0) + (job.restore_s if self.needs_restore[job_id] else 0.0)
+    def remaining_estimate_s(self, job_id):
+        """The scheduler's estimate of remaining runtime at reference speed (never the truth):
+        the estimate minus the work done, plus the restore still owed. Takes an id or an array."""
+        done = self.work_total[job_id] - self.work_left[job_id]
+        return np.maximum(self.estimate[job_id] - done, 0.0) + self.restore_s[job_id] * self.needs_restore[job_id]
 
     # ------------------------------------------------------------------ decisions
 
@@ -251,8 +267,11 @@ class Simulator:
 
     def _rates_changed(self) -> None:
         run = self.running
+        profiles = [self.profiles[j] for j in run]
+        self.uplink_demand = uplink_demand(self.cluster, profiles)
+        self.node_pressure = node_pressure(self.cluster, profiles)
         if len(run):
-            rates, interference = running_rates(self.cluster, [self.profiles[j] for j in run], self.config.speed_model)
+            rates, interference = running_rates(self.cluster, profiles, self.uplink_demand, self.node_pressure, self.config.speed_model)
             self.rate[run] = rates
             self.interference[run] = interference
         self._update_power()

@@ -127,9 +127,12 @@ def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model
     groups)."""
     gpus = np.asarray(gpus)
     node_of = cluster.gpu_node[gpus]
-    counts = np.bincount(node_of, minlength=cluster.num_nodes)
-    nodes = np.flatnonzero(counts)
-    gpus_on_node = counts[nodes]
+    if (node_of == node_of[0]).all():
+        nodes, gpus_on_node = node_of[:1], np.array([len(gpus)])
+    else:
+        counts = np.bincount(node_of, minlength=cluster.num_nodes)
+        nodes = np.flatnonzero(counts)
+        gpus_on_node = counts[nodes]
 
     tp_stretch, tp_cross = 1.0, False
     if tp_degree > 1:
@@ -208,14 +211,21 @@ def node_pressure(cluster: Cluster, profiles: list[PlacementProfile]) -> np.ndar
 
 def interference_factor(cluster: Cluster, p: PlacementProfile, pressure: np.ndarray, model: SpeedModel) -> float:
     """Slowdown from neighbours' memory-bandwidth pressure, worst node of the job."""
-    others = (pressure[p.nodes] - p.pressure * p.gpus_on_node) / cluster.node_gpus[p.nodes]
-    return 1.0 / (1.0 + model.interference_coeff * p.sensitivity * float(max(others.max(), 0.0)))
+    nodes = p.nodes
+    if len(nodes) == 1:  # the common case, in plain floats
+        n = nodes[0]
+        others = (pressure[n] - p.pressure * p.gpus_on_node[0]) / cluster.node_gpus[n]
+    else:
+        others = float(((pressure[nodes] - p.pressure * p.gpus_on_node) / cluster.node_gpus[nodes]).max())
+    return 1.0 / (1.0 + model.interference_coeff * p.sensitivity * max(others, 0.0))
 
 
-def running_rates(cluster: Cluster, profiles: list[PlacementProfile], model: SpeedModel) -> tuple[np.ndarray, np.ndarray]:
-    """Rates and interference factors of every running job, given all of them (in order)."""
-    shares = congestion_shares(cluster, uplink_demand(cluster, profiles))
-    pressure = node_pressure(cluster, profiles)
+def running_rates(
+    cluster: Cluster, profiles: list[PlacementProfile], demand: np.ndarray, pressure: np.ndarray, model: SpeedModel
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rates and interference factors of every running job (in order), given the uplink
+    demand and node pressure of all of them."""
+    shares = congestion_shares(cluster, demand)
     rates = np.empty(len(profiles))
     interference = np.empty(len(profiles))
     for i, p in enumerate(profiles):
@@ -223,3 +233,8 @@ def running_rates(cluster: Cluster, profiles: list[PlacementProfile], model: Spe
         interference[i] = interference_factor(cluster, p, pressure, model)
         rates[i] = p.min_speed * p.efficiency(congestion) * interference[i]
     return rates, interference
+
+
+def rates_of(cluster: Cluster, profiles: list[PlacementProfile], model: SpeedModel) -> np.ndarray:
+    """Rates of a set of jobs running together (convenience for analysis and tests)."""
+    return running_rates(cluster, profiles, uplink_demand(cluster, profiles), node_pressure(cluster, profiles), model)[0]

@@ -6,15 +6,14 @@ import numpy as np
 
 from envs.config import load_cluster
 from envs.jobs import JobKind
-from envs.speed import SpeedModel, placement_profile, running_rates
+from envs.speed import SpeedModel, placement_profile, rates_of
 from tests.helpers import job, toy_cluster
 
 MODEL = SpeedModel()
 
 
 def rate_alone(cluster, j, gpus):
-    rates, _ = running_rates(cluster, [placement_profile(cluster, j, np.asarray(gpus), MODEL)], MODEL)
-    return rates[0]
+    return rates_of(cluster, [placement_profile(cluster, j, np.asarray(gpus), MODEL)], MODEL)[0]
 
 
 def test_tp8_split_across_two_nodes_loses_over_half():
@@ -44,7 +43,7 @@ def test_dp_across_oversubscribed_spine_slows_and_slows_further_when_shared():
     a = dp_job(0)
     alone_in_leaf = rate_alone(cluster, a, in_leaf)
     alone_across = rate_alone(cluster, a, across)
-    shared, _ = running_rates(cluster, [placement_profile(cluster, a, across, MODEL), placement_profile(cluster, dp_job(1), other, MODEL)], MODEL)
+    shared = rates_of(cluster, [placement_profile(cluster, a, across, MODEL), placement_profile(cluster, dp_job(1), other, MODEL)], MODEL)
     assert alone_in_leaf == 1.0
     assert alone_across < alone_in_leaf  # crossing the spine costs even alone
     assert shared[0] < alone_across  # a second job on the same 2:1 uplinks slows it further
@@ -54,8 +53,8 @@ def test_dp_across_oversubscribed_spine_slows_and_slows_further_when_shared():
 def test_inference_replicas_packed_on_a_node_interfere():
     cluster = toy_cluster(nodes=2)
     reps = [job(i, 0.0, 1, 3600.0, kind=JobKind.INFERENCE) for i in range(8)]
-    packed, _ = running_rates(cluster, [placement_profile(cluster, r, [i], MODEL) for i, r in enumerate(reps)], MODEL)
-    spread, _ = running_rates(cluster, [placement_profile(cluster, r, [i * 2 if i < 4 else 8 + (i - 4) * 2], MODEL) for i, r in enumerate(reps)], MODEL)
+    packed = rates_of(cluster, [placement_profile(cluster, r, [i], MODEL) for i, r in enumerate(reps)], MODEL)
+    spread = rates_of(cluster, [placement_profile(cluster, r, [i * 2 if i < 4 else 8 + (i - 4) * 2], MODEL) for i, r in enumerate(reps)], MODEL)
     alone = rate_alone(cluster, reps[0], [0])
     assert alone == 1.0
     assert packed.max() < 0.75  # eight memory-bound replicas on one node

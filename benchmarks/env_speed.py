@@ -1,0 +1,69 @@
+"""Env and simulator speed on one core.
+
+    python -m benchmarks.env_speed [--steps 20000] [--jobs 10000]
+
+Prints decision steps per second of `gangsched/GpuCluster-v0` under random legal actions on
+mixed-64gpu and h100-1024gpu, and the wall time to replay a 10,000-job workload on
+h100-1024gpu under the `topology` baseline without the Gymnasium layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import gymnasium as gym
+import numpy as np
+
+import envs  # noqa: F401
+from baselines import make_baseline
+from envs.config import load_cluster
+from envs.replay import replay
+from envs.simulator import Simulator
+from envs.workload import load_workload_spec, make_workload
+
+
+def random_steps_per_s(cluster: str, workload: str, steps: int, num_jobs: int | None = None) -> tuple[float, int]:
+    env = gym.make("gangsched/GpuCluster-v0", cluster=cluster, workload=workload, num_jobs=num_jobs)
+    u = env.unwrapped
+    rng = np.random.default_rng(0)
+    done, n, seed = True, 0, 0
+    t0 = time.perf_counter()
+    while n < steps:
+        if done:
+            env.reset(seed=seed)
+            seed += 1
+        a = int(rng.choice(np.flatnonzero(u.action_masks())))
+        _, _, term, trunc, _ = env.step(a)
+        done = term or trunc
+        n += 1
+    return n / (time.perf_counter() - t0), seed
+
+
+def replay_seconds(cluster_name: str, workload: str, jobs: int) -> tuple[float, float, int]:
+    cluster = load_cluster(cluster_name)
+    workload_jobs = make_workload(load_workload_spec(workload), cluster, seed=0, num_jobs=jobs)
+    sim = Simulator(cluster, workload_jobs)
+    rule = make_baseline("topology")
+    t0 = time.perf_counter()
+    decisions = replay(sim, rule.select, queue_window=8)
+    return time.perf_counter() - t0, sim.now, decisions
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20_000)
+    ap.add_argument("--jobs", type=int, default=10_000)
+    args = ap.parse_args()
+    for cluster, workload, jobs in (("mixed-64gpu", "llm-mix", None), ("h100-1024gpu", "llm-mix-large", 1000)):
+        sps, episodes = random_steps_per_s(cluster, workload, args.steps, jobs)
+        print(f"env random legal actions  {cluster:13s} {workload:14s} {sps:8.0f} decision steps/s ({args.steps} steps, {episodes} episodes)")
+    wall, sim_s, decisions = replay_seconds("h100-1024gpu", "llm-mix-large", args.jobs)
+    print(f"replay {args.jobs} jobs on h100-1024gpu under topology: {wall:.1f} s wall, {decisions} decisions, {sim_s / 86400:.1f} simulated days")
+
+
+if __name__ == "__main__":
+    main()
