@@ -24,7 +24,7 @@ from envs.simulator import JobState, Simulator
 from envs.speed import (
     PlacementGeometry,
     PlacementProfile,
-    interference_factor,
+    interference_from,
     job_profile,
     node_pressure,
     placement_geometry,
@@ -56,17 +56,42 @@ NUM_GLOBAL_FEATURES = len(GLOBAL_FEATURES)
 _F = {name: i for i, name in enumerate(CANDIDATE_FEATURES)}
 
 
-@dataclass
 class Candidate:
-    job_id: int  # -1 for WAIT and for empty slots
-    rule: int  # index into RULES; -1 for WAIT
-    gpus: np.ndarray | None = None
-    victims: tuple[int, ...] = ()
-    profile: PlacementProfile | None = None
+    """One action. `valid` is known up front (from GPU counts); the placement itself (`gpus`,
+    `victims`, `profile`) is worked out on first access, so a rule that looks at one candidate
+    pays for one placement."""
+
+    __slots__ = ("job_id", "rule", "valid", "_resolve", "_placement")
+
+    def __init__(self, job_id: int, rule: int, valid: bool = False, resolve=None):
+        self.job_id = job_id  # -1 for WAIT and for empty slots
+        self.rule = rule  # index into RULES; -1 for WAIT
+        self.valid = valid
+        self._resolve = resolve
+        self._placement: tuple | None = None
+
+    def _get(self) -> tuple:
+        if self._placement is None:
+            if not self.valid or self._resolve is None:
+                self._placement = (None, (), None)
+            else:
+                self._placement = self._resolve()
+                if self._placement[0] is None:
+                    raise RuntimeError(f"candidate job {self.job_id} rule {RULES[self.rule]} was valid by count but found no placement")
+        return self._placement
 
     @property
-    def valid(self) -> bool:
-        return self.gpus is not None or self.rule == -1
+    def gpus(self) -> np.ndarray | None:
+        """Global GPU ids, grouped so consecutive runs of tp_degree form the TP groups."""
+        return self._get()[0]
+
+    @property
+    def victims(self) -> tuple[int, ...]:
+        return self._get()[1]
+
+    @property
+    def profile(self) -> PlacementProfile | None:
+        return self._get()[2]
 
 
 @dataclass
@@ -234,7 +259,7 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
     if not len(pool):
         return None
     useful = np.array([int(eligible[sim.placement[v]].sum()) for v in pool])
-    cost = np.array([sim.gpus_req[v] * (min(sim.jobs[v].checkpoint_s, sim.config.max_checkpoint_s) + sim.jobs[v].restore_s) for v in pool])
+    cost = sim.preemption_cost_gpu_s(pool)
     order = np.lexsort((-useful, cost))
     chosen: list[int] = []
     for i in order:
@@ -261,24 +286,32 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
 
 def feasible_queue(sim: Simulator) -> np.ndarray:
     """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs."""
-    return sim.cached("feasible_queue", lambda: _feasible_queue(sim))
+    q, fits_free, fits_preempt = fit_status(sim)
+    return q[fits_free | fits_preempt]
 
 
-def _feasible_queue(sim: Simulator) -> np.ndarray:
+def fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(queue, fits in free GPUs, fits only after preemption), by GPU counts alone: every
+    placement rule finds a placement exactly when the counts allow one."""
+    return sim.cached("fit_status", lambda: _fit_status(sim))
+
+
+def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     q = np.array(sim.queue, dtype=np.int64)
+    fits_free = np.zeros(len(q), dtype=bool)
+    fits_preempt = np.zeros(len(q), dtype=bool)
     if not len(q):
-        return q
+        return q, fits_free, fits_preempt
     c = sim.cluster
     type_memory = np.array([t.memory_gb for t in c.gpu_types])
     type_free = np.bincount(c.node_gpu_type, weights=sim.node_free, minlength=len(type_memory))
     need = sim.gpus_req[q]
     mems = sim.mem_req[q]
-    ok = np.zeros(len(q), dtype=bool)
     for m in np.unique(mems):
         n_free = type_free[type_memory >= m].sum()
         sel = mems == m
-        ok[sel] = need[sel] <= n_free
-        rest = np.flatnonzero(sel & ~ok)
+        fits_free[sel] = need[sel] <= n_free
+        rest = np.flatnonzero(sel & ~fits_free)
         if not len(rest) or not len(sim.running):
             continue
         # Eligible GPUs held by running preemptible jobs, by priority class.
@@ -286,8 +319,8 @@ def _feasible_queue(sim: Simulator) -> np.ndarray:
         held = owner[(c.gpu_memory_gb >= m) & (owner >= 0)]
         held = held[(sim.state[held] == JobState.RUNNING) & sim.preemptible[held]]
         below = np.concatenate([[0], np.cumsum(np.bincount(sim.priority[held], minlength=3))])  # held by classes < p
-        ok[rest] = need[rest] <= n_free + below[sim.priority[q[rest]]]
-    return q[ok]
+        fits_preempt[rest] = need[rest] <= n_free + below[sim.priority[q[rest]]]
+    return q, fits_free, fits_preempt
 
 
 def select_window(sim: Simulator, queue_window: int) -> list[int]:
@@ -315,40 +348,63 @@ def select_window(sim: Simulator, queue_window: int) -> list[int]:
     return window
 
 
+def geometry_of(sim: Simulator, gpus: np.ndarray, tp_degree: int) -> PlacementGeometry:
+    """`placement_geometry`, memoised for the episode (placements recur as the cluster cycles)."""
+    memo = sim.episode_cache.setdefault("geometry", {})
+    key = (gpus.tobytes(), tp_degree)
+    g = memo.get(key)
+    if g is None:
+        if len(memo) > 100_000:
+            memo.clear()
+        g = memo[key] = placement_geometry(sim.cluster, gpus, tp_degree, sim.config.speed_model)
+    return g
+
+
 def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
     """The candidate list and its mask at the simulator's current state."""
     window = select_window(sim, queue_window)
+    q, fits_free, fits_preempt = fit_status(sim)
+    position = {int(j): i for i, j in enumerate(q)}
     free = sim.free_gpu_mask()
-    cands: list[Candidate] = []
     model = sim.config.speed_model
-    cache: dict[tuple, tuple[np.ndarray, PlacementGeometry] | None] = {}
+    cluster = sim.cluster
+    # Placements depend only on the gang's shape and the free GPUs, not on which job it is nor
+    # on the queue: share them across jobs and across decisions until an allocation changes.
+    shapes: dict[tuple, tuple[np.ndarray, PlacementGeometry]] = sim.alloc_cache().setdefault("shapes", {})
+
+    def resolver(job: Job, rule: int):
+        if rule == PREEMPT:
+            def resolve():
+                chosen = choose_victims(sim, job)
+                if chosen is None:
+                    return None, (), None
+                return chosen[0], chosen[1], placement_profile(cluster, job, chosen[0], model)
+            return resolve
+
+        def resolve():
+            key = (rule, job.gpus, job.tp_degree, job.mem_per_gpu_gb)
+            if key not in shapes:
+                gpus = place(sim, job, rule, free)
+                shapes[key] = (gpus, None if gpus is None else geometry_of(sim, gpus, job.tp_degree))
+            gpus, geometry = shapes[key]
+            return gpus, (), None if gpus is None else job_profile(job, geometry, model)
+        return resolve
+
+    cands: list[Candidate] = []
     for slot in range(queue_window):
         if slot >= len(window):
             cands.extend(Candidate(-1, r) for r in range(len(RULES)))
             continue
         job = sim.jobs[window[slot]]
+        i = position[job.job_id]
         for rule in range(len(RULES)):
-            if rule == PREEMPT:
-                pv = choose_victims(sim, job)
-                if pv is None:
-                    cands.append(Candidate(job.job_id, rule))
-                else:
-                    cands.append(Candidate(job.job_id, rule, pv[0], pv[1], placement_profile(sim.cluster, job, pv[0], model)))
-                continue
-            # Placements depend only on the gang's shape, not on which job it is.
-            key = (rule, job.gpus, job.tp_degree, job.mem_per_gpu_gb)
-            if key not in cache:
-                gpus = place(sim, job, rule, free)
-                cache[key] = None if gpus is None else (gpus, placement_geometry(sim.cluster, gpus, job.tp_degree, model))
-            hit = cache[key]
-            if hit is None:
-                cands.append(Candidate(job.job_id, rule))
-            else:
-                cands.append(Candidate(job.job_id, rule, hit[0], (), job_profile(job, hit[1], model)))
-    cands.append(Candidate(-1, -1))
+            valid = bool(fits_preempt[i]) if rule == PREEMPT else bool(fits_free[i])
+            cands.append(Candidate(job.job_id, rule, valid, resolver(job, rule) if valid else None))
+    cands.append(Candidate(-1, -1, True))
     mask = np.array([cd.valid for cd in cands], dtype=bool)
     # WAIT needs something to wait for; without a future event some placement is always valid.
     mask[-1] = bool(np.isfinite(sim.next_event_s()))
+    cands[-1].valid = bool(mask[-1])
     return CandidateSet(window, cands, mask)
 
 
@@ -440,36 +496,57 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         feats[: len(window) * R, :14] = np.repeat(jrows, R, axis=0)
         feats[np.arange(len(window) * R), _F["rule_binpack"] + np.tile(np.arange(R), len(window))] = 1.0
 
-    per_geometry: dict[int, tuple] = {}
-    for i, cd in enumerate(cset.candidates):
-        if cd.profile is None:
+    # Placement columns, one list per column, written at the end in one go.
+    per_geometry: dict[int, tuple] = sim.alloc_cache().setdefault("placement_columns", {})
+    rows: list[int] = []
+    cols: dict[str, list[float]] = {k: [] for k in (
+        "predicted_rate", "placement_efficiency", "interference", "tier", "nodes_per_gpu", "free_nodes_consumed",
+        "fragmentation_delta", "preemption_cost_log", "victims", "min_gpu_speed", "est_runtime_here_log")}
+    pressure = sim.node_pressure
+    node_gpus = c.node_gpus
+    for i, cd in enumerate(cset.candidates[:-1]):
+        if not cd.valid:
             continue
-        row = feats[i]
         p = cd.profile
-        key = id(p.geometry)
-        if key not in per_geometry:
-            per_geometry[key] = _placement_columns(sim, p, frag_before)
-        congestion, whole, frag_delta = per_geometry[key]
+        g = p.geometry
+        hit = per_geometry.get(id(g))
+        if hit is None or hit[0] is not g:
+            hit = per_geometry[id(g)] = (g, *_placement_columns(sim, p, frag_before))
+        _, congestion, whole, frag_delta = hit
         eff = p.efficiency(congestion)
-        added = np.zeros(c.num_nodes)
-        added[p.nodes] = p.pressure * p.gpus_on_node
-        interf = interference_factor(c, p, sim.node_pressure + added, model)
-        rate = p.min_speed * eff * interf
-        row[_F["valid"]] = 1.0
-        row[_F["predicted_rate"]] = rate
-        row[_F["placement_efficiency"]] = eff
-        row[_F["interference"]] = interf
-        row[_F["tier"]] = p.tier / 3.0
-        row[_F["nodes_per_gpu"]] = len(p.nodes) / len(cd.gpus)
-        row[_F["free_nodes_consumed"]] = whole
-        row[_F["fragmentation_delta"]] = frag_delta
-        if cd.victims:
-            v = np.array(cd.victims)
-            lost = float((sim.gpus_req[v] * (np.minimum([sim.jobs[x].checkpoint_s for x in v], sim.config.max_checkpoint_s) + sim.restore_s[v])).sum())
-            row[_F["preemption_cost_log"]] = _log_scale(lost)
-            row[_F["victims"]] = min(len(v) / 4.0, 1.0)
-        row[_F["min_gpu_speed"]] = p.min_speed
-        row[_F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(cd.job_id) / max(rate, 1e-6))
+        # Neighbours' memory-bandwidth pressure where the job would land (its own is not there yet).
+        if len(g.nodes) == 1:
+            others = pressure[g.nodes[0]] / node_gpus[g.nodes[0]]
+        else:
+            others = float((pressure[g.nodes] / node_gpus[g.nodes]).max())
+        interf = interference_from(others, p.sensitivity, model)
+        rate = g.min_speed * eff * interf
+        rows.append(i)
+        cols["predicted_rate"].append(rate)
+        cols["placement_efficiency"].append(eff)
+        cols["interference"].append(interf)
+        cols["tier"].append(g.tier / 3.0)
+        cols["nodes_per_gpu"].append(len(g.nodes) / g.gpus_on_node.sum())
+        cols["free_nodes_consumed"].append(whole)
+        cols["fragmentation_delta"].append(frag_delta)
+        victims = cd.victims
+        if victims:
+            lost = float(sim.preemption_cost_gpu_s(np.array(victims)).sum())
+            cols["preemption_cost_log"].append(_log_scale(lost))
+            cols["victims"].append(min(len(victims) / 4.0, 1.0))
+        else:
+            cols["preemption_cost_log"].append(0.0)
+            cols["victims"].append(0.0)
+        cols["min_gpu_speed"].append(g.min_speed)
+        cols["est_runtime_here_log"].append(rate)  # turned into a duration below, vectorised
+    if rows:
+        idx = np.array(rows)
+        feats[idx, _F["valid"]] = 1.0
+        for name, values in cols.items():
+            feats[idx, _F[name]] = values
+        job_ids = np.array([cset.candidates[i].job_id for i in rows])
+        rates = np.maximum(np.array(cols["est_runtime_here_log"]), 1e-6)
+        feats[idx, _F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(job_ids) / rates)
     w = cset.wait_index
     feats[w, _F["valid"]] = float(cset.mask[w])
     feats[w, _F["is_wait"]] = 1.0

@@ -178,6 +178,30 @@ def cluster_from_dict(data: dict, source: str) -> Cluster:
         raise ConfigError(source, "switches" if "switch" in str(e) else "nodes", str(e)) from None
 
 
+def parse_seeds(text: str | int | list) -> list[int]:
+    """Seeds as `0-9`, `0,3,5`, `0-4,10` (or an int or a list of ints): distinct non-negative
+    integers in the order given. ValueError naming the problem otherwise."""
+    if isinstance(text, bool):
+        raise ValueError(f"bad seeds {text!r}: expected integers and ranges like 0-9,12")
+    if isinstance(text, int):
+        text = str(text)
+    if isinstance(text, list):
+        text = ",".join(str(x) for x in text)
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        lo_text, sep, hi_text = part.partition("-")
+        if not lo_text.strip().isdigit() or (sep and not hi_text.strip().isdigit()):
+            raise ValueError(f"bad seeds '{text}': expected integers and ranges like 0-9,12")
+        lo, hi = int(lo_text), int(hi_text) if sep else int(lo_text)
+        if lo > hi:
+            raise ValueError(f"bad seed range '{part}': start is after end")
+        seeds.extend(range(lo, hi + 1))
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"bad seeds '{text}': a seed appears twice")
+    return seeds
+
+
 def load_cluster(name_or_path: str | Path) -> Cluster:
     """Load and validate a cluster from a config name or a YAML path."""
     if isinstance(name_or_path, Cluster):

@@ -78,6 +78,7 @@ class Simulator:
         self.work_total = np.array([j.work_s for j in jobs], dtype=float)
         self.work_left = self.work_total.copy()
         self.restore_s = np.array([j.restore_s for j in jobs], dtype=float)
+        self.checkpoint_s = np.minimum([j.checkpoint_s for j in jobs], self.config.max_checkpoint_s) if n else np.zeros(0)
         self.overhead_left = np.zeros(n)
         self.rate = np.zeros(n)
         self.interference = np.ones(n)  # current interference factor of running jobs
@@ -109,6 +110,7 @@ class Simulator:
         self.num_done = 0
         self.finished_order: list[int] = []
         self.version = 0  # bumped on every state change, for callers' caches
+        self.alloc_version = 0  # bumped when GPU ownership or reservations change
 
         # Integrals since t=0.
         w = np.array(self.config.priority_weights, dtype=float)
@@ -128,6 +130,8 @@ class Simulator:
         self.cache: dict = {}  # derived views of the current state, for callers; emptied on every change
         self.episode_cache: dict = {}  # derived views that never change during the episode, for callers
         self._cache_version = -1
+        self._alloc_cache: dict = {}
+        self._alloc_cache_version = -1
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._update_power()
         self._admit_arrivals()
@@ -159,6 +163,14 @@ class Simulator:
         if key not in self.cache:
             self.cache[key] = compute()
         return self.cache[key]
+
+    def alloc_cache(self) -> dict:
+        """A dict for callers' views that depend only on which GPUs are owned or reserved (and
+        so on the running set); emptied when that changes."""
+        if self._alloc_cache_version != self.alloc_version:
+            self._alloc_cache = {}
+            self._alloc_cache_version = self.alloc_version
+        return self._alloc_cache
 
     @property
     def next_arrival_s(self) -> float:
@@ -230,8 +242,12 @@ class Simulator:
         self._recount_nodes(gpus)
         self._rates_changed()
 
+    def preemption_cost_gpu_s(self, ids):
+        """GPU-seconds a preemption of these jobs costs: checkpoint (bounded) plus restore."""
+        return self.gpus_req[ids] * (self.checkpoint_s[ids] + self.restore_s[ids])
+
     def _preempt(self, v: int) -> None:
-        ckpt = min(self.jobs[v].checkpoint_s, self.config.max_checkpoint_s)
+        ckpt = float(self.checkpoint_s[v])
         self._close_segment(v, preempted=True)
         self.running = self.running[self.running != v]
         self.state[v] = JobState.CHECKPOINTING
@@ -241,7 +257,7 @@ class Simulator:
         self.preemptions[v] += 1
         self.num_preemptions += 1
         self.needs_restore[v] = True
-        self.preemption_gpu_s += self.gpus_req[v] * (ckpt + self.jobs[v].restore_s)
+        self.preemption_gpu_s += float(self.preemption_cost_gpu_s(v))
 
     def _launch(self, job_id: int, gpus: np.ndarray) -> None:
         self.gpu_owner[gpus] = job_id
@@ -258,6 +274,7 @@ class Simulator:
         self._recount_nodes(gpus)
 
     def _recount_nodes(self, gpus: np.ndarray) -> None:
+        self.alloc_version += 1
         nodes = np.unique(self.cluster.gpu_node[gpus])
         for n in nodes:
             lo, hi = self.cluster.node_first_gpu[n], self.cluster.node_first_gpu[n] + self.cluster.node_gpus[n]

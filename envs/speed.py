@@ -217,7 +217,12 @@ def interference_factor(cluster: Cluster, p: PlacementProfile, pressure: np.ndar
         others = (pressure[n] - p.pressure * p.gpus_on_node[0]) / cluster.node_gpus[n]
     else:
         others = float(((pressure[nodes] - p.pressure * p.gpus_on_node) / cluster.node_gpus[nodes]).max())
-    return 1.0 / (1.0 + model.interference_coeff * p.sensitivity * max(others, 0.0))
+    return interference_from(others, p.sensitivity, model)
+
+
+def interference_from(others_pressure_per_gpu: float, sensitivity: float, model: SpeedModel) -> float:
+    """Speed factor (0, 1] of a job with `sensitivity` next to that much neighbours' pressure."""
+    return 1.0 / (1.0 + model.interference_coeff * sensitivity * max(others_pressure_per_gpu, 0.0))
 
 
 def running_rates(

@@ -1,0 +1,71 @@
+"""What every heuristic baseline shares: the scheduler interface and the walk over the window.
+
+A baseline picks one candidate of an `envs.candidates.CandidateSet`; it never builds
+placements or masks of its own. Ordering keys read the simulator's per-job arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from envs.candidates import TOPOLOGY, CandidateSet
+from envs.simulator import Simulator
+
+
+class Baseline:
+    """A scheduler that picks a valid candidate index at each decision point."""
+
+    name: str = ""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed  # only randomised baselines use it
+
+    def select(self, sim: Simulator, cset: CandidateSet) -> int:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def fifo_positions(sim: Simulator) -> dict[int, int]:
+    """Job id -> position in the queue, which the simulator keeps in (re)arrival order."""
+    return {j: i for i, j in enumerate(sim.queue)}
+
+
+def wait_or_any(cset: CandidateSet) -> int:
+    """WAIT when it is valid, else the first valid candidate (WAIT is invalid only when nothing
+    will ever happen again, so some placement must be taken)."""
+    if cset.mask[cset.wait_index]:
+        return cset.wait_index
+    return int(np.flatnonzero(cset.mask)[0])
+
+
+def first_valid(cset: CandidateSet, jobs: Iterable[int], rules: tuple[int, ...] = (TOPOLOGY,)) -> int | None:
+    """Index of the first valid candidate over `jobs` (window job ids, in the caller's order),
+    trying `rules` in order for each job; None when there is none."""
+    slot_of = {j: s for s, j in enumerate(cset.window)}
+    for j in jobs:
+        for rule in rules:
+            i = cset.index(slot_of[j], rule)
+            if cset.mask[i]:
+                return i
+    return None
+
+
+class OrderedBaseline(Baseline):
+    """Walk the window's jobs by `order_key` (ties in FIFO order) and take the first valid
+    candidate of `rule`; WAIT when no job has one."""
+
+    rule: int = TOPOLOGY
+
+    def order_key(self, sim: Simulator, job_id: int) -> float:
+        """Smaller goes first; the FIFO order (all keys equal) by default."""
+        return 0.0
+
+    def select(self, sim: Simulator, cset: CandidateSet) -> int:
+        pos = fifo_positions(sim)
+        jobs = sorted(cset.window, key=lambda j: (self.order_key(sim, j), pos[j]))
+        i = first_valid(cset, jobs, (self.rule,))
+        return wait_or_any(cset) if i is None else i

@@ -1,0 +1,59 @@
+"""EASY backfilling as in Slurm's backfill scheduler (Lifka 1995; Mu'alem and Feitelson 2001)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.candidates import TOPOLOGY, CandidateSet
+from envs.simulator import Simulator
+
+from baselines.base import Baseline, fifo_positions, wait_or_any
+
+
+def estimated_end_s(sim: Simulator, job_id: int, gpus: np.ndarray) -> float:
+    """When `job_id` would finish on `gpus` by its estimate: remaining estimated work over the
+    slowest GPU type's speed (placement and interference effects unknown to the scheduler)."""
+    return sim.now + sim.remaining_estimate_s(job_id) / float(sim.cluster.gpu_speed[gpus].min())
+
+
+def reservation(sim: Simulator, job_id: int) -> tuple[float, int]:
+    """(shadow time s, spare GPUs) for a job that does not fit now: the earliest estimated time
+    at which enough GPUs with its memory are free, and how many such GPUs are left over then.
+    Running jobs release their GPUs at their estimated ends; GPUs of checkpointing or reserved
+    jobs count as busy (EASY itself never preempts). (inf, 0) when that never suffices."""
+    c = sim.cluster
+    eligible = c.gpu_memory_gb >= sim.mem_req[job_id]
+    need = int(sim.gpus_req[job_id])
+    have = int((sim.free_gpu_mask() & eligible).sum())
+    run = sim.running
+    ends = np.array([estimated_end_s(sim, r, sim.placement[r]) + sim.overhead_left[r] for r in run])
+    for k in np.argsort(ends, kind="stable"):
+        have += int(eligible[sim.placement[run[k]]].sum())
+        if have >= need:
+            return float(ends[k]), have - need
+    return float("inf"), 0
+
+
+class EasyBackfill(Baseline):
+    """FIFO head first with a reservation from running jobs' estimated ends; later jobs start
+    only if they fit now and end by the shadow time or use only GPUs spare then; topology
+    placement; WAIT otherwise."""
+
+    name = "easy"
+
+    def select(self, sim: Simulator, cset: CandidateSet) -> int:
+        slot_of = {j: s for s, j in enumerate(cset.window)}
+        head = sim.queue[0]
+        if head in slot_of and cset.mask[cset.index(slot_of[head], TOPOLOGY)]:
+            return cset.index(slot_of[head], TOPOLOGY)
+        shadow_s, spare = reservation(sim, head)
+        head_eligible = sim.cluster.gpu_memory_gb >= sim.mem_req[head]
+        pos = fifo_positions(sim)
+        for j in sorted(cset.window, key=pos.__getitem__):
+            i = cset.index(slot_of[j], TOPOLOGY)
+            if j == head or not cset.mask[i]:
+                continue
+            gpus = cset.candidates[i].gpus
+            if estimated_end_s(sim, j, gpus) <= shadow_s or int(head_eligible[gpus].sum()) <= spare:
+                return i
+        return wait_or_any(cset)

@@ -1,0 +1,28 @@
+"""FIFO order with one placement rule: the classic Kubernetes-style schedulers."""
+
+from __future__ import annotations
+
+from envs.candidates import BINPACK, SPREAD, TOPOLOGY
+
+from baselines.base import OrderedBaseline
+
+
+class BinpackFifo(OrderedBaseline):
+    """FIFO order (first job that fits); tightest pack: fewest, fullest nodes, blind to switches."""
+
+    name = "binpack"
+    rule = BINPACK
+
+
+class SpreadFifo(OrderedBaseline):
+    """FIFO order (first job that fits); spread: one GPU at a time on the least-loaded node."""
+
+    name = "spread"
+    rule = SPREAD
+
+
+class TopologyFifo(OrderedBaseline):
+    """FIFO order (first job that fits); topology: smallest interconnect tier, best fit inside it."""
+
+    name = "topology"
+    rule = TOPOLOGY

@@ -1,0 +1,23 @@
+"""The floor every scheduler should beat: a uniform choice among the valid candidates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.candidates import CandidateSet
+from envs.simulator import Simulator
+
+from baselines.base import Baseline
+
+
+class RandomValid(Baseline):
+    """Uniform over the valid candidates (WAIT included); seeded, so a run is reproducible."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0):
+        super().__init__(seed)
+        self.rng = np.random.default_rng(seed)
+
+    def select(self, sim: Simulator, cset: CandidateSet) -> int:
+        return int(self.rng.choice(np.flatnonzero(cset.mask)))

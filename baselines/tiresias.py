@@ -1,0 +1,16 @@
+"""Tiresias-style least attained service (Gu et al., NSDI 2019): no runtime knowledge needed."""
+
+from __future__ import annotations
+
+from envs.simulator import Simulator
+
+from baselines.base import OrderedBaseline
+
+
+class LeastAttainedService(OrderedBaseline):
+    """Least attained GPU-seconds first (no runtime estimates); topology placement."""
+
+    name = "tiresias"
+
+    def order_key(self, sim: Simulator, job_id: int) -> float:
+        return float(sim.attained_gpu_s[job_id])
