@@ -173,21 +173,23 @@ def _spread(free: np.ndarray, need: int) -> dict[int, int] | None:
     return dict(sorted(take.items()))
 
 
-def _fill_domain(free: np.ndarray, nodes: np.ndarray, need: int, tp: int) -> dict[int, int]:
-    """Inside one switch domain: whole TP groups per node, emptiest nodes first, best-fit the
-    last groups; leftovers (when groups cannot align) from the emptiest nodes."""
+def _fill_domain(free: np.ndarray, nodes: np.ndarray, need: int, tp: int, speed: np.ndarray) -> dict[int, int]:
+    """Inside one switch domain: whole TP groups per node, fastest then emptiest nodes first,
+    best-fit the last groups; leftovers (when groups cannot align) in the same order."""
     take: dict[int, int] = {}
     groups_left = need // tp
-    order = nodes[np.argsort(-free[nodes], kind="stable")]
+    order = nodes[np.lexsort((-free[nodes], -speed[nodes]))]
     cap = free.copy()
     for n in order:
         if groups_left == 0:
             break
         fits = order[(cap[order] // tp) >= groups_left]
         if len(fits):
-            n = int(fits[np.argmin(cap[fits])])
-            take[n] = take.get(n, 0) + groups_left * tp
-            cap[n] -= groups_left * tp
+            # Best fit among the fastest nodes that can take every remaining group.
+            fast = fits[speed[fits] == speed[fits].max()]
+            last = int(fast[np.argmin(cap[fast])])
+            take[last] = take.get(last, 0) + groups_left * tp
+            cap[last] -= groups_left * tp
             groups_left = 0
             break
         g = int(cap[n] // tp)
@@ -208,11 +210,13 @@ def _fill_domain(free: np.ndarray, nodes: np.ndarray, need: int, tp: int) -> dic
 
 
 def _topology(sim: Simulator, free: np.ndarray, need: int, tp: int) -> dict[int, int] | None:
-    """Smallest interconnect tier that fits the gang, best fit inside it."""
+    """Smallest interconnect tier that fits the gang; inside it the fastest GPU type, then the
+    tightest fit."""
     c = sim.cluster
+    speed = c.node_speed
     fits = np.flatnonzero(free >= need)
     if len(fits):
-        return {int(fits[np.argmin(free[fits])]): need}
+        return {int(fits[np.lexsort((free[fits], -speed[fits]))[0]]): need}
     total = free.sum()
     if total < need:
         return None
@@ -220,12 +224,15 @@ def _topology(sim: Simulator, free: np.ndarray, need: int, tp: int) -> dict[int,
         domains = np.flatnonzero(c.switch_level == level)
         if not len(domains):
             continue
-        dom_free = (c.node_under_switch[:, domains] * free[:, None]).sum(axis=0)
+        under = c.node_under_switch[:, domains]
+        dom_free = free @ under
         ok = np.flatnonzero(dom_free >= need)
         if len(ok):
-            d = domains[ok[np.argmin(dom_free[ok])]]
-            return _fill_domain(free, np.flatnonzero(c.node_under_switch[:, d] & (free > 0)), need, tp)
-    return _fill_domain(free, np.flatnonzero(free > 0), need, tp)
+            # Mean speed of the domain's free GPUs, then tightest fit.
+            dom_speed = (free * speed) @ under[:, ok] / dom_free[ok]
+            d = domains[ok[np.lexsort((dom_free[ok], -dom_speed))[0]]]
+            return _fill_domain(free, np.flatnonzero(c.node_under_switch[:, d] & (free > 0)), need, tp, speed)
+    return _fill_domain(free, np.flatnonzero(free > 0), need, tp, speed)
 
 
 def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) -> np.ndarray | None:

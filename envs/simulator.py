@@ -121,7 +121,7 @@ class Simulator:
         self.weighted_jobs_s = 0.0
         self.energy_j = 0.0
         self.allocated_gpu_s = 0.0
-        self.useful_work_s = 0.0  # reference-seconds of work done
+        self.useful_work_s = 0.0  # reference GPU-seconds of work done
         self.preemption_gpu_s = 0.0  # GPU-seconds lost to checkpoint and restore
         self.num_preemptions = 0
         self.power_w = 0.0
@@ -337,7 +337,7 @@ class Simulator:
             progress = (dt - overhead) * self.rate[run]
             progress = np.minimum(progress, self.work_left[run])
             self.work_left[run] -= progress
-            self.useful_work_s += float(progress.sum())
+            self.useful_work_s += float((progress * self.gpus_req[run]).sum())
             self.attained_gpu_s[run] += self.gpus_req[run] * dt
             self.run_s[run] += dt
             self.interference_loss_s[run] += (1.0 - self.interference[run]) * dt

@@ -91,6 +91,7 @@ class Cluster:
     gpu_local: np.ndarray  # (G,) index inside the node
     gpu_socket: np.ndarray  # (G,) NUMA socket inside the node
     gpu_speed: np.ndarray  # (G,)
+    node_speed: np.ndarray  # (N,) relative speed of the node's GPU type
     gpu_memory_gb: np.ndarray  # (G,)
     tier_bandwidth_GBps: np.ndarray  # (max_tier + 1,) nominal per-GPU bottleneck of each tier
     extra: dict = field(default_factory=dict)
@@ -295,6 +296,7 @@ def build_cluster(
         gpu_local=gpu_local,
         gpu_socket=gpu_socket,
         gpu_speed=speed[node_gpu_type][gpu_node],
+        node_speed=speed[node_gpu_type],
         gpu_memory_gb=memory[node_gpu_type][gpu_node],
         tier_bandwidth_GBps=tier_bw,
     )

@@ -1,0 +1,133 @@
+"""Training configuration: YAML in configs/train/, validated at start (unknown keys and wrong
+types are errors naming the key), overridable from the command line."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envs.config import ConfigError, Fields, parse_seeds, read_yaml, resolve_config
+
+PPO_DEFAULTS: dict[str, Any] = {
+    "n_steps": 256,
+    "batch_size": 512,
+    "n_epochs": 4,
+    "learning_rate": 3e-4,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip_range": 0.2,
+    "ent_coef": 0.01,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "target_kl": None,
+}
+POLICY_DEFAULTS: dict[str, Any] = {
+    "d_model": 64,
+    "n_heads": 4,
+    "n_layers": 2,
+    "encoder_hidden": [128],
+    "head_hidden": [64],
+    "value_hidden": [64],
+}
+ENV_KEYS = {"queue_window", "max_steps", "reward", "speed_model", "max_checkpoint_s", "priority_weights", "num_jobs"}
+EVAL_DEFAULTS: dict[str, Any] = {
+    "every_timesteps": 50_000,
+    "seeds": "500-504",  # validation workloads: never used for training (>= 1e6) nor for the final test (0-9)
+    "baseline": "auto",  # "auto": the best baseline on the validation seeds
+    "baselines": ["binpack", "spread", "topology", "sjf", "easy", "priority", "tiresias"],
+}
+
+
+@dataclass
+class TrainConfig:
+    cluster: str = "mixed-64gpu"
+    workload: str = "llm-mix"
+    seed: int = 0
+    device: str = "auto"
+    total_timesteps: int = 500_000
+    n_envs: int = 8
+    checkpoint_every_timesteps: int = 50_000
+    normalize_reward: bool = True
+    env: dict = field(default_factory=dict)
+    ppo: dict = field(default_factory=lambda: dict(PPO_DEFAULTS))
+    policy: dict = field(default_factory=lambda: copy.deepcopy(POLICY_DEFAULTS))
+    eval: dict = field(default_factory=lambda: copy.deepcopy(EVAL_DEFAULTS))
+    source: str = "<defaults>"
+
+    def to_dict(self) -> dict:
+        return {
+            "cluster": self.cluster, "workload": self.workload, "seed": self.seed, "device": self.device,
+            "total_timesteps": self.total_timesteps, "n_envs": self.n_envs,
+            "checkpoint_every_timesteps": self.checkpoint_every_timesteps, "normalize_reward": self.normalize_reward,
+            "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval,
+        }
+
+    def env_kwargs(self) -> dict:
+        return {"cluster": self.cluster, "workload": self.workload, **self.env}
+
+    def dump(self, path: Path) -> None:
+        path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+_TOP = {"cluster", "workload", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "env", "ppo", "policy", "eval", "description"}
+_PPO_TYPES: dict[str, tuple] = {
+    "n_steps": (int,), "batch_size": (int,), "n_epochs": (int,), "learning_rate": (float,), "gamma": (float,),
+    "gae_lambda": (float,), "clip_range": (float,), "ent_coef": (float,), "vf_coef": (float,), "max_grad_norm": (float,),
+    "target_kl": (float, type(None)),
+}
+_POLICY_TYPES: dict[str, tuple] = {
+    "d_model": (int,), "n_heads": (int,), "n_layers": (int,), "encoder_hidden": (list,), "head_hidden": (list,),
+    "value_hidden": (list,), "ffn_dim": (int, type(None)), "dropout": (float,),
+}
+_EVAL_TYPES: dict[str, tuple] = {"every_timesteps": (int,), "seeds": (str, int, list), "baseline": (str,), "baselines": (list,)}
+
+
+def _typed_section(f: Fields, types: dict[str, tuple], defaults: dict) -> dict:
+    f.check_keys(set(types))
+    out = dict(defaults)
+    for key, typ in types.items():
+        if key in f.data:
+            out[key] = f.get(key, typ if len(typ) > 1 else typ[0])
+    return out
+
+
+def train_config_from_dict(data: dict, source: str) -> TrainConfig:
+    top = Fields(data, source, "")
+    top.check_keys(_TOP)
+    cfg = TrainConfig(source=source)
+    cfg.cluster = top.get("cluster", str, cfg.cluster)
+    cfg.workload = top.get("workload", str, cfg.workload)
+    cfg.seed = top.get("seed", int, cfg.seed, min_value=0)
+    cfg.device = top.get("device", str, cfg.device)
+    cfg.total_timesteps = top.get("total_timesteps", int, cfg.total_timesteps, min_value=1)
+    cfg.n_envs = top.get("n_envs", int, cfg.n_envs, min_value=1)
+    cfg.checkpoint_every_timesteps = top.get("checkpoint_every_timesteps", int, cfg.checkpoint_every_timesteps, min_value=1)
+    cfg.normalize_reward = top.get("normalize_reward", bool, cfg.normalize_reward)
+    env = top.sub("env", {})
+    env.check_keys(ENV_KEYS)
+    cfg.env = dict(env.data)
+    cfg.ppo = _typed_section(top.sub("ppo", {}), _PPO_TYPES, PPO_DEFAULTS)
+    cfg.policy = _typed_section(top.sub("policy", {}), _POLICY_TYPES, POLICY_DEFAULTS)
+    ev = top.sub("eval", {})
+    cfg.eval = _typed_section(ev, _EVAL_TYPES, EVAL_DEFAULTS)
+    try:
+        seeds = parse_seeds(cfg.eval["seeds"])
+    except ValueError as e:
+        raise ev.error("seeds", str(e)) from None
+    if any(s >= 1_000_000 for s in seeds):
+        raise ev.error("seeds", "evaluation seeds must be < 1,000,000 (training draws its workloads from there)")
+    if cfg.ppo["batch_size"] > cfg.ppo["n_steps"] * cfg.n_envs:
+        raise top.error("ppo.batch_size", f"{cfg.ppo['batch_size']} exceeds n_steps x n_envs = {cfg.ppo['n_steps'] * cfg.n_envs}")
+    return cfg
+
+
+def load_train_config(name_or_path: str | Path) -> TrainConfig:
+    path = resolve_config(name_or_path, "train")
+    return train_config_from_dict(read_yaml(path), str(path))
+
+
+__all__ = ["ConfigError", "TrainConfig", "load_train_config", "parse_seeds", "train_config_from_dict"]

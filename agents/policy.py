@@ -1,0 +1,298 @@
+"""Candidate-scoring actor-critic policy for sb3-contrib's MaskablePPO.
+
+The env offers K candidate actions (queue job x placement rule, plus WAIT), one row of F
+scaled features each, beside D global features and a validity mask. One small network scores
+every row with shared weights, so no parameter depends on K: a policy trained with one queue
+window or cluster runs unchanged on another with the same F and D.
+
+Network, per observation:
+    h_k      = encoder([candidate_k, global])                        (K, d_model)
+    h        = n_layers x self-attention over valid candidates       (K, d_model)
+    pooled   = [masked mean of h, masked max of h]                   (2 d_model,)
+    logit_k  = score_head([h_k, pooled])                             (K,)
+    value    = value_head([pooled, global])                          (1,)
+"""
+
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from sb3_contrib.common.maskable.distributions import MaskableCategoricalDistribution
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
+from stable_baselines3.common.utils import obs_as_tensor
+from torch import nn
+
+CANDIDATES_KEY = "candidates"
+GLOBAL_KEY = "global"
+MASK_KEY = "action_mask"
+
+
+def _mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int, activation_fn: type[nn.Module]) -> nn.Sequential:
+    """Linear layers of widths in_dim -> *hidden -> out_dim, activation between (not after) them."""
+    widths = (in_dim, *hidden)
+    layers: list[nn.Module] = []
+    for w_in, w_out in zip(widths[:-1], widths[1:]):
+        layers += [nn.Linear(w_in, w_out), activation_fn()]
+    layers.append(nn.Linear(widths[-1], out_dim))
+    return nn.Sequential(*layers)
+
+
+class CandidateScorer(nn.Module):
+    """Shared-weight scorer of a variable number K of candidates (plain torch, no SB3).
+
+    Exported as is for serving: ``forward`` takes the mask as an explicit input.
+    """
+
+    def __init__(
+        self,
+        candidate_dim: int,
+        global_dim: int,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        encoder_hidden: tuple[int, ...] = (128,),
+        head_hidden: tuple[int, ...] = (64,),
+        value_hidden: tuple[int, ...] = (64,),
+        ffn_dim: int | None = None,
+        dropout: float = 0.0,
+        activation_fn: type[nn.Module] = nn.ReLU,
+    ):
+        """candidate_dim F and global_dim D are feature widths; ffn_dim defaults to 2 d_model."""
+        super().__init__()
+        if n_layers > 0 and d_model % n_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be a multiple of n_heads ({n_heads})")
+        self.encoder = _mlp(candidate_dim + global_dim, encoder_hidden, d_model, activation_fn)
+        # A ModuleList rather than nn.TransformerEncoder: the latter turns padded batches into
+        # nested tensors in eval mode, which makes rollout and training passes differ.
+        self.attention = nn.ModuleList(
+            nn.TransformerEncoderLayer(
+                d_model,
+                n_heads,
+                dim_feedforward=ffn_dim or 2 * d_model,
+                dropout=dropout,
+                activation=activation_fn(),
+                batch_first=True,
+                norm_first=True,
+            )
+            for _ in range(n_layers)
+        )
+        # Pre-norm layers leave the residual stream unnormalised; close it like a pre-norm stack.
+        self.final_norm = nn.LayerNorm(d_model) if n_layers > 0 else nn.Identity()
+        self.score_head = _mlp(3 * d_model, head_hidden, 1, activation_fn)
+        self.value_head = _mlp(2 * d_model + global_dim, value_hidden, 1, activation_fn)
+
+    def encode(
+        self, candidates: th.Tensor, global_features: th.Tensor, mask: th.Tensor
+    ) -> tuple[th.Tensor, th.Tensor]:
+        """Candidate embeddings in context and the pooled set context.
+
+        candidates (B, K, F) float, global_features (B, D) float, mask (B, K) bool (True = valid)
+        -> h (B, K, d_model), pooled (B, 2 d_model).
+        """
+        # A row with no valid candidate would make attention softmax over nothing (NaN); let it
+        # attend to all rows instead: its logits are all masked anyway.
+        context_mask = mask | ~mask.any(dim=1, keepdim=True)
+        n_candidates = candidates.shape[1]
+        global_rows = global_features.unsqueeze(1).expand(-1, n_candidates, -1)
+        h = self.encoder(th.cat([candidates, global_rows], dim=-1))
+        for layer in self.attention:
+            h = layer(h, src_key_padding_mask=~context_mask)
+        h = self.final_norm(h)
+        weights = context_mask.unsqueeze(-1).to(h.dtype)
+        mean = (h * weights).sum(dim=1) / weights.sum(dim=1)
+        maximum = h.masked_fill(~context_mask.unsqueeze(-1), th.finfo(h.dtype).min).amax(dim=1)
+        return h, th.cat([mean, maximum], dim=-1)
+
+    def logits(self, h: th.Tensor, pooled: th.Tensor) -> th.Tensor:
+        """h (B, K, d_model), pooled (B, 2 d_model) -> unmasked logits (B, K)."""
+        pooled_rows = pooled.unsqueeze(1).expand(-1, h.shape[1], -1)
+        return self.score_head(th.cat([h, pooled_rows], dim=-1)).squeeze(-1)
+
+    def value(self, pooled: th.Tensor, global_features: th.Tensor) -> th.Tensor:
+        """pooled (B, 2 d_model), global_features (B, D) -> state value (B, 1)."""
+        return self.value_head(th.cat([pooled, global_features], dim=-1))
+
+    def forward(
+        self, candidates: th.Tensor, global_features: th.Tensor, mask: th.Tensor
+    ) -> tuple[th.Tensor, th.Tensor]:
+        """Shapes as in ``encode`` -> (logits (B, K), value (B, 1)).
+
+        Logits of invalid rows are not forced down here; mask them before sampling or ranking.
+        """
+        h, pooled = self.encode(candidates, global_features, mask)
+        return self.logits(h, pooled), self.value(pooled, global_features)
+
+
+def observation_dims(observation_space: spaces.Space, action_space: spaces.Space) -> tuple[int, int]:
+    """Check the env's observation contract and return (F, D): candidate and global widths."""
+    if not isinstance(observation_space, spaces.Dict) or set(observation_space.spaces) != {
+        CANDIDATES_KEY,
+        GLOBAL_KEY,
+        MASK_KEY,
+    }:
+        raise ValueError(
+            f"expected a Dict observation space with keys {CANDIDATES_KEY!r}, {GLOBAL_KEY!r}, "
+            f"{MASK_KEY!r}; got {observation_space}"
+        )
+    candidates = observation_space[CANDIDATES_KEY]
+    global_features = observation_space[GLOBAL_KEY]
+    if not isinstance(candidates, spaces.Box) or len(candidates.shape) != 2:
+        raise ValueError(f"{CANDIDATES_KEY!r} must be a Box of shape (K, F); got {candidates}")
+    if not isinstance(global_features, spaces.Box) or len(global_features.shape) != 1:
+        raise ValueError(f"{GLOBAL_KEY!r} must be a Box of shape (D,); got {global_features}")
+    n_candidates = candidates.shape[0]
+    if not isinstance(action_space, spaces.Discrete) or int(action_space.n) != n_candidates:
+        raise ValueError(f"action space must be Discrete({n_candidates}), one action per candidate; got {action_space}")
+    return candidates.shape[1], global_features.shape[0]
+
+
+class CandidateScoringPolicy(MaskableActorCriticPolicy):
+    """MaskablePPO policy whose logits are per-candidate scores from a ``CandidateScorer``.
+
+    Every hyper-parameter is a ``policy_kwargs`` entry (see ``CandidateScorer``). K may differ
+    from the spaces the policy was built with: ``predict`` accepts observations of any K, and
+    ``MaskablePPO.load(path, custom_objects={"observation_space": ..., "action_space": ...})``
+    rebuilds a saved model for an env with another K. The mask applied to the distribution is
+    the observation's ``action_mask``, ANDed with ``action_masks`` when one is passed, so an
+    invalid candidate is never chosen even by a caller that forgets ``action_masks``.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        action_space: spaces.Discrete,
+        lr_schedule: Schedule,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        encoder_hidden: tuple[int, ...] = (128,),
+        head_hidden: tuple[int, ...] = (64,),
+        value_hidden: tuple[int, ...] = (64,),
+        ffn_dim: int | None = None,
+        dropout: float = 0.0,
+        activation_fn: type[nn.Module] = nn.ReLU,
+        ortho_init: bool = True,
+        optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
+        optimizer_kwargs: dict[str, Any] | None = None,
+    ):
+        candidate_dim, global_dim = observation_dims(observation_space, action_space)
+        if optimizer_kwargs is None:
+            # SB3's default for Adam in actor-critic policies, against NaNs.
+            optimizer_kwargs = {"eps": 1e-5} if optimizer_class is th.optim.Adam else {}
+        # Skip MaskableActorCriticPolicy.__init__: it builds a flatten extractor and an action
+        # layer sized by K, both of which the scorer replaces.
+        BasePolicy.__init__(
+            self,
+            observation_space,
+            action_space,
+            optimizer_class=optimizer_class,
+            optimizer_kwargs=optimizer_kwargs,
+            normalize_images=False,
+            squash_output=False,
+        )
+        self.scorer_kwargs: dict[str, Any] = dict(
+            d_model=d_model,
+            n_heads=n_heads,
+            n_layers=n_layers,
+            encoder_hidden=tuple(encoder_hidden),
+            head_hidden=tuple(head_hidden),
+            value_hidden=tuple(value_hidden),
+            ffn_dim=ffn_dim,
+            dropout=dropout,
+            activation_fn=activation_fn,
+        )
+        self.ortho_init = ortho_init
+        self.candidate_dim = candidate_dim
+        self.global_dim = global_dim
+        self.scorer = CandidateScorer(candidate_dim, global_dim, **self.scorer_kwargs)
+        if ortho_init:
+            # SB3's gains: sqrt(2) for hidden layers, 0.01 for the action logits (near-uniform
+            # first policy), 1 for the value output.
+            self.scorer.apply(lambda module: self.init_weights(module, gain=np.sqrt(2)))
+            self.init_weights(self.scorer.score_head[-1], gain=0.01)
+            self.init_weights(self.scorer.value_head[-1], gain=1.0)
+        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return dict(
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            lr_schedule=self._dummy_schedule,
+            ortho_init=self.ortho_init,
+            optimizer_class=self.optimizer_class,
+            optimizer_kwargs=self.optimizer_kwargs,
+            **self.scorer_kwargs,
+        )
+
+    def _split(self, obs: PyTorchObs) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """Dict observation -> candidates (B, K, F), global (B, D) float; mask (B, K) bool."""
+        return obs[CANDIDATES_KEY].float(), obs[GLOBAL_KEY].float(), obs[MASK_KEY].bool()
+
+    def _distribution(
+        self, logits: th.Tensor, mask: th.Tensor, action_masks: th.Tensor | np.ndarray | None
+    ) -> MaskableCategoricalDistribution:
+        """Masked categorical over this batch's K candidates (not the K the policy was built with)."""
+        if action_masks is not None:
+            mask = mask & th.as_tensor(action_masks, dtype=th.bool, device=mask.device).reshape(mask.shape)
+        distribution = MaskableCategoricalDistribution(logits.shape[-1]).proba_distribution(logits)
+        distribution.apply_masking(mask)
+        return distribution
+
+    def forward(
+        self, obs: PyTorchObs, deterministic: bool = False, action_masks: np.ndarray | None = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """Rollout step -> actions (B,), values (B, 1), log-probabilities (B,)."""
+        candidates, global_features, mask = self._split(obs)
+        logits, values = self.scorer(candidates, global_features, mask)
+        distribution = self._distribution(logits, mask, action_masks)
+        actions = distribution.get_actions(deterministic=deterministic)
+        return actions, values, distribution.log_prob(actions)
+
+    def evaluate_actions(
+        self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        """PPO update -> values (B, 1), log-probabilities (B,), entropies (B,) of ``actions``."""
+        candidates, global_features, mask = self._split(obs)
+        logits, values = self.scorer(candidates, global_features, mask)
+        distribution = self._distribution(logits, mask, action_masks)
+        return values, distribution.log_prob(actions), distribution.entropy()
+
+    def get_distribution(
+        self, obs: PyTorchObs, action_masks: np.ndarray | None = None
+    ) -> MaskableCategoricalDistribution:
+        """Masked action distribution, without computing the value."""
+        candidates, global_features, mask = self._split(obs)
+        h, pooled = self.scorer.encode(candidates, global_features, mask)
+        return self._distribution(self.scorer.logits(h, pooled), mask, action_masks)
+
+    def predict_values(self, obs: PyTorchObs) -> th.Tensor:
+        """State values (B, 1), without computing the logits."""
+        candidates, global_features, mask = self._split(obs)
+        _, pooled = self.scorer.encode(candidates, global_features, mask)
+        return self.scorer.value(pooled, global_features)
+
+    def obs_to_tensor(self, observation: dict[str, np.ndarray]) -> tuple[PyTorchObs, bool]:  # type: ignore[override]
+        """SB3's conversion, except that K may differ from the policy's observation space.
+
+        Returns the batched tensors and whether ``observation`` was already batched.
+        """
+        if not isinstance(observation, dict):
+            raise ValueError(f"expected a dict observation with keys {sorted(self.observation_space.spaces)}")
+        vectorized = np.ndim(observation[CANDIDATES_KEY]) == 3
+        arrays = {key: np.asarray(observation[key]) for key in (CANDIDATES_KEY, GLOBAL_KEY, MASK_KEY)}
+        if not vectorized:
+            arrays = {key: array[np.newaxis] for key, array in arrays.items()}
+        candidates = arrays[CANDIDATES_KEY]
+        n_obs, n_candidates = candidates.shape[:2]
+        expected = {
+            CANDIDATES_KEY: (n_obs, n_candidates, self.candidate_dim),
+            GLOBAL_KEY: (n_obs, self.global_dim),
+            MASK_KEY: (n_obs, n_candidates),
+        }
+        for key, shape in expected.items():
+            if arrays[key].shape != shape:
+                raise ValueError(f"observation[{key!r}] has shape {arrays[key].shape}; expected {shape}")
+        return obs_as_tensor(arrays, self.device), vectorized

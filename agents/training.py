@@ -1,0 +1,240 @@
+"""MaskablePPO set-up, callbacks and the training loop behind train.py.
+
+A run directory holds:
+    config.yaml        the resolved configuration (file + command-line overrides)
+    version.json       code version (git commit, dirty flag), package versions, device
+    tb/                TensorBoard logs: SB3 losses and fps, scheduling metrics, evaluations, config
+    checkpoints/       latest.zip + vecnormalize.pkl + state.json, for --resume
+    model.zip          the best model on the validation seeds (what evaluate.py should load)
+    last_model.zip     the weights at the end of training
+    eval.json          every periodic evaluation
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import torch as th
+from sb3_contrib import MaskablePPO
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.logger import TensorBoardOutputFormat
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.utils import set_random_seed
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
+
+import envs  # noqa: F401  (registers the env)
+from agents.config import TrainConfig
+from agents.device import resolve_device
+from agents.policy import CandidateScoringPolicy
+from envs.config import parse_seeds
+from envs.env import TRAIN_SEEDS, GpuClusterEnv
+from envs.metrics import episode_metrics
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def code_version() -> dict:
+    """Git commit and whether the tree had uncommitted changes ('unknown' outside a checkout)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    commit = git("rev-parse", "HEAD") or "unknown"
+    return {"commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def make_env(cfg: TrainConfig) -> GpuClusterEnv:
+    return GpuClusterEnv(**cfg.env_kwargs())
+
+
+def make_vec_env(cfg: TrainConfig) -> VecEnv:
+    """n_envs copies of the env, each drawing its workloads from the training seed range."""
+    vec = DummyVecEnv([lambda: Monitor(make_env(cfg)) for _ in range(cfg.n_envs)])
+    # First resets draw workloads from the training range too, never from evaluation seeds.
+    vec.seed(TRAIN_SEEDS[0] + 1000 * cfg.seed)
+    return vec
+
+
+def build_model(cfg: TrainConfig, vec: VecEnv, device: th.device, tensorboard_log: str | None) -> MaskablePPO:
+    policy_kwargs = dict(cfg.policy)
+    for k in ("encoder_hidden", "head_hidden", "value_hidden"):
+        if k in policy_kwargs:
+            policy_kwargs[k] = tuple(policy_kwargs[k])
+    return MaskablePPO(
+        CandidateScoringPolicy,
+        vec,
+        policy_kwargs=policy_kwargs,
+        seed=cfg.seed,
+        device=device,
+        tensorboard_log=tensorboard_log,
+        verbose=0,
+        **cfg.ppo,
+    )
+
+
+def _eval_setting(cfg: TrainConfig) -> tuple:
+    from envs.config import load_cluster
+    from envs.workload import load_workload_spec
+
+    return load_cluster(cfg.cluster), load_workload_spec(cfg.workload), cfg.env.get("num_jobs"), cfg.env.get("queue_window", 8)
+
+
+def run_policy_episode(model: MaskablePPO, cfg: TrainConfig, seed: int) -> dict:
+    """Metrics of one deterministic evaluation episode of `model` on workload `seed`."""
+    from evaluate import model_actor, run_actor
+
+    cluster, spec, num_jobs, window = _eval_setting(cfg)
+    return episode_metrics(run_actor(model_actor(model), cluster, spec, seed, num_jobs, window)[0])
+
+
+def best_baseline(cfg: TrainConfig, seeds: list[int]) -> tuple[str, float]:
+    """The baseline with the lowest mean average JCT on `seeds` (or the configured one)."""
+    from evaluate import run_baseline
+
+    cluster, spec, num_jobs, window = _eval_setting(cfg)
+    names = cfg.eval["baselines"] if cfg.eval["baseline"] == "auto" else [cfg.eval["baseline"]]
+    scores = {n: float(np.mean([episode_metrics(run_baseline(n, cluster, spec, s, num_jobs, window)[0])["avg_jct_s"] for s in seeds])) for n in names}
+    name = min(scores, key=scores.get)
+    return name, scores[name]
+
+
+class SchedulingMetricsCallback(BaseCallback):
+    """Logs the scheduling metrics of every finished training episode, and the config as text."""
+
+    KEYS = ("avg_jct_s", "p99_jct_s", "avg_slowdown", "gpu_utilisation", "preemptions", "inference_slo_misses")
+
+    def __init__(self, config_text: str):
+        super().__init__()
+        self.config_text = config_text
+
+    def _on_training_start(self) -> None:
+        for fmt in self.logger.output_formats:
+            if isinstance(fmt, TensorBoardOutputFormat):
+                fmt.writer.add_text("config", "```\n" + self.config_text + "\n```", self.num_timesteps)
+                fmt.writer.flush()
+
+    def _on_step(self) -> bool:
+        for info in self.locals.get("infos", []):
+            m = info.get("metrics")
+            if m is None:
+                continue
+            for k in self.KEYS:
+                v = m[k] / 3600.0 if k.endswith("_s") else m[k]
+                self.logger.record_mean(f"episode/{k[:-2] + '_h' if k.endswith('_s') else k}", v)
+        return True
+
+
+class EvalAndCheckpointCallback(BaseCallback):
+    """Every `eval_every` steps: evaluate on the validation seeds, keep the best model; every
+    `checkpoint_every` steps: write a resumable checkpoint."""
+
+    def __init__(self, cfg: TrainConfig, out: Path, baseline: tuple[str, float], eval_every: int, checkpoint_every: int):
+        super().__init__()
+        self.cfg, self.out = cfg, out
+        self.baseline_name, self.baseline_jct = baseline
+        self.seeds = parse_seeds(cfg.eval["seeds"])
+        self.eval_every, self.checkpoint_every = eval_every, checkpoint_every
+        self.history: list[dict] = json.loads((out / "eval.json").read_text()) if (out / "eval.json").exists() else []
+        self.best = min((h["avg_jct_s"] for h in self.history), default=np.inf)
+        self._next_eval = (self._last(self.eval_every) + self.eval_every) if self.history else self.eval_every
+        self._next_ckpt = checkpoint_every
+
+    def _last(self, every: int) -> int:
+        return max((h["timesteps"] for h in self.history), default=0)
+
+    def _on_training_start(self) -> None:
+        self._next_ckpt = self.num_timesteps + self.checkpoint_every
+        self._next_eval = max(self._next_eval, self.num_timesteps + 1)
+
+    def evaluate(self) -> None:
+        t0 = time.perf_counter()
+        jcts = [run_policy_episode(self.model, self.cfg, s)["avg_jct_s"] for s in self.seeds]
+        avg = float(np.mean(jcts))
+        rel = (avg - self.baseline_jct) / self.baseline_jct
+        self.logger.record("eval/avg_jct_h", avg / 3600)
+        self.logger.record("eval/baseline_avg_jct_h", self.baseline_jct / 3600)
+        self.logger.record("eval/rel_diff_vs_baseline", rel)
+        self.history.append({"timesteps": int(self.num_timesteps), "avg_jct_s": avg, "baseline": self.baseline_name,
+                             "baseline_avg_jct_s": self.baseline_jct, "rel_diff": rel, "eval_wall_s": time.perf_counter() - t0})
+        (self.out / "eval.json").write_text(json.dumps(self.history, indent=1))
+        if avg < self.best:
+            self.best = avg
+            self.model.save(self.out / "model.zip")
+
+    def checkpoint(self) -> None:
+        ck = self.out / "checkpoints"
+        ck.mkdir(exist_ok=True)
+        self.model.save(ck / "latest.zip")
+        env = self.model.get_env()
+        if isinstance(env, VecNormalize):
+            env.save(str(ck / "vecnormalize.pkl"))
+        (ck / "state.json").write_text(json.dumps({"timesteps": int(self.num_timesteps)}))
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next_eval:
+            self.evaluate()
+            self._next_eval += self.eval_every
+        if self.num_timesteps >= self._next_ckpt:
+            self.checkpoint()
+            self._next_ckpt += self.checkpoint_every
+        return True
+
+    def _on_training_end(self) -> None:
+        self.checkpoint()
+
+
+def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool = True, log=print) -> dict:
+    """Train (or resume) a run in `out`; returns a summary with the paths written."""
+    device = resolve_device(cfg.device)
+    out.mkdir(parents=True, exist_ok=True)
+    set_random_seed(cfg.seed)
+    th.set_num_threads(max(1, th.get_num_threads()))
+    vec: VecEnv = make_vec_env(cfg)
+    ck = out / "checkpoints"
+    if resume:
+        if not (ck / "latest.zip").exists():
+            raise FileNotFoundError(f"--resume {out}: no checkpoint at {ck / 'latest.zip'}")
+        if cfg.normalize_reward and (ck / "vecnormalize.pkl").exists():
+            vec = VecNormalize.load(str(ck / "vecnormalize.pkl"), vec)
+        model = MaskablePPO.load(ck / "latest.zip", env=vec, device=device)
+        model.tensorboard_log = str(out / "tb")
+    else:
+        if cfg.normalize_reward:
+            vec = VecNormalize(vec, norm_obs=False, norm_reward=True, gamma=cfg.ppo["gamma"])
+        model = build_model(cfg, vec, device, str(out / "tb"))
+        cfg.dump(out / "config.yaml")
+    version = {
+        **code_version(), "python": platform.python_version(), "torch": th.__version__,
+        "device": str(device), "cuda": th.cuda.get_device_name(device) if device.type == "cuda" else None,
+    }
+    (out / "version.json").write_text(json.dumps(version, indent=1))
+
+    seeds = parse_seeds(cfg.eval["seeds"])
+    baseline = best_baseline(cfg, seeds)
+    log(f"validation seeds {cfg.eval['seeds']}: best baseline '{baseline[0]}' avg JCT {baseline[1] / 3600:.2f} h")
+    eval_cb = EvalAndCheckpointCallback(cfg, out, baseline, cfg.eval["every_timesteps"], cfg.checkpoint_every_timesteps)
+    callbacks = CallbackList([SchedulingMetricsCallback((out / "config.yaml").read_text()), eval_cb])
+    remaining = cfg.total_timesteps - model.num_timesteps
+    t0 = time.perf_counter()
+    start_steps = model.num_timesteps
+    if remaining > 0:
+        model.learn(remaining, callback=callbacks, reset_num_timesteps=not resume, progress_bar=progress_bar, tb_log_name="run")
+    wall = time.perf_counter() - t0
+    if not eval_cb.history or eval_cb.history[-1]["timesteps"] != model.num_timesteps:
+        eval_cb.evaluate()
+    model.save(out / "last_model.zip")
+    steps = model.num_timesteps - start_steps
+    summary = {
+        "timesteps": int(model.num_timesteps), "wall_s": wall, "env_steps_per_s": steps / wall if wall > 0 else 0.0,
+        "best_validation_avg_jct_h": eval_cb.best / 3600, "baseline": baseline[0], "baseline_avg_jct_h": baseline[1] / 3600,
+        "model": str(out / "model.zip"), "last_model": str(out / "last_model.zip"), "tensorboard": str(out / "tb"),
+        "config": str(out / "config.yaml"), "checkpoint": str(ck / "latest.zip"), "device": str(device),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
