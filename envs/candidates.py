@@ -175,7 +175,8 @@ def _spread(free: np.ndarray, need: int) -> dict[int, int] | None:
 
 def _fill_domain(free: np.ndarray, nodes: np.ndarray, need: int, tp: int, speed: np.ndarray) -> dict[int, int]:
     """Inside one switch domain: whole TP groups per node, fastest then emptiest nodes first,
-    best-fit the last groups; leftovers (when groups cannot align) in the same order."""
+    best-fit the last groups; leftovers (only when groups cannot all align, which the aligned
+    topology rule never asks for) in the same order."""
     take: dict[int, int] = {}
     groups_left = need // tp
     order = nodes[np.lexsort((-free[nodes], -speed[nodes]))]
@@ -209,57 +210,86 @@ def _fill_domain(free: np.ndarray, nodes: np.ndarray, need: int, tp: int, speed:
     return take
 
 
+def _aligned(free: np.ndarray, tp: int) -> np.ndarray:
+    """Per node, the free GPUs usable in whole TP groups."""
+    return free // tp * tp
+
+
 def _topology(sim: Simulator, free: np.ndarray, need: int, tp: int) -> dict[int, int] | None:
-    """Smallest interconnect tier that fits the gang; inside it the fastest GPU type, then the
-    tightest fit."""
+    """Smallest interconnect tier that fits the gang with every TP group inside one node; the
+    tightest fit inside it (faster GPUs first among equal domains)."""
     c = sim.cluster
     speed = c.node_speed
     fits = np.flatnonzero(free >= need)
     if len(fits):
         return {int(fits[np.lexsort((free[fits], -speed[fits]))[0]]): need}
-    total = free.sum()
-    if total < need:
+    usable = _aligned(free, tp)
+    if usable.sum() < need:
         return None
     for level in range(1, int(c.switch_level.max(initial=0)) + 1):
         domains = np.flatnonzero(c.switch_level == level)
         if not len(domains):
             continue
         under = c.node_under_switch[:, domains]
-        dom_free = free @ under
+        dom_free = usable @ under
         ok = np.flatnonzero(dom_free >= need)
         if len(ok):
-            # Mean speed of the domain's free GPUs, then tightest fit.
-            dom_speed = (free * speed) @ under[:, ok] / dom_free[ok]
+            # Mean speed of the domain's usable GPUs, then tightest fit.
+            dom_speed = (usable * speed) @ under[:, ok] / dom_free[ok]
             d = domains[ok[np.lexsort((dom_free[ok], -dom_speed))[0]]]
-            return _fill_domain(free, np.flatnonzero(c.node_under_switch[:, d] & (free > 0)), need, tp, speed)
-    return _fill_domain(free, np.flatnonzero(free > 0), need, tp, speed)
+            return _fill_domain(usable, np.flatnonzero(c.node_under_switch[:, d] & (usable > 0)), need, tp, speed)
+    return _fill_domain(usable, np.flatnonzero(usable > 0), need, tp, speed)
+
+
+def _single_type(c, free: np.ndarray, need: int, rule: int, tp: int) -> np.ndarray:
+    """Restrict `free` (per node) to one GPU type when one type alone can host the gang (in
+    whole TP groups), as a job submitted with a GPU-model selector would be: spread takes the
+    type with the most room, every other rule the tightest fit."""
+    types = c.node_gpu_type
+    n_types = len(c.gpu_types)
+    if n_types == 1:
+        return free
+    per_type = np.bincount(types, weights=_aligned(free, tp), minlength=n_types)
+    fits = np.flatnonzero(per_type >= need)
+    if not len(fits):
+        return free
+    t = fits[np.argmax(per_type[fits])] if rule == SPREAD else fits[np.argmin(per_type[fits])]
+    return np.where(types == t, free, 0)
 
 
 def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) -> np.ndarray | None:
-    """GPU ids for `job` under one placement rule over the available GPUs (default: free)."""
+    """GPU ids for `job` under one placement rule over the available GPUs (default: free).
+    A gang stays on one GPU type whenever one type can host it."""
     c = sim.cluster
     if avail is None:
         avail = sim.free_gpu_mask()
     avail = avail & (c.gpu_memory_gb >= job.mem_per_gpu_gb)
-    free = np.bincount(c.gpu_node[avail], minlength=c.num_nodes)
-    if rule == BINPACK:
-        take = _binpack(free, job.gpus)
-    elif rule == SPREAD:
-        take = _spread(free, job.gpus)
-    else:
+    free = _single_type(c, np.bincount(c.gpu_node[avail], minlength=c.num_nodes), job.gpus, rule, job.tp_degree)
+    tp = job.tp_degree
+    if rule in (BINPACK, SPREAD):
+        # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.
+        units = (_binpack if rule == BINPACK else _spread)(free // tp, job.gpus // tp)
+        take = None if units is None else {n: k * tp for n, k in units.items()}
+    elif rule == TOPOLOGY:
+        take = _topology(sim, free, job.gpus, job.tp_degree)
+    else:  # PREEMPT: the topology rule over free and victims' GPUs
         take = _topology(sim, free, job.gpus, job.tp_degree)
     return None if take is None else _gpus_from_counts(sim, take, avail)
 
 
+def _aligned_total(sim: Simulator, avail: np.ndarray, tp: int) -> int:
+    return int(_aligned(np.bincount(sim.cluster.gpu_node[avail], minlength=sim.cluster.num_nodes), tp).sum())
+
+
 def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...]] | None:
-    """Place-after-preempt: the cheapest set of lower-priority preemptible running jobs whose
-    GPUs, with the free ones, fit the gang; placement by the topology rule. None when the job
-    fits without preemption or cannot fit even with it."""
+    """Place-after-preempt: the cheapest lower-priority preemptible running jobs whose GPUs,
+    with the free ones, hold the gang in whole TP groups per node; placement by the topology
+    rule. None when the job fits without preemption or cannot fit even with it."""
     c = sim.cluster
     eligible = c.gpu_memory_gb >= job.mem_per_gpu_gb
     free = sim.free_gpu_mask() & eligible
-    have = int(free.sum())
-    if have >= job.gpus:
+    tp = job.tp_degree
+    if _aligned_total(sim, free, tp) >= job.gpus:
         return None
     run = sim.running
     pool = run[sim.preemptible[run] & (sim.priority[run] < job.priority)]
@@ -267,21 +297,18 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
         return None
     useful = np.array([int(eligible[sim.placement[v]].sum()) for v in pool])
     cost = sim.preemption_cost_gpu_s(pool)
-    order = np.lexsort((-useful, cost))
+    order = [i for i in np.lexsort((-useful, cost)) if useful[i] > 0]
+    avail = free.copy()
     chosen: list[int] = []
     for i in order:
-        if useful[i] == 0:
-            continue
-        chosen.append(int(pool[i]))
-        have += int(useful[i])
-        if have >= job.gpus:
+        if _aligned_total(sim, avail, tp) >= job.gpus:
             break
-    if have < job.gpus:
+        chosen.append(int(pool[i]))
+        avail[sim.placement[pool[i]]] = True
+        avail &= eligible
+    if _aligned_total(sim, avail, tp) < job.gpus:
         return None
-    avail = free.copy()
-    for v in chosen:
-        avail[sim.placement[v]] = True
-    gpus = place(sim, job, TOPOLOGY, avail)
+    gpus = place(sim, job, PREEMPT, avail)
     if gpus is None:
         return None
     victims = tuple(v for v in chosen if np.isin(sim.placement[v], gpus).any())
@@ -293,41 +320,51 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
 
 def feasible_queue(sim: Simulator) -> np.ndarray:
     """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs."""
-    q, fits_free, fits_preempt = fit_status(sim)
-    return q[fits_free | fits_preempt]
+    q, _, fits_aligned, fits_preempt = fit_status(sim)
+    return q[fits_aligned | fits_preempt]
 
 
-def fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(queue, fits in free GPUs, fits only after preemption), by GPU counts alone: every
-    placement rule finds a placement exactly when the counts allow one."""
+def fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(queue, fits in free GPUs, fits in free GPUs with whole TP groups per node, fits in
+    whole groups only after preemption), by GPU counts alone: every placement rule finds a
+    placement exactly when its count allows one."""
     return sim.cached("fit_status", lambda: _fit_status(sim))
 
 
-def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     q = np.array(sim.queue, dtype=np.int64)
     fits_free = np.zeros(len(q), dtype=bool)
+    fits_aligned = np.zeros(len(q), dtype=bool)
     fits_preempt = np.zeros(len(q), dtype=bool)
     if not len(q):
-        return q, fits_free, fits_preempt
+        return q, fits_free, fits_aligned, fits_preempt
     c = sim.cluster
-    type_memory = np.array([t.memory_gb for t in c.gpu_types])
-    type_free = np.bincount(c.node_gpu_type, weights=sim.node_free, minlength=len(type_memory))
+    node_memory = np.array([t.memory_gb for t in c.gpu_types])[c.node_gpu_type]
     need = sim.gpus_req[q]
     mems = sim.mem_req[q]
+    tps = sim.tp_degree[q]
     for m in np.unique(mems):
-        n_free = type_free[type_memory >= m].sum()
+        eligible_free = np.where(node_memory >= m, sim.node_free, 0)
+        n_free = eligible_free.sum()
         sel = mems == m
         fits_free[sel] = need[sel] <= n_free
-        rest = np.flatnonzero(sel & ~fits_free)
+        for tp in np.unique(tps[sel & fits_free]):
+            both = sel & fits_free & (tps == tp)
+            fits_aligned[both] = need[both] <= _aligned(eligible_free, tp).sum()
+        rest = np.flatnonzero(sel & ~fits_aligned)
         if not len(rest) or not len(sim.running):
             continue
-        # Eligible GPUs held by running preemptible jobs, by priority class.
+        # Per node, eligible GPUs held by running preemptible jobs of each priority class.
         owner = sim.gpu_owner
-        held = owner[(c.gpu_memory_gb >= m) & (owner >= 0)]
-        held = held[(sim.state[held] == JobState.RUNNING) & sim.preemptible[held]]
-        below = np.concatenate([[0], np.cumsum(np.bincount(sim.priority[held], minlength=3))])  # held by classes < p
-        fits_preempt[rest] = need[rest] <= n_free + below[sim.priority[q[rest]]]
-    return q, fits_free, fits_preempt
+        held = (c.gpu_memory_gb >= m) & (owner >= 0)
+        held[held] = (sim.state[owner[held]] == JobState.RUNNING) & sim.preemptible[owner[held]]
+        for p in np.unique(sim.priority[q[rest]]):
+            victims_gpus = held.copy()
+            victims_gpus[held] = sim.priority[owner[held]] < p
+            with_victims = eligible_free + np.bincount(c.gpu_node[victims_gpus], minlength=c.num_nodes)
+            for i in rest[sim.priority[q[rest]] == p]:
+                fits_preempt[i] = victims_gpus.any() and need[i] <= _aligned(with_victims, tps[i]).sum()
+    return q, fits_free, fits_aligned, fits_preempt
 
 
 def select_window(sim: Simulator, queue_window: int) -> list[int]:
@@ -370,7 +407,7 @@ def geometry_of(sim: Simulator, gpus: np.ndarray, tp_degree: int) -> PlacementGe
 def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
     """The candidate list and its mask at the simulator's current state."""
     window = select_window(sim, queue_window)
-    q, fits_free, fits_preempt = fit_status(sim)
+    q, fits_free, fits_aligned, fits_preempt = fit_status(sim)
     position = {int(j): i for i, j in enumerate(q)}
     free = sim.free_gpu_mask()
     model = sim.config.speed_model
@@ -397,6 +434,7 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
             return gpus, (), None if gpus is None else job_profile(job, geometry, model)
         return resolve
 
+    by_rule = {BINPACK: fits_aligned, SPREAD: fits_aligned, TOPOLOGY: fits_aligned, PREEMPT: fits_preempt}
     cands: list[Candidate] = []
     for slot in range(queue_window):
         if slot >= len(window):
@@ -405,7 +443,7 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
         job = sim.jobs[window[slot]]
         i = position[job.job_id]
         for rule in range(len(RULES)):
-            valid = bool(fits_preempt[i]) if rule == PREEMPT else bool(fits_free[i])
+            valid = bool(by_rule[rule][i])
             cands.append(Candidate(job.job_id, rule, valid, resolver(job, rule) if valid else None))
     cands.append(Candidate(-1, -1, True))
     mask = np.array([cd.valid for cd in cands], dtype=bool)

@@ -70,6 +70,7 @@ class Simulator:
         self.now = 0.0
         self.state = np.full(n, JobState.FUTURE, dtype=np.int8)
         self.gpus_req = np.array([j.gpus for j in jobs], dtype=np.int64)
+        self.tp_degree = np.array([j.tp_degree for j in jobs], dtype=np.int64)
         self.mem_req = np.array([j.mem_per_gpu_gb for j in jobs])
         self.priority = np.array([j.priority for j in jobs], dtype=np.int64)
         self.preemptible = np.array([j.preemptible for j in jobs], dtype=bool)

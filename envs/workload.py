@@ -33,6 +33,7 @@ class KindProfile:
     comm_fraction: tuple[float, float]  # uniform range
     tp_comm_share: tuple[float, float]
     mem_per_gpu_gb: dict[float, float]  # memory -> probability
+    mem_per_gpu_gb_tp: dict[float, float]  # the same for tensor-parallel jobs (bigger models)
     priority: dict[int, float]  # class -> probability
     preemptible: float  # probability
     checkpoint_s: float
@@ -124,17 +125,18 @@ def generate(spec: WorkloadSpec, cluster: Cluster, seed: int) -> list[Job]:
         gpus = int(_draw(rng, p.gpus))
         work = float(np.clip(p.work_median_s * rng.lognormal(0.0, p.work_sigma), p.work_min_s, p.work_max_s))
         noise = 1.0 if spec.durations_known else float(rng.lognormal(0.0, spec.estimate_noise))
-        mem = float(_draw(rng, p.mem_per_gpu_gb))
+        tp = min(gpus, p.tp_max)
+        mem = float(_draw(rng, p.mem_per_gpu_gb_tp if tp > 1 else p.mem_per_gpu_gb))
         drafts.append(
             dict(
                 kind=kind,
                 gpus=gpus,
-                tp_degree=min(gpus, p.tp_max),
+                tp_degree=tp,
                 mem_per_gpu_gb=mem,
                 work_s=round(work, 1),
                 estimate_s=round(max(work * noise, 1.0), 1),
                 comm_fraction=float(rng.uniform(*p.comm_fraction)),
-                tp_comm_share=float(rng.uniform(*p.tp_comm_share)) if min(gpus, p.tp_max) > 1 else 0.0,
+                tp_comm_share=float(rng.uniform(*p.tp_comm_share)) if tp > 1 else 0.0,
                 priority=int(_draw(rng, p.priority)),
                 preemptible=bool(rng.random() < p.preemptible),
                 checkpoint_s=p.checkpoint_s,
@@ -198,7 +200,7 @@ def _dist(f: Fields, key: str, default, cast, names: dict | None = None) -> dict
 
 _KIND_KEYS = {
     "share", "gpus", "tp_max", "work_median_s", "work_sigma", "work_min_s", "work_max_s", "comm_fraction",
-    "tp_comm_share", "mem_per_gpu_gb", "priority", "preemptible", "checkpoint_s", "restore_s", "tenants",
+    "tp_comm_share", "mem_per_gpu_gb", "mem_per_gpu_gb_tp", "priority", "preemptible", "checkpoint_s", "restore_s", "tenants",
 }
 
 
@@ -221,6 +223,7 @@ def _kind_profile(f: Fields) -> KindProfile:
         comm_fraction=_range(f, "comm_fraction", (0.1, 0.3)),
         tp_comm_share=_range(f, "tp_comm_share", (0.5, 0.8)),
         mem_per_gpu_gb=_dist(f, "mem_per_gpu_gb", 40.0, float),
+        mem_per_gpu_gb_tp=_dist(f, "mem_per_gpu_gb_tp", f.data.get("mem_per_gpu_gb", 40.0), float),
         priority=_dist(f, "priority", "normal", int, PRIORITY_BY_NAME),
         preemptible=float(preemptible),
         checkpoint_s=f.get("checkpoint_s", float, 30.0, min_value=0.0),
@@ -272,7 +275,7 @@ def check_workload_fits(spec: WorkloadSpec, cluster: Cluster) -> None:
     never run on the cluster."""
     for kind, p in spec.kinds.items():
         name = kind.name.lower()
-        for mem in p.mem_per_gpu_gb:
+        for mem in {**p.mem_per_gpu_gb, **p.mem_per_gpu_gb_tp}:
             eligible = int((cluster.gpu_memory_gb >= mem).sum())
             too_big = [g for g in p.gpus if g > eligible]
             if eligible == 0:

@@ -81,11 +81,22 @@ def test_topology_keeps_the_gang_under_one_leaf(one_tp8_gang: Simulator) -> None
     assert chosen(cset, i) == (1, "topology", list(range(16, 32)))
 
 
-def test_spread_uses_every_node(one_tp8_gang: Simulator) -> None:
-    # One GPU at a time to the node with most free GPUs (ties to the lower id): free counts go
-    # (8, 6, 8, 8) -> (6, 6, 6, 6) after 6 GPUs, then round-robin n0, n1, n2, n3 takes the
-    # other 10, ending at (3, 3, 4, 4): 5, 3, 4 and 4 GPUs taken.
+def test_spread_puts_each_tp8_pod_on_the_emptiest_node(one_tp8_gang: Simulator) -> None:
+    # A gang is one pod per TP group: two 8-GPU pods. Whole-pod room per node is (1, 0, 1, 1):
+    # the first pod goes to n0 (ties to the lower id), the second to n2, across the spine.
     cset, i = choose("spread", one_tp8_gang)
+    job_id, rule, gpus = chosen(cset, i)
+    assert (job_id, rule) == (1, "spread")
+    assert gpus_per_node(gpus) == [8, 0, 8, 0]
+
+
+def test_spread_deals_one_gpu_pods_round_robin() -> None:
+    # A 16-GPU data-parallel gang (TP 1: sixteen 1-GPU pods). Free (8, 6, 8, 8): one pod at a
+    # time to the node with most free GPUs (ties to the lower id) -> (6, 6, 6, 6) after 6 pods,
+    # then round-robin n0, n1, n2, n3 for the other 10, ending at (3, 3, 4, 4).
+    sim = Simulator(TWO_LEAVES, [job(0, 2, work_s=1e5), job(1, 16)])
+    sim.start(0, np.array([8, 9]))
+    cset, i = choose("spread", sim)
     job_id, rule, gpus = chosen(cset, i)
     assert (job_id, rule) == (1, "spread")
     assert gpus_per_node(gpus) == [5, 3, 4, 4]
