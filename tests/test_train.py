@@ -1,0 +1,100 @@
+"""train.py end to end with tiny budgets: what a run writes, resuming, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+TINY = {
+    "cluster": "h100-4node",
+    "workload": "llm-mix",
+    "seed": 0,
+    "device": "cpu",
+    "total_timesteps": 128,
+    "n_envs": 2,
+    "checkpoint_every_timesteps": 64,
+    "env": {"num_jobs": 12},
+    "ppo": {"n_steps": 32, "batch_size": 32, "n_epochs": 1},
+    "policy": {"d_model": 16, "n_heads": 2, "n_layers": 1, "encoder_hidden": [16], "head_hidden": [16], "value_hidden": [16]},
+    "eval": {"every_timesteps": 64, "seeds": "500", "baselines": ["topology", "sjf"]},
+}
+
+
+def write_config(tmp_path: Path, **overrides) -> Path:
+    cfg = json.loads(json.dumps(TINY))
+    cfg.update(overrides)
+    p = tmp_path / "tiny.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    return p
+
+
+def run_train(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "train.py", "--no-progress", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def tb_scalar_tags(run: Path) -> set[str]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags: set[str] = set()
+    for f in run.glob("tb/**/events.out.tfevents*"):
+        ea = EventAccumulator(str(f))
+        ea.Reload()
+        tags |= set(ea.Tags()["scalars"]) | {f"text:{t}" for t in ea.Tags().get("tensors", [])}
+    return tags
+
+
+def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
+    cfg = write_config(tmp_path)
+    out = tmp_path / "run"
+    r = run_train("--config", str(cfg), "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    for name in ("model.zip", "last_model.zip", "config.yaml", "version.json", "eval.json", "summary.json", "checkpoints/latest.zip"):
+        assert (out / name).exists(), name
+    assert yaml.safe_load((out / "config.yaml").read_text())["cluster"] == "h100-4node"
+    assert json.loads((out / "version.json").read_text())["commit"]
+    tags = tb_scalar_tags(out)
+    assert {"time/fps", "train/value_loss", "eval/avg_jct_h", "episode/avg_jct_h"} <= tags
+    assert any(t.startswith("text:config") for t in tags)
+    assert str(out / "model.zip") in r.stdout  # prints where everything was written
+    first = json.loads((out / "summary.json").read_text())["timesteps"]
+    assert first >= 128
+
+    # --resume continues the timestep count from the checkpoint, with the run's own config.
+    r = run_train("--resume", str(out), "--total-timesteps", "256")
+    assert r.returncode == 0, r.stderr[-2000:]
+    resumed = json.loads((out / "summary.json").read_text())["timesteps"]
+    assert resumed >= 256 and resumed > first
+    assert json.loads((out / "checkpoints/state.json").read_text())["timesteps"] == resumed
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"n_env": 2}, "n_env: unknown key"),
+        ({"ppo": {"n_steps": "many"}}, "ppo.n_steps: must be int"),
+        ({"policy": {"d_model": 16, "width": 3}}, "policy.width: unknown key"),
+        ({"env": {"queue_windows": 4}}, "env.queue_windows: unknown key"),
+        ({"eval": {"seeds": "9-3"}}, "eval.seeds"),
+        ({"cluster": "no-such-cluster"}, "no-such-cluster"),
+    ],
+)
+def test_bad_config_fails_at_start_naming_the_key(tmp_path, overrides, message):
+    r = run_train("--config", str(write_config(tmp_path, **overrides)), "--out", str(tmp_path / "run"))
+    assert r.returncode == 2
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()  # nothing was started
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_device_cuda_without_gpu_is_a_clear_error(tmp_path):
+    r = run_train("--config", str(write_config(tmp_path)), "--out", str(tmp_path / "run"), "--device", "cuda")
+    assert r.returncode == 2
+    assert "no CUDA device is available" in r.stderr and "Traceback" not in r.stderr
