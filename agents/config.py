@@ -34,11 +34,18 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "value_hidden": [64],
 }
 ENV_KEYS = {"queue_window", "max_steps", "reward", "speed_model", "max_checkpoint_s", "priority_weights", "num_jobs"}
+BC_DEFAULTS: dict[str, Any] = {
+    "baseline": "auto",  # a baseline name, or "auto": the best baseline on the validation seeds
+    "episodes": 0,  # 0 disables the behaviour-cloning warm start
+    "epochs": 10,
+    "batch_size": 256,
+    "learning_rate": 1e-3,
+}
 EVAL_DEFAULTS: dict[str, Any] = {
     "every_timesteps": 50_000,
     "seeds": "500-504",  # validation workloads: never used for training (>= 1e6) nor for the final test (0-9)
     "baseline": "auto",  # "auto": the best baseline on the validation seeds
-    "baselines": ["binpack", "spread", "topology", "sjf", "easy", "priority", "tiresias"],
+    "baselines": ["binpack", "spread", "topology", "sjf", "sect", "easy", "priority", "tiresias"],
 }
 
 
@@ -56,6 +63,7 @@ class TrainConfig:
     ppo: dict = field(default_factory=lambda: dict(PPO_DEFAULTS))
     policy: dict = field(default_factory=lambda: copy.deepcopy(POLICY_DEFAULTS))
     eval: dict = field(default_factory=lambda: copy.deepcopy(EVAL_DEFAULTS))
+    bc: dict = field(default_factory=lambda: dict(BC_DEFAULTS))
     source: str = "<defaults>"
 
     def to_dict(self) -> dict:
@@ -63,7 +71,7 @@ class TrainConfig:
             "cluster": self.cluster, "workload": self.workload, "seed": self.seed, "device": self.device,
             "total_timesteps": self.total_timesteps, "n_envs": self.n_envs,
             "checkpoint_every_timesteps": self.checkpoint_every_timesteps, "normalize_reward": self.normalize_reward,
-            "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval,
+            "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval, "bc": self.bc,
         }
 
     def env_kwargs(self) -> dict:
@@ -73,7 +81,7 @@ class TrainConfig:
         path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
-_TOP = {"cluster", "workload", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "env", "ppo", "policy", "eval", "description"}
+_TOP = {"cluster", "workload", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "env", "ppo", "policy", "eval", "bc", "description"}
 _PPO_TYPES: dict[str, tuple] = {
     "n_steps": (int,), "batch_size": (int,), "n_epochs": (int,), "learning_rate": (float,), "gamma": (float,),
     "gae_lambda": (float,), "clip_range": (float,), "ent_coef": (float,), "vf_coef": (float,), "max_grad_norm": (float,),
@@ -83,6 +91,7 @@ _POLICY_TYPES: dict[str, tuple] = {
     "d_model": (int,), "n_heads": (int,), "n_layers": (int,), "encoder_hidden": (list,), "head_hidden": (list,),
     "value_hidden": (list,), "ffn_dim": (int, type(None)), "dropout": (float,),
 }
+_BC_TYPES: dict[str, tuple] = {"baseline": (str,), "episodes": (int,), "epochs": (int,), "batch_size": (int,), "learning_rate": (float,)}
 _EVAL_TYPES: dict[str, tuple] = {"every_timesteps": (int,), "seeds": (str, int, list), "baseline": (str,), "baselines": (list,)}
 
 
@@ -112,6 +121,7 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     cfg.env = dict(env.data)
     cfg.ppo = _typed_section(top.sub("ppo", {}), _PPO_TYPES, PPO_DEFAULTS)
     cfg.policy = _typed_section(top.sub("policy", {}), _POLICY_TYPES, POLICY_DEFAULTS)
+    cfg.bc = _typed_section(top.sub("bc", {}), _BC_TYPES, BC_DEFAULTS)
     ev = top.sub("eval", {})
     cfg.eval = _typed_section(ev, _EVAL_TYPES, EVAL_DEFAULTS)
     try:

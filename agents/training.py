@@ -157,9 +157,10 @@ class EvalAndCheckpointCallback(BaseCallback):
         jcts = [run_policy_episode(self.model, self.cfg, s)["avg_jct_s"] for s in self.seeds]
         avg = float(np.mean(jcts))
         rel = (avg - self.baseline_jct) / self.baseline_jct
-        self.logger.record("eval/avg_jct_h", avg / 3600)
-        self.logger.record("eval/baseline_avg_jct_h", self.baseline_jct / 3600)
-        self.logger.record("eval/rel_diff_vs_baseline", rel)
+        if getattr(self.model, "_logger", None) is not None:  # not yet set before the first learn()
+            self.logger.record("eval/avg_jct_h", avg / 3600)
+            self.logger.record("eval/baseline_avg_jct_h", self.baseline_jct / 3600)
+            self.logger.record("eval/rel_diff_vs_baseline", rel)
         self.history.append({"timesteps": int(self.num_timesteps), "avg_jct_s": avg, "baseline": self.baseline_name,
                              "baseline_avg_jct_s": self.baseline_jct, "rel_diff": rel, "eval_wall_s": time.perf_counter() - t0})
         (self.out / "eval.json").write_text(json.dumps(self.history, indent=1))
@@ -219,6 +220,17 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     baseline = best_baseline(cfg, seeds)
     log(f"validation seeds {cfg.eval['seeds']}: best baseline '{baseline[0]}' avg JCT {baseline[1] / 3600:.2f} h")
     eval_cb = EvalAndCheckpointCallback(cfg, out, baseline, cfg.eval["every_timesteps"], cfg.checkpoint_every_timesteps)
+    if not resume and cfg.bc["episodes"] > 0:
+        from agents.imitation import clone, collect
+
+        teacher = baseline[0] if cfg.bc["baseline"] == "auto" else cfg.bc["baseline"]
+        t0 = time.perf_counter()
+        demos = collect(make_env(cfg), teacher, cfg.bc["episodes"], cfg.ppo["gamma"], cfg.seed)
+        stats = clone(model, demos, cfg.bc["epochs"], cfg.bc["batch_size"], cfg.bc["learning_rate"], cfg.seed)
+        log(f"behaviour cloning of '{teacher}': {stats['samples']} decisions, accuracy {stats['accuracy']:.3f}, {time.perf_counter() - t0:.0f} s")
+        (out / "bc.json").write_text(json.dumps({"teacher": teacher, **stats}, indent=1))
+        eval_cb.init_callback(model)
+        eval_cb.evaluate()
     callbacks = CallbackList([SchedulingMetricsCallback((out / "config.yaml").read_text()), eval_cb])
     remaining = cfg.total_timesteps - model.num_timesteps
     t0 = time.perf_counter()

@@ -13,6 +13,7 @@ from baselines.easy import EasyBackfill
 from baselines.fifo import BinpackFifo, SpreadFifo, TopologyFifo
 from baselines.priority import PriorityPreempt
 from baselines.random_valid import RandomValid
+from baselines.sect import ShortestExpectedCompletion
 from baselines.sjf import ShortestJobFirst
 from baselines.tiresias import LeastAttainedService
 
@@ -23,6 +24,7 @@ BASELINES: dict[str, type[Baseline]] = {
         SpreadFifo,
         TopologyFifo,
         ShortestJobFirst,
+        ShortestExpectedCompletion,
         EasyBackfill,
         PriorityPreempt,
         LeastAttainedService,

@@ -501,16 +501,38 @@ def _placement_columns(sim: Simulator, p: PlacementProfile, frag_before: float) 
     """Features of one placement that do not depend on which job of equal shape runs there."""
     c = sim.cluster
     g = p.geometry
-    congestion = 1.0
-    if len(g.uplinks):
-        added = sim.uplink_demand[g.uplinks] + g.uplink_demand_GBps
-        congestion = float(np.minimum(1.0, c.switch_uplink_GBps[g.uplinks] / added).min())
     free_now = sim.node_free[g.nodes]
     after = sim.node_free.copy()
     after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)
     whole = float((free_now == c.node_gpus[g.nodes]).sum()) / len(g.nodes)
     frag_delta = float(np.clip(fragmentation(sim, after) - frag_before, -1.0, 1.0))
-    return congestion, whole, frag_delta
+    return _congestion_if_added(sim, g), whole, frag_delta
+
+
+def _efficiency_and_interference(sim: Simulator, p: PlacementProfile, congestion: float) -> tuple[float, float]:
+    """Predicted placement efficiency and interference factor of a job about to start: the
+    uplinks it would share and the neighbours' memory-bandwidth pressure where it would land."""
+    g = p.geometry
+    pressure, node_gpus = sim.node_pressure, sim.cluster.node_gpus
+    if len(g.nodes) == 1:
+        others = pressure[g.nodes[0]] / node_gpus[g.nodes[0]]
+    else:
+        others = float((pressure[g.nodes] / node_gpus[g.nodes]).max())
+    return p.efficiency(congestion), interference_from(others, p.sensitivity, sim.config.speed_model)
+
+
+def _congestion_if_added(sim: Simulator, g: PlacementGeometry) -> float:
+    if not len(g.uplinks):
+        return 1.0
+    added = sim.uplink_demand[g.uplinks] + g.uplink_demand_GBps
+    return float(np.minimum(1.0, sim.cluster.switch_uplink_GBps[g.uplinks] / added).min())
+
+
+def predicted_rate(sim: Simulator, cd: Candidate) -> float:
+    """Reference-seconds of work per second the candidate's job would get if started now."""
+    p = cd.profile
+    eff, interf = _efficiency_and_interference(sim, p, _congestion_if_added(sim, p.geometry))
+    return p.min_speed * eff * interf
 
 
 def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
@@ -547,8 +569,6 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     cols: dict[str, list[float]] = {k: [] for k in (
         "predicted_rate", "placement_efficiency", "interference", "tier", "nodes_per_gpu", "free_nodes_consumed",
         "fragmentation_delta", "preemption_cost_log", "victims", "min_gpu_speed", "est_runtime_here_log")}
-    pressure = sim.node_pressure
-    node_gpus = c.node_gpus
     for i, cd in enumerate(cset.candidates[:-1]):
         if not cd.valid:
             continue
@@ -558,13 +578,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         if hit is None or hit[0] is not g:
             hit = per_geometry[id(g)] = (g, *_placement_columns(sim, p, frag_before))
         _, congestion, whole, frag_delta = hit
-        eff = p.efficiency(congestion)
-        # Neighbours' memory-bandwidth pressure where the job would land (its own is not there yet).
-        if len(g.nodes) == 1:
-            others = pressure[g.nodes[0]] / node_gpus[g.nodes[0]]
-        else:
-            others = float((pressure[g.nodes] / node_gpus[g.nodes]).max())
-        interf = interference_from(others, p.sensitivity, model)
+        eff, interf = _efficiency_and_interference(sim, p, congestion)
         rate = g.min_speed * eff * interf
         rows.append(i)
         cols["predicted_rate"].append(rate)

@@ -1,0 +1,28 @@
+"""Shortest expected completion time: the job and placement that would finish first."""
+
+from __future__ import annotations
+
+from envs.candidates import PREEMPT, CandidateSet, predicted_rate
+from envs.simulator import Simulator
+
+from baselines.base import Baseline, fifo_positions, wait_or_any
+
+
+class ShortestExpectedCompletion(Baseline):
+    """Over every valid (job, placement) candidate without preemption: the smallest estimated
+    remaining runtime divided by the speed the placement would give now (GPU type, topology,
+    congestion, interference); FIFO on ties. SJF that also chooses where."""
+
+    name = "sect"
+
+    def select(self, sim: Simulator, cset: CandidateSet) -> int:
+        pos = fifo_positions(sim)
+        best: tuple[float, int] | None = None
+        index = -1
+        for i, cd in enumerate(cset.candidates[:-1]):
+            if not cset.mask[i] or cd.rule == PREEMPT:
+                continue
+            key = (float(sim.remaining_estimate_s(cd.job_id)) / max(predicted_rate(sim, cd), 1e-6), pos[cd.job_id])
+            if best is None or key < best:
+                best, index = key, i
+        return wait_or_any(cset) if best is None else index
