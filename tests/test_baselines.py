@@ -241,3 +241,24 @@ def test_random_depends_on_its_seed(small_workload) -> None:
         replay(sim, make_baseline("random", seed=seed).select, Q)
         jcts.append(episode_metrics(sim)["avg_jct_s"])
     assert jcts[0] != jcts[1]
+
+
+def test_model_trade_offs_on_the_default_setting() -> None:
+    """The trade-offs the speed model exists to show, on mixed-64gpu + llm-mix over 10 seeds:
+    topology beats spread on TP-8 pretraining JCT, spread beats binpack on inference
+    interference, binpack beats spread on energy."""
+    cluster, spec = load_cluster("mixed-64gpu"), load_workload_spec("llm-mix")
+    metrics: dict[str, list[dict]] = {}
+    for name in ("binpack", "spread", "topology"):
+        metrics[name] = []
+        for seed in range(10):
+            sim = Simulator(cluster, make_workload(spec, cluster, seed))
+            replay(sim, make_baseline(name).select, Q)
+            metrics[name].append(episode_metrics(sim))
+
+    def mean(name: str, key: str) -> float:
+        return float(np.mean([m[key] for m in metrics[name]]))
+
+    assert mean("topology", "avg_jct_pretrain_s") < 0.8 * mean("spread", "avg_jct_pretrain_s")
+    assert mean("spread", "inference_interference") < 0.8 * mean("binpack", "inference_interference")
+    assert mean("binpack", "energy_kwh") < 0.95 * mean("spread", "energy_kwh")
