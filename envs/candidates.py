@@ -19,17 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.jobs import Job, JobKind
+from envs.jobs import Job
 from envs.simulator import JobState, Simulator
 from envs.speed import (
     PlacementGeometry,
     PlacementProfile,
     interference_from,
     job_profile,
-    node_pressure,
     placement_geometry,
     placement_profile,
-    uplink_demand,
 )
 
 RULES = ("binpack", "spread", "topology", "preempt")
@@ -320,24 +318,24 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
 
 def feasible_queue(sim: Simulator) -> np.ndarray:
     """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs."""
-    q, _, fits_aligned, fits_preempt = fit_status(sim)
+    q, fits_aligned, fits_preempt = fit_status(sim)
     return q[fits_aligned | fits_preempt]
 
 
-def fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(queue, fits in free GPUs, fits in free GPUs with whole TP groups per node, fits in
-    whole groups only after preemption), by GPU counts alone: every placement rule finds a
-    placement exactly when its count allows one."""
+def fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(queue, fits now with whole TP groups per node, fits in whole groups only after
+    preemption), by GPU counts alone: every placement rule finds a placement exactly when its
+    count allows one."""
     return sim.cached("fit_status", lambda: _fit_status(sim))
 
 
-def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     q = np.array(sim.queue, dtype=np.int64)
-    fits_free = np.zeros(len(q), dtype=bool)
+    fits_free = np.zeros(len(q), dtype=bool)  # enough eligible GPUs, aligned or not
     fits_aligned = np.zeros(len(q), dtype=bool)
     fits_preempt = np.zeros(len(q), dtype=bool)
     if not len(q):
-        return q, fits_free, fits_aligned, fits_preempt
+        return q, fits_aligned, fits_preempt
     c = sim.cluster
     node_memory = np.array([t.memory_gb for t in c.gpu_types])[c.node_gpu_type]
     need = sim.gpus_req[q]
@@ -364,7 +362,7 @@ def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
             with_victims = eligible_free + np.bincount(c.gpu_node[victims_gpus], minlength=c.num_nodes)
             for i in rest[sim.priority[q[rest]] == p]:
                 fits_preempt[i] = victims_gpus.any() and need[i] <= _aligned(with_victims, tps[i]).sum()
-    return q, fits_free, fits_aligned, fits_preempt
+    return q, fits_aligned, fits_preempt
 
 
 def select_window(sim: Simulator, queue_window: int) -> list[int]:
@@ -407,7 +405,7 @@ def geometry_of(sim: Simulator, gpus: np.ndarray, tp_degree: int) -> PlacementGe
 def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
     """The candidate list and its mask at the simulator's current state."""
     window = select_window(sim, queue_window)
-    q, fits_free, fits_aligned, fits_preempt = fit_status(sim)
+    q, fits_aligned, fits_preempt = fit_status(sim)
     position = {int(j): i for i, j in enumerate(q)}
     free = sim.free_gpu_mask()
     model = sim.config.speed_model
@@ -434,7 +432,7 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
             return gpus, (), None if gpus is None else job_profile(job, geometry, model)
         return resolve
 
-    by_rule = {BINPACK: fits_aligned, SPREAD: fits_aligned, TOPOLOGY: fits_aligned, PREEMPT: fits_preempt}
+    by_rule = {BINPACK: fits_aligned, SPREAD: fits_aligned, TOPOLOGY: fits_aligned, PREEMPT: fits_preempt}  # all pack whole TP groups
     cands: list[Candidate] = []
     for slot in range(queue_window):
         if slot >= len(window):
@@ -542,7 +540,6 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     K = len(cset.candidates)
     feats = np.zeros((K, NUM_CANDIDATE_FEATURES), dtype=np.float32)
     now = sim.now
-    model = sim.config.speed_model
     static = sim.episode_cache.get("static_job_features")
     if static is None:
         static = sim.episode_cache["static_job_features"] = _static_job_features(sim)

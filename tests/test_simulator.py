@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.candidates import RULES, TOPOLOGY, PREEMPT, apply_candidate
+from envs.candidates import TOPOLOGY, PREEMPT, apply_candidate
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW
 from envs.replay import advance_to_decision
 from envs.simulator import JobState, SchedulingError, SimConfig, Simulator
