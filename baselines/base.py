@@ -29,9 +29,9 @@ class Baseline:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-def fifo_positions(sim: Simulator) -> dict[int, int]:
-    """Job id -> position in the queue, which the simulator keeps in (re)arrival order."""
-    return {j: i for i, j in enumerate(sim.queue)}
+def fifo_positions(sim: Simulator) -> np.ndarray:
+    """Job id -> FIFO rank (smaller first): the order jobs (re)entered the queue."""
+    return sim.enqueue_seq
 
 
 def wait_or_any(cset: CandidateSet) -> int:

@@ -339,8 +339,10 @@ def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     c = sim.cluster
     node_memory = np.array([t.memory_gb for t in c.gpu_types])[c.node_gpu_type]
     need = sim.gpus_req[q]
-    mems = sim.mem_req[q]
     tps = sim.tp_degree[q]
+    # Jobs fall into eligibility classes by the smallest GPU memory that satisfies them.
+    levels = np.unique(node_memory)
+    mems = levels[np.minimum(np.searchsorted(levels, sim.mem_req[q]), len(levels) - 1)]
     for m in np.unique(mems):
         eligible_free = np.where(node_memory >= m, sim.node_free, 0)
         n_free = eligible_free.sum()
@@ -359,9 +361,13 @@ def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         for p in np.unique(sim.priority[q[rest]]):
             victims_gpus = held.copy()
             victims_gpus[held] = sim.priority[owner[held]] < p
+            if not victims_gpus.any():
+                continue
             with_victims = eligible_free + np.bincount(c.gpu_node[victims_gpus], minlength=c.num_nodes)
-            for i in rest[sim.priority[q[rest]] == p]:
-                fits_preempt[i] = victims_gpus.any() and need[i] <= _aligned(with_victims, tps[i]).sum()
+            of_class = rest[sim.priority[q[rest]] == p]
+            for tp in np.unique(tps[of_class]):
+                k = of_class[tps[of_class] == tp]
+                fits_preempt[k] = need[k] <= _aligned(with_victims, tp).sum()
     return q, fits_aligned, fits_preempt
 
 
@@ -406,7 +412,8 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
     """The candidate list and its mask at the simulator's current state."""
     window = select_window(sim, queue_window)
     q, fits_aligned, fits_preempt = fit_status(sim)
-    position = {int(j): i for i, j in enumerate(q)}
+    in_window = np.flatnonzero(np.isin(q, window))
+    position = dict(zip(q[in_window].tolist(), in_window.tolist()))
     free = sim.free_gpu_mask()
     model = sim.config.speed_model
     cluster = sim.cluster

@@ -16,7 +16,14 @@ from enum import IntEnum
 import numpy as np
 
 from envs.jobs import Job
-from envs.speed import PlacementProfile, SpeedModel, node_pressure, placement_profile, running_rates, uplink_demand
+from envs.speed import (
+    PlacementProfile,
+    SpeedModel,
+    congestion_shares,
+    interference_factor,
+    interference_from,
+    placement_profile,
+)
 from envs.topology import Cluster
 
 _EPS = 1e-9
@@ -83,12 +90,22 @@ class Simulator:
         self.overhead_left = np.zeros(n)
         self.rate = np.zeros(n)
         self.interference = np.ones(n)  # current interference factor of running jobs
+        # What a running job's placement fixes about its speed (see envs.speed), for vectorised
+        # rate updates: the one node it sits on (-1 when several), its rate before congestion
+        # and interference, its memory-bandwidth pressure per GPU and sensitivity to it.
+        self.single_node = np.full(n, -1, dtype=np.int64)
+        self.base_rate = np.zeros(n)
+        self.job_pressure = np.zeros(n)
+        self.sensitivity = np.zeros(n)
+        self.crosses_uplinks = np.zeros(n, dtype=bool)
         self.run_s = np.zeros(n)  # time spent running (restore included)
         self.interference_loss_s = np.zeros(n)  # integral of (1 - interference factor) while running
         self.checkpoint_end = np.full(n, np.inf)
         self.first_start = np.full(n, np.nan)
         self.end = np.full(n, np.nan)
         self.queued_since = np.full(n, np.nan)
+        self.enqueue_seq = np.zeros(n, dtype=np.int64)  # order of (re)entering the queue: FIFO rank
+        self._enqueued = 0
         self.wait_s = np.zeros(n)  # total time spent queued or reserved
         self.attained_gpu_s = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
         self.preemptions = np.zeros(n, dtype=np.int64)
@@ -251,6 +268,7 @@ class Simulator:
         ckpt = float(self.checkpoint_s[v])
         self._close_segment(v, preempted=True)
         self.running = self.running[self.running != v]
+        self._add_load(self.profiles[v], -1.0)
         self.state[v] = JobState.CHECKPOINTING
         self.checkpoint_end[v] = self.now + ckpt
         self.checkpointing.append(v)
@@ -264,7 +282,13 @@ class Simulator:
         self.gpu_owner[gpus] = job_id
         self.gpu_reserved[gpus] = -1
         self.placement[job_id] = gpus
-        self.profiles[job_id] = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
+        p = self.profiles[job_id] = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
+        self.single_node[job_id] = p.nodes[0] if len(p.nodes) == 1 else -1
+        self.base_rate[job_id] = p.min_speed * p.efficiency(1.0)
+        self.job_pressure[job_id] = p.pressure
+        self.sensitivity[job_id] = p.sensitivity
+        self.crosses_uplinks[job_id] = len(p.uplinks) > 0
+        self._add_load(p, 1.0)
         self.state[job_id] = JobState.RUNNING
         self.overhead_left[job_id] = self.jobs[job_id].restore_s if self.needs_restore[job_id] else 0.0
         self.needs_restore[job_id] = False
@@ -283,13 +307,34 @@ class Simulator:
             self.node_owned[n] = int((owner >= 0).sum())
             self.node_free[n] = int(((owner < 0) & (res < 0)).sum())
 
+    def _add_load(self, p: PlacementProfile, sign: float) -> None:
+        """A job starts (+1) or stops (-1) loading its nodes' memory bandwidth and its uplinks."""
+        self.node_pressure[p.nodes] += sign * p.pressure * p.gpus_on_node
+        if len(p.uplinks):
+            self.uplink_demand[p.uplinks] += sign * p.uplink_demand_GBps
+
     def _rates_changed(self) -> None:
+        """Recompute every running job's rate (envs.speed), vectorised over the jobs on one node
+        without uplink traffic, which is nearly all of them."""
         run = self.running
-        profiles = [self.profiles[j] for j in run]
-        self.uplink_demand = uplink_demand(self.cluster, profiles)
-        self.node_pressure = node_pressure(self.cluster, profiles)
         if len(run):
-            rates, interference = running_rates(self.cluster, profiles, self.uplink_demand, self.node_pressure, self.config.speed_model)
+            c, model = self.cluster, self.config.speed_model
+            nodes = self.single_node[run]
+            single = nodes >= 0
+            others = np.zeros(len(run))
+            sn = nodes[single]
+            others[single] = (self.node_pressure[sn] - self.job_pressure[run[single]] * self.gpus_req[run[single]]) / c.node_gpus[sn]
+            interference = interference_from(others, self.sensitivity[run], model)
+            rates = self.base_rate[run] * interference
+            special = np.flatnonzero(~single | self.crosses_uplinks[run])
+            if len(special):
+                shares = congestion_shares(c, self.uplink_demand)
+                for k in special:
+                    p = self.profiles[run[k]]
+                    if not single[k]:
+                        interference[k] = interference_factor(c, p, self.node_pressure, model)
+                    congestion = float(shares[p.uplinks].min()) if len(p.uplinks) else 1.0
+                    rates[k] = p.min_speed * p.efficiency(congestion) * interference[k]
             self.rate[run] = rates
             self.interference[run] = interference
         self._update_power()
@@ -354,6 +399,7 @@ class Simulator:
             self.state[j] = JobState.DONE
             self.end[j] = self.now
             self._close_segment(j, preempted=False)
+            self._add_load(self.profiles[j], -1.0)
             self._release(j)
             self.num_done += 1
             self.finished_order.append(int(j))
@@ -371,7 +417,7 @@ class Simulator:
             self._release(v)
             self.state[v] = JobState.QUEUED
             self.queued_since[v] = self.now
-            self.queue.append(v)
+            self._enqueue(v)
         for r in list(self.reserved):
             if (self.gpu_owner[self.placement[r]] < 0).all():
                 self.reserved.remove(r)
@@ -392,10 +438,15 @@ class Simulator:
             j = self._next_arrival
             self.state[j] = JobState.QUEUED
             self.queued_since[j] = self.now
-            self.queue.append(j)
+            self._enqueue(j)
             self.jobs_in_system += 1
             self.weighted_in_system += self._job_weight[j]
             self._next_arrival += 1
+
+    def _enqueue(self, job_id: int) -> None:
+        self.queue.append(job_id)
+        self.enqueue_seq[job_id] = self._enqueued
+        self._enqueued += 1
 
     def _close_segment(self, job_id: int, preempted: bool) -> None:
         start = self._segment_start.pop(job_id)

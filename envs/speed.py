@@ -221,8 +221,9 @@ def interference_factor(cluster: Cluster, p: PlacementProfile, pressure: np.ndar
 
 
 def interference_from(others_pressure_per_gpu: float, sensitivity: float, model: SpeedModel) -> float:
-    """Speed factor (0, 1] of a job with `sensitivity` next to that much neighbours' pressure."""
-    return 1.0 / (1.0 + model.interference_coeff * sensitivity * max(others_pressure_per_gpu, 0.0))
+    """Speed factor (0, 1] of a job with `sensitivity` next to that much neighbours' pressure
+    (floats or arrays)."""
+    return 1.0 / (1.0 + model.interference_coeff * sensitivity * np.maximum(others_pressure_per_gpu, 0.0))
 
 
 def running_rates(
