@@ -329,6 +329,12 @@ def fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return sim.cached("fit_status", lambda: _fit_status(sim))
 
 
+def _distinct(small_ints: np.ndarray) -> np.ndarray:
+    """The distinct values of an array of small non-negative ints (TP degrees, priority
+    classes), in O(n) rather than np.unique's sort."""
+    return np.flatnonzero(np.bincount(small_ints)) if len(small_ints) else small_ints
+
+
 def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     q = np.array(sim.queue, dtype=np.int64)
     fits_free = np.zeros(len(q), dtype=bool)  # enough eligible GPUs, aligned or not
@@ -343,12 +349,14 @@ def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     # Jobs fall into eligibility classes by the smallest GPU memory that satisfies them.
     levels = np.unique(node_memory)
     mems = levels[np.minimum(np.searchsorted(levels, sim.mem_req[q]), len(levels) - 1)]
-    for m in np.unique(mems):
+    for m in levels:
+        sel = mems == m
+        if not sel.any():
+            continue
         eligible_free = np.where(node_memory >= m, sim.node_free, 0)
         n_free = eligible_free.sum()
-        sel = mems == m
         fits_free[sel] = need[sel] <= n_free
-        for tp in np.unique(tps[sel & fits_free]):
+        for tp in _distinct(tps[sel & fits_free]):
             both = sel & fits_free & (tps == tp)
             fits_aligned[both] = need[both] <= _aligned(eligible_free, tp).sum()
         rest = np.flatnonzero(sel & ~fits_aligned)
@@ -358,14 +366,14 @@ def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         owner = sim.gpu_owner
         held = (c.gpu_memory_gb >= m) & (owner >= 0)
         held[held] = (sim.state[owner[held]] == JobState.RUNNING) & sim.preemptible[owner[held]]
-        for p in np.unique(sim.priority[q[rest]]):
+        for p in _distinct(sim.priority[q[rest]]):
             victims_gpus = held.copy()
             victims_gpus[held] = sim.priority[owner[held]] < p
             if not victims_gpus.any():
                 continue
             with_victims = eligible_free + np.bincount(c.gpu_node[victims_gpus], minlength=c.num_nodes)
             of_class = rest[sim.priority[q[rest]] == p]
-            for tp in np.unique(tps[of_class]):
+            for tp in _distinct(tps[of_class]):
                 k = of_class[tps[of_class] == tp]
                 fits_preempt[k] = need[k] <= _aligned(with_victims, tp).sum()
     return q, fits_aligned, fits_preempt
@@ -376,11 +384,25 @@ def select_window(sim: Simulator, queue_window: int) -> list[int]:
     if len(feasible) <= queue_window:
         return [int(j) for j in feasible]
     remaining = sim.remaining_estimate_s(feasible)
+
+    def head(key: np.ndarray) -> np.ndarray:
+        """The first 2Q jobs of a stable sort by `key` (ties in queue order), in O(n): no order
+        is walked further than that, since at most Q picks and Q skips happen in each."""
+        k = 2 * queue_window
+        if len(key) <= k:
+            return feasible[np.argsort(key, kind="stable")]
+        cut = np.partition(key, k - 1)[k - 1]
+        less = np.flatnonzero(key < cut)
+        ties = np.flatnonzero(key == cut)[: k - len(less)]
+        top = np.concatenate([less, ties])
+        top = top[np.lexsort((top, key[top]))]
+        return feasible[top]
+
     orders = [
         feasible,  # the queue is kept in (re)arrival order
-        feasible[np.argsort(remaining, kind="stable")],
-        feasible[np.argsort(-sim.priority[feasible], kind="stable")],
-        feasible[np.argsort(sim.attained_gpu_s[feasible], kind="stable")],
+        head(remaining),
+        head(-sim.priority[feasible].astype(float)),
+        head(sim.attained_gpu_s[feasible]),
     ]
     window: list[int] = []
     seen: set[int] = set()

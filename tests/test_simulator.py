@@ -151,3 +151,44 @@ def test_random_legal_actions_keep_invariants(cluster_name, seed, data):
         assert steps < 2000
     assert sorted(sim.finished_order) == list(range(len(jobs)))  # every job ended exactly once
     assert np.isfinite(sim.end).all()
+
+
+def _window_by_full_sort(sim, q):
+    """Reference for select_window: round-robin over four fully sorted orders."""
+    from envs.candidates import feasible_queue
+
+    feasible = feasible_queue(sim)
+    if len(feasible) <= q:
+        return feasible.tolist()
+    orders = [
+        feasible,
+        feasible[np.argsort(sim.remaining_estimate_s(feasible), kind="stable")],
+        feasible[np.argsort(-sim.priority[feasible], kind="stable")],
+        feasible[np.argsort(sim.attained_gpu_s[feasible], kind="stable")],
+    ]
+    window, heads = [], [0] * 4
+    while len(window) < q:
+        for k, order in enumerate(orders):
+            while heads[k] < len(order) and order[heads[k]] in window:
+                heads[k] += 1
+            if heads[k] < len(order) and len(window) < q:
+                window.append(int(order[heads[k]]))
+    return window
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), steps=st.integers(0, 30))
+def test_window_equals_round_robin_over_full_sorts(seed, steps):
+    from envs.candidates import select_window
+
+    cluster = load_cluster("h100-4node")
+    jobs = make_workload(load_workload_spec("llm-mix"), cluster, seed, num_jobs=80)
+    sim = Simulator(cluster, jobs)
+    cset = advance_to_decision(sim, 4)
+    for _ in range(steps):
+        if sim.done:
+            break
+        apply_candidate(sim, cset, int(np.flatnonzero(cset.mask)[0]))
+        cset = advance_to_decision(sim, 4)
+        for q in (2, 4, 8):
+            assert select_window(sim, q) == _window_by_full_sort(sim, q)
