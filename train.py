@@ -26,7 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, help="overrides the config's seed")
     ap.add_argument("--total-timesteps", type=int, help="overrides the config's total_timesteps")
     ap.add_argument("--compare", action="store_true", help="evaluate against every baseline afterwards")
-    ap.add_argument("--compare-seeds", default=None, help="seeds for --compare (default: the config's test_seeds or 0-9)")
+    ap.add_argument("--compare-seeds", default="0-9", help="test seeds for --compare (default 0-9)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     return ap.parse_args(argv)
 
@@ -75,11 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         from evaluate import main as evaluate_main
 
-        seeds = args.compare_seeds or "0-9"
-        policies = ",".join([*cfg.eval["baselines"], f"ppo={summary['model']}"])
+        seeds = args.compare_seeds
+        ppo = f"ppo={summary['model']}"
+        policies = ",".join([*cfg.eval["baselines"], ppo])
         return evaluate_main([
             "--cluster", cfg.cluster, "--workload", cfg.workload, "--policies", policies,
-            "--seeds", seeds, "--out", str(out / "compare"), "--reference", "ppo",
+            "--seeds", seeds, "--out", str(out / "compare"), "--reference", ppo, "--workers", "2",
             *(["--num-jobs", str(cfg.env["num_jobs"])] if "num_jobs" in cfg.env else []),
         ])
     return 0
