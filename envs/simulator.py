@@ -143,6 +143,8 @@ class Simulator:
         self.preemption_gpu_s = 0.0  # GPU-seconds lost to checkpoint and restore
         self.num_preemptions = 0
         self.power_w = 0.0
+        self._node_busy_w = np.array([t.power_busy_w for t in c.gpu_types])[c.node_gpu_type]  # per GPU
+        self._node_idle_w = np.array([t.power_idle_w for t in c.gpu_types])[c.node_gpu_type]
         self.uplink_demand = np.zeros(len(c.switch_names))  # (S,) GB/s the running jobs put on each uplink
         self.node_pressure = np.zeros(c.num_nodes)  # (N,) memory-bandwidth pressure of the running jobs
         self.cache: dict = {}  # derived views of the current state, for callers; emptied on every change
@@ -341,11 +343,11 @@ class Simulator:
         self.version += 1
 
     def _update_power(self) -> None:
+        """Powered-on nodes (any GPU held) draw their base power plus busy and idle GPU power;
+        empty nodes are powered down."""
         c = self.cluster
         on = self.node_owned > 0
-        busy_w = np.array([t.power_busy_w for t in c.gpu_types])[c.node_gpu_type]
-        idle_w = np.array([t.power_idle_w for t in c.gpu_types])[c.node_gpu_type]
-        per_node = c.node_power_base_w + self.node_owned * busy_w + (c.node_gpus - self.node_owned) * idle_w
+        per_node = c.node_power_base_w + self.node_owned * self._node_busy_w + (c.node_gpus - self.node_owned) * self._node_idle_w
         self.power_w = float(per_node[on].sum())
 
     # ------------------------------------------------------------------ time

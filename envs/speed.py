@@ -9,9 +9,11 @@ ideal bandwidth / achieved bandwidth for the tier its traffic crosses:
     efficiency = 1 / ((1 - c_tp - c_dp) + c_tp * stretch_tp + c_dp * stretch_dp)
 
 TP traffic stays inside a TP group (ideal: NVSwitch, 900 GB/s); DP traffic flows between
-groups (ideal: one leaf, the full NIC share of each GPU). Traffic that leaves a switch shares
-that switch's uplink with every job that crosses it (max-min-free proportional share), so rates
-are recomputed whenever the set of running jobs changes.
+groups (ideal: one leaf, the full NIC share of each GPU; each switch tier above the leaf keeps
+`cross_tier_efficiency` of line rate). Traffic that leaves a switch shares that switch's uplink
+with every job that crosses it (each gets capacity / total demand when the uplink is
+oversubscribed), so rates are recomputed whenever the set of running jobs changes. Inference
+replicas put memory-bandwidth pressure on their node and suffer from their neighbours'.
 """
 
 from __future__ import annotations
