@@ -335,20 +335,31 @@ def _distinct(small_ints: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.bincount(small_ints)) if len(small_ints) else small_ints
 
 
+def _memory_classes(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(node GPU memory, the distinct memory sizes, each job's eligibility class): a job can use
+    the nodes whose memory is at least the smallest size that satisfies it."""
+    cached = sim.episode_cache.get("memory_classes")
+    if cached is None:
+        c = sim.cluster
+        node_memory = np.array([t.memory_gb for t in c.gpu_types])[c.node_gpu_type]
+        levels = np.unique(node_memory)
+        job_level = levels[np.minimum(np.searchsorted(levels, sim.mem_req), len(levels) - 1)]
+        cached = sim.episode_cache["memory_classes"] = (node_memory, levels, job_level)
+    return cached
+
+
 def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    q = np.array(sim.queue, dtype=np.int64)
+    q = sim.queue_ids()
     fits_free = np.zeros(len(q), dtype=bool)  # enough eligible GPUs, aligned or not
     fits_aligned = np.zeros(len(q), dtype=bool)
     fits_preempt = np.zeros(len(q), dtype=bool)
     if not len(q):
         return q, fits_aligned, fits_preempt
     c = sim.cluster
-    node_memory = np.array([t.memory_gb for t in c.gpu_types])[c.node_gpu_type]
+    node_memory, levels, job_level = _memory_classes(sim)
     need = sim.gpus_req[q]
     tps = sim.tp_degree[q]
-    # Jobs fall into eligibility classes by the smallest GPU memory that satisfies them.
-    levels = np.unique(node_memory)
-    mems = levels[np.minimum(np.searchsorted(levels, sim.mem_req[q]), len(levels) - 1)]
+    mems = job_level[q]
     for m in levels:
         sel = mems == m
         if not sel.any():
@@ -640,7 +651,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     # Global features.
     n_gpus = float(c.num_gpus)
     g = np.zeros(NUM_GLOBAL_FEATURES, dtype=np.float32)
-    q = np.array(sim.queue, dtype=np.int64)
+    q = sim.queue_ids()
     g[0] = np.log10(1.0 + len(q)) / 3.0
     g[1] = min(sim.gpus_req[q].sum() / n_gpus, 4.0) / 4.0 if len(q) else 0.0
     g[2] = sim.allocated_gpus / n_gpus

@@ -120,7 +120,9 @@ class Simulator:
         self.node_free = c.node_gpus.copy()  # neither owned nor reserved
         self.node_owned = np.zeros(c.num_nodes, dtype=np.int64)
 
-        self.queue: list[int] = []
+        self.queue: list[int] = []  # queued job ids in (re)arrival order
+        self._queue_ids = np.empty(max(n, 1), dtype=np.int64)  # the same as an array (a job is queued once at most)
+        self._queue_len = 0
         self.reserved: list[int] = []
         self.running = np.zeros(0, dtype=np.int64)
         self.checkpointing: list[int] = []
@@ -232,7 +234,7 @@ class Simulator:
         """Start a queued job on free GPUs now (gang rule: all of them at once)."""
         gpus = np.asarray(gpus, dtype=np.int64)
         self._check_placement(job_id, gpus, self.free_gpu_mask())
-        self.queue.remove(job_id)
+        self._dequeue(job_id)
         self.wait_s[job_id] += self.now - self.queued_since[job_id]
         self._launch(job_id, gpus)
         self._rates_changed()
@@ -254,7 +256,7 @@ class Simulator:
             raise SchedulingError(f"job {job_id}: the placement uses none of the victims' GPUs")
         for v in victims:
             self._preempt(v)
-        self.queue.remove(job_id)
+        self._dequeue(job_id)
         self.state[job_id] = JobState.RESERVED
         self.reserved.append(job_id)
         self.gpu_reserved[gpus] = job_id
@@ -445,10 +447,23 @@ class Simulator:
             self.weighted_in_system += self._job_weight[j]
             self._next_arrival += 1
 
+    def queue_ids(self) -> np.ndarray:
+        """The queue as an int array (a copy), without converting the list."""
+        return self._queue_ids[: self._queue_len].copy()
+
     def _enqueue(self, job_id: int) -> None:
         self.queue.append(job_id)
+        self._queue_ids[self._queue_len] = job_id
+        self._queue_len += 1
         self.enqueue_seq[job_id] = self._enqueued
         self._enqueued += 1
+
+    def _dequeue(self, job_id: int) -> None:
+        self.queue.remove(job_id)
+        ids = self._queue_ids
+        i = int(np.flatnonzero(ids[: self._queue_len] == job_id)[0])
+        ids[i : self._queue_len - 1] = ids[i + 1 : self._queue_len].copy()
+        self._queue_len -= 1
 
     def _close_segment(self, job_id: int, preempted: bool) -> None:
         start = self._segment_start.pop(job_id)

@@ -126,6 +126,7 @@ def _check_invariants(sim: Simulator, last_now: float) -> None:
     assert sum(len(g) for g in groups) == sim.num_jobs  # nobody lost or counted twice
     assert set().union(*groups) == set(range(sim.num_jobs))
     assert len(sim.queue) == len(set(sim.queue))
+    assert sim.queue_ids().tolist() == sim.queue
     assert len(sim.finished_order) == len(set(sim.finished_order)) == sim.num_done
 
 
