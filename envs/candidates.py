@@ -402,6 +402,9 @@ def select_window(sim: Simulator, queue_window: int) -> list[int]:
         k = 2 * queue_window
         if len(key) <= k:
             return feasible[np.argsort(key, kind="stable")]
+        lowest = np.flatnonzero(key == key.min())
+        if len(lowest) >= k:  # common: equal priorities, nothing attained yet
+            return feasible[lowest[:k]]
         cut = np.partition(key, k - 1)[k - 1]
         less = np.flatnonzero(key < cut)
         ties = np.flatnonzero(key == cut)[: k - len(less)]
@@ -445,8 +448,9 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
     """The candidate list and its mask at the simulator's current state."""
     window = select_window(sim, queue_window)
     q, fits_aligned, fits_preempt = fit_status(sim)
-    in_window = np.flatnonzero(np.isin(q, window))
-    position = dict(zip(q[in_window].tolist(), in_window.tolist()))
+    # The queue is in enqueue order, so a window job's position is a binary search away.
+    slots = np.searchsorted(sim.enqueue_seq[q], sim.enqueue_seq[np.array(window, dtype=np.int64)])
+    position = dict(zip(window, slots.tolist()))
     free = sim.free_gpu_mask()
     model = sim.config.speed_model
     cluster = sim.cluster
