@@ -33,6 +33,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "head_hidden": [64],
     "value_hidden": [64],
 }
+VEC_ENVS = ("dummy", "subproc")
 ENV_KEYS = {"queue_window", "max_steps", "reward", "speed_model", "max_checkpoint_s", "priority_weights", "num_jobs"}
 BC_DEFAULTS: dict[str, Any] = {
     "baseline": "auto",  # a baseline name, or "auto": the best baseline on the validation seeds
@@ -59,6 +60,7 @@ class TrainConfig:
     n_envs: int = 8
     checkpoint_every_timesteps: int = 50_000
     normalize_reward: bool = True
+    vec_env: str = "dummy"  # "dummy": envs step in this process; "subproc": one worker process per env
     env: dict = field(default_factory=dict)
     ppo: dict = field(default_factory=lambda: dict(PPO_DEFAULTS))
     policy: dict = field(default_factory=lambda: copy.deepcopy(POLICY_DEFAULTS))
@@ -71,7 +73,7 @@ class TrainConfig:
             "cluster": self.cluster, "workload": self.workload, "seed": self.seed, "device": self.device,
             "total_timesteps": self.total_timesteps, "n_envs": self.n_envs,
             "checkpoint_every_timesteps": self.checkpoint_every_timesteps, "normalize_reward": self.normalize_reward,
-            "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval, "bc": self.bc,
+            "vec_env": self.vec_env, "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval, "bc": self.bc,
         }
 
     def env_kwargs(self) -> dict:
@@ -81,7 +83,7 @@ class TrainConfig:
         path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
-_TOP = {"cluster", "workload", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "env", "ppo", "policy", "eval", "bc", "description"}
+_TOP = {"cluster", "workload", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "vec_env", "env", "ppo", "policy", "eval", "bc", "description"}
 _PPO_TYPES: dict[str, tuple] = {
     "n_steps": (int,), "batch_size": (int,), "n_epochs": (int,), "learning_rate": (float,), "gamma": (float,),
     "gae_lambda": (float,), "clip_range": (float,), "ent_coef": (float,), "vf_coef": (float,), "max_grad_norm": (float,),
@@ -116,6 +118,9 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     cfg.n_envs = top.get("n_envs", int, cfg.n_envs, min_value=1)
     cfg.checkpoint_every_timesteps = top.get("checkpoint_every_timesteps", int, cfg.checkpoint_every_timesteps, min_value=1)
     cfg.normalize_reward = top.get("normalize_reward", bool, cfg.normalize_reward)
+    cfg.vec_env = top.get("vec_env", str, cfg.vec_env)
+    if cfg.vec_env not in VEC_ENVS:
+        raise top.error("vec_env", f"{cfg.vec_env!r} is not one of {', '.join(VEC_ENVS)}")
     env = top.sub("env", {})
     env.check_keys(ENV_KEYS)
     cfg.env = dict(env.data)

@@ -25,7 +25,7 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import TensorBoardOutputFormat
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import set_random_seed
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 import envs  # noqa: F401  (registers the env)
 from agents.config import TrainConfig
@@ -55,7 +55,10 @@ def make_env(cfg: TrainConfig) -> GpuClusterEnv:
 
 def make_vec_env(cfg: TrainConfig) -> VecEnv:
     """n_envs copies of the env, each drawing its workloads from the training seed range."""
-    vec = DummyVecEnv([lambda: Monitor(make_env(cfg)) for _ in range(cfg.n_envs)])
+    fns = [lambda: Monitor(make_env(cfg)) for _ in range(cfg.n_envs)]
+    # Worker processes pay off where cores outnumber the trainer's needs (a GPU machine);
+    # both kinds give the same episodes for the same seeds.
+    vec = SubprocVecEnv(fns) if cfg.vec_env == "subproc" else DummyVecEnv(fns)
     # First resets draw workloads from the training range too, never from evaluation seeds.
     vec.seed(TRAIN_SEEDS[0] + 1000 * cfg.seed)
     return vec

@@ -8,6 +8,6 @@ out=${1:-${OUT:-/tmp/gpu_vs_cpu}}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 python3 -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '-', 'threads', torch.get_num_threads(), 'python', sys.version.split()[0])" | tee "$out/machine.txt"
-timeout 150 python3 -m benchmarks.train_speed --config configs/train/ppo-gpu.yaml --device cuda --timesteps 16384 | tee "$out/cuda.jsonl"
-timeout 240 python3 -m benchmarks.train_speed --config configs/train/ppo-gpu.yaml --device cpu --timesteps 8192 | tee "$out/cpu.jsonl"
+timeout 180 python3 -m benchmarks.train_speed --config configs/train/ppo-gpu.yaml --device cuda --timesteps 16384 | tee "$out/cuda.jsonl"
+timeout 220 python3 -m benchmarks.train_speed --config configs/train/ppo-gpu.yaml --device cpu --timesteps 4096 | tee "$out/cpu.jsonl"
 echo done

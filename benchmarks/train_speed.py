@@ -14,6 +14,7 @@ import json
 import time
 
 import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
 
 import envs  # noqa: F401
 from agents.config import load_train_config
@@ -21,17 +22,39 @@ from agents.device import resolve_device
 from agents.training import build_model, make_vec_env
 
 
-def _timed_learn(model, timesteps: int) -> float:
+class _RolloutClock(BaseCallback):
+    """Wall time spent collecting rollouts (env steps plus policy forward passes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds = 0.0
+        self._t = 0.0
+
+    def _on_rollout_start(self) -> None:
+        self._t = time.perf_counter()
+
+    def _on_rollout_end(self) -> None:
+        self.seconds += time.perf_counter() - self._t
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def _timed_learn(model, timesteps: int) -> dict:
+    """Steps per second end to end, and how the wall time splits between rollouts and updates."""
     warm = model.n_steps * model.n_envs
     model.learn(warm)
+    clock = _RolloutClock()
     t0 = time.perf_counter()
-    model.learn(timesteps, reset_num_timesteps=False)
+    model.learn(timesteps, reset_num_timesteps=False, callback=clock)
     if model.device.type == "cuda":
         th.cuda.synchronize()
-    return timesteps / (time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    return {"fps": round(timesteps / wall, 1), "wall_s": round(wall, 2), "rollout_s": round(clock.seconds, 2),
+            "update_s": round(wall - clock.seconds, 2)}
 
 
-def gangsched_fps(config: str, device: str, timesteps: int) -> float:
+def gangsched_fps(config: str, device: str, timesteps: int) -> dict:
     from stable_baselines3.common.vec_env import VecNormalize
 
     cfg = load_train_config(config)
@@ -41,7 +64,7 @@ def gangsched_fps(config: str, device: str, timesteps: int) -> float:
     return _timed_learn(build_model(cfg, vec, resolve_device(device), None), timesteps)
 
 
-def cartpole_fps(config: str, device: str, timesteps: int) -> float:
+def cartpole_fps(config: str, device: str, timesteps: int) -> dict:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
 
@@ -62,9 +85,9 @@ def main() -> None:
     base = {"config": args.config, "device": args.device, "timesteps": args.timesteps, "torch_threads": th.get_num_threads()}
     if args.device != "cpu" and th.cuda.is_available():
         base["gpu"] = th.cuda.get_device_name(0)
-    print(json.dumps({**base, "env": "gangsched", "fps": round(gangsched_fps(args.config, args.device, args.timesteps), 1)}), flush=True)
+    print(json.dumps({**base, "env": "gangsched", **gangsched_fps(args.config, args.device, args.timesteps)}), flush=True)
     if not args.skip_cartpole:
-        print(json.dumps({**base, "env": "CartPole-v1", "fps": round(cartpole_fps(args.config, args.device, args.timesteps), 1)}), flush=True)
+        print(json.dumps({**base, "env": "CartPole-v1", **cartpole_fps(args.config, args.device, args.timesteps)}), flush=True)
 
 
 if __name__ == "__main__":

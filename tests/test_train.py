@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -84,6 +85,7 @@ def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
         ({"env": {"queue_windows": 4}}, "env.queue_windows: unknown key"),
         ({"eval": {"seeds": "9-3"}}, "eval.seeds"),
         ({"cluster": "no-such-cluster"}, "no-such-cluster"),
+        ({"vec_env": "threads"}, "vec_env: 'threads' is not one of dummy, subproc"),
     ],
 )
 def test_bad_config_fails_at_start_naming_the_key(tmp_path, overrides, message):
@@ -98,3 +100,28 @@ def test_device_cuda_without_gpu_is_a_clear_error(tmp_path):
     r = run_train("--config", str(write_config(tmp_path)), "--out", str(tmp_path / "run"), "--device", "cuda")
     assert r.returncode == 2
     assert "no CUDA device is available" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_subprocess_workers_give_the_same_episodes_as_in_process_envs():
+    from agents.config import train_config_from_dict
+    from agents.training import make_vec_env
+
+    def rollout(kind: str) -> list:
+        cfg = train_config_from_dict({**TINY, "vec_env": kind}, "<test>")
+        vec = make_vec_env(cfg)
+        try:
+            obs, out = vec.reset(), []
+            for _ in range(40):
+                masks = np.stack(vec.env_method("action_masks"))
+                actions = masks.argmax(axis=1)  # first legal candidate of each env
+                obs, rewards, dones, _ = vec.step(actions)
+                out.append((obs["candidates"].copy(), rewards.copy(), dones.copy()))
+            return out
+        finally:
+            vec.close()
+
+    a, b = rollout("dummy"), rollout("subproc")
+    for (oa, ra, da), (ob, rb, db) in zip(a, b):
+        np.testing.assert_array_equal(oa, ob)
+        np.testing.assert_allclose(ra, rb, rtol=1e-6)  # DummyVecEnv stores rewards as float32
+        np.testing.assert_array_equal(da, db)
