@@ -348,46 +348,85 @@ def _memory_classes(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return cached
 
 
-def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    q = sim.queue_ids()
-    fits_free = np.zeros(len(q), dtype=bool)  # enough eligible GPUs, aligned or not
-    fits_aligned = np.zeros(len(q), dtype=bool)
-    fits_preempt = np.zeros(len(q), dtype=bool)
-    if not len(q):
-        return q, fits_aligned, fits_preempt
+def _job_classes(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Jobs grouped by what decides whether they fit: (each job's class, and per class the gang
+    size, TP degree, memory eligibility level and priority). Fixed for the episode."""
+    cached = sim.episode_cache.get("job_classes")
+    if cached is None:
+        _, _, job_level = _memory_classes(sim)
+        keys = np.stack([sim.gpus_req, sim.tp_degree, job_level, sim.priority]).T.astype(float)
+        uniq, job_class = np.unique(keys, axis=0, return_inverse=True)
+        cached = sim.episode_cache["job_classes"] = (
+            job_class.reshape(-1).astype(np.int64), uniq[:, 0].astype(np.int64), uniq[:, 1].astype(np.int64),
+            uniq[:, 2], uniq[:, 3].astype(np.int64))
+    return cached
+
+
+def _class_index(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per job class, the index of its memory level and of its TP degree among the distinct ones."""
+    cached = sim.episode_cache.get("class_index")
+    if cached is None:
+        _, levels, _ = _memory_classes(sim)
+        _, _, tps, mems, _ = _job_classes(sim)
+        tp_values, tp_of = np.unique(tps, return_inverse=True)
+        cached = sim.episode_cache["class_index"] = (np.searchsorted(levels, mems), tp_values, tp_of.reshape(-1))
+    return cached
+
+
+def _class_fits(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
+    """Per job class: fits now in whole TP groups per node, and fits that way only after
+    preempting lower-priority preemptible jobs. Depends on the allocation alone, so it is worked
+    out once per allocation change for every class (a trace of 80,000 jobs has a few dozen)."""
+    cache = sim.alloc_cache()
+    hit = cache.get("class_fits")
+    if hit is not None:
+        return hit
     c = sim.cluster
-    node_memory, levels, job_level = _memory_classes(sim)
-    need = sim.gpus_req[q]
-    tps = sim.tp_degree[q]
-    mems = job_level[q]
-    for m in levels:
-        sel = mems == m
-        if not sel.any():
+    node_memory, levels, _ = _memory_classes(sim)
+    _, need, tps, mems, prios = _job_classes(sim)
+    level_of, tp_values, tp_of = _class_index(sim)
+    # Aligned free GPUs for every (memory level, TP degree) at once.
+    eligible = np.where(node_memory[None, :] >= levels[:, None], sim.node_free[None, :], 0)
+    aligned = (eligible[:, None, :] // tp_values[None, :, None] * tp_values[None, :, None]).sum(axis=2)
+    fits_aligned = need <= aligned[level_of, tp_of]
+    fits_preempt = np.zeros(len(need), dtype=bool)
+    run = sim.running
+    victims = run[sim.preemptible[run]]
+    # Preemption helps only a class of higher priority than some preemptible running job.
+    if not len(victims) or not (prios[~fits_aligned] > sim.priority[victims].min()).any():
+        cache["class_fits"] = (fits_aligned, fits_preempt)
+        return fits_aligned, fits_preempt
+    owner = sim.gpu_owner
+    for li, m in enumerate(levels):
+        of_mem = np.flatnonzero(mems == m)
+        if not len(of_mem):
             continue
-        eligible_free = np.where(node_memory >= m, sim.node_free, 0)
-        n_free = eligible_free.sum()
-        fits_free[sel] = need[sel] <= n_free
-        for tp in _distinct(tps[sel & fits_free]):
-            both = sel & fits_free & (tps == tp)
-            fits_aligned[both] = need[both] <= _aligned(eligible_free, tp).sum()
-        rest = np.flatnonzero(sel & ~fits_aligned)
-        if not len(rest) or not len(sim.running):
+        eligible_free = eligible[li]
+        rest = of_mem[~fits_aligned[of_mem]]
+        if not len(rest):
             continue
         # Per node, eligible GPUs held by running preemptible jobs of each priority class.
-        owner = sim.gpu_owner
         held = (c.gpu_memory_gb >= m) & (owner >= 0)
         held[held] = (sim.state[owner[held]] == JobState.RUNNING) & sim.preemptible[owner[held]]
-        for p in _distinct(sim.priority[q[rest]]):
+        for p in _distinct(prios[rest]):
             victims_gpus = held.copy()
             victims_gpus[held] = sim.priority[owner[held]] < p
             if not victims_gpus.any():
                 continue
             with_victims = eligible_free + np.bincount(c.gpu_node[victims_gpus], minlength=c.num_nodes)
-            of_class = rest[sim.priority[q[rest]] == p]
-            for tp in _distinct(tps[of_class]):
-                k = of_class[tps[of_class] == tp]
+            of_prio = rest[prios[rest] == p]
+            for tp in _distinct(tps[of_prio]):
+                k = of_prio[tps[of_prio] == tp]
                 fits_preempt[k] = need[k] <= _aligned(with_victims, tp).sum()
-    return q, fits_aligned, fits_preempt
+    cache["class_fits"] = (fits_aligned, fits_preempt)
+    return fits_aligned, fits_preempt
+
+
+def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    q = sim.queue_ids()
+    cls = _job_classes(sim)[0][q]
+    fits_aligned, fits_preempt = _class_fits(sim)
+    return q, fits_aligned[cls], fits_preempt[cls]
 
 
 def select_window(sim: Simulator, queue_window: int) -> list[int]:

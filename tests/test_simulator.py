@@ -193,3 +193,44 @@ def test_window_equals_round_robin_over_full_sorts(seed, steps):
         cset = advance_to_decision(sim, 4)
         for q in (2, 4, 8):
             assert select_window(sim, q) == _window_by_full_sort(sim, q)
+
+
+def _fit_by_job(sim):
+    """Reference for fit_status: each queued job on its own, by GPU counts."""
+    from envs.candidates import _aligned
+
+    c = sim.cluster
+    q = sim.queue_ids()
+    aligned, preempt = [], []
+    for j in q:
+        eligible = c.gpu_memory_gb >= sim.mem_req[j]
+        tp = sim.tp_degree[j]
+        free = np.bincount(c.gpu_node[sim.free_gpu_mask() & eligible], minlength=c.num_nodes)
+        fits = sim.gpus_req[j] <= _aligned(free, tp).sum()
+        owner = sim.gpu_owner
+        victim_gpu = eligible & (owner >= 0)
+        victim_gpu[victim_gpu] = ((sim.state[owner[victim_gpu]] == JobState.RUNNING) & sim.preemptible[owner[victim_gpu]]
+                                  & (sim.priority[owner[victim_gpu]] < sim.priority[j]))
+        with_victims = free + np.bincount(c.gpu_node[victim_gpu], minlength=c.num_nodes)
+        aligned.append(fits)
+        preempt.append(not fits and sim.gpus_req[j] <= _aligned(with_victims, tp).sum())
+    return q, np.array(aligned, dtype=bool), np.array(preempt, dtype=bool)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), data=st.data())
+def test_fit_status_by_job_class_equals_each_job_on_its_own(seed, data):
+    from envs.candidates import fit_status
+
+    cluster = load_cluster("mixed-64gpu")
+    jobs = make_workload(load_workload_spec("llm-mix-bursty"), cluster, seed, num_jobs=60)
+    sim = Simulator(cluster, jobs)
+    cset = advance_to_decision(sim, 8)
+    for _ in range(40):
+        if sim.done:
+            break
+        for got, want in zip(fit_status(sim), _fit_by_job(sim)):
+            np.testing.assert_array_equal(got, want)
+        valid = np.flatnonzero(cset.mask)
+        apply_candidate(sim, cset, int(valid[data.draw(st.integers(0, len(valid) - 1), label="action")]))
+        cset = advance_to_decision(sim, 8)
