@@ -43,7 +43,7 @@ class EasyBackfill(Baseline):
 
     def select(self, sim: Simulator, cset: CandidateSet) -> int:
         slot_of = {j: s for s, j in enumerate(cset.window)}
-        head = sim.queue[0]
+        head = int(sim.queue_ids()[0])
         if head in slot_of and cset.mask[cset.index(slot_of[head], TOPOLOGY)]:
             return cset.index(slot_of[head], TOPOLOGY)
         shadow_s, spare = reservation(sim, head)

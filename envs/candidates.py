@@ -59,21 +59,21 @@ class Candidate:
     `victims`, `profile`) is worked out on first access, so a rule that looks at one candidate
     pays for one placement."""
 
-    __slots__ = ("job_id", "rule", "valid", "_resolve", "_placement")
+    __slots__ = ("job_id", "rule", "valid", "_placer", "_placement")
 
-    def __init__(self, job_id: int, rule: int, valid: bool = False, resolve=None):
+    def __init__(self, job_id: int, rule: int, valid: bool = False, placer: _Placer | None = None):
         self.job_id = job_id  # -1 for WAIT and for empty slots
         self.rule = rule  # index into RULES; -1 for WAIT
         self.valid = valid
-        self._resolve = resolve
+        self._placer = placer
         self._placement: tuple | None = None
 
     def _get(self) -> tuple:
         if self._placement is None:
-            if not self.valid or self._resolve is None:
+            if not self.valid or self._placer is None:
                 self._placement = (None, (), None)
             else:
-                self._placement = self._resolve()
+                self._placement = self._placer.resolve(self.job_id, self.rule)
                 if self._placement[0] is None:
                     raise RuntimeError(f"candidate job {self.job_id} rule {RULES[self.rule]} was valid by count but found no placement")
         return self._placement
@@ -433,7 +433,7 @@ def select_window(sim: Simulator, queue_window: int) -> list[int]:
     feasible = feasible_queue(sim)
     if len(feasible) <= queue_window:
         return [int(j) for j in feasible]
-    remaining = sim.remaining_estimate_s(feasible)
+    remaining = sim.queued_remaining_s[feasible]  # = remaining_estimate_s: fixed while queued
 
     def head(key: np.ndarray) -> np.ndarray:
         """The first 2Q jobs of a stable sort by `key` (ties in queue order), in O(n): no order
@@ -483,54 +483,55 @@ def geometry_of(sim: Simulator, gpus: np.ndarray, tp_degree: int) -> PlacementGe
     return g
 
 
+class _Placer:
+    """Works out a candidate's placement on first access, for all candidates of one decision."""
+
+    __slots__ = ("sim", "_free", "shapes")
+
+    def __init__(self, sim: Simulator):
+        self.sim = sim
+        self._free: np.ndarray | None = None
+        # Placements depend only on the gang's shape and the free GPUs, not on which job it is
+        # nor on the queue: share them across jobs and across decisions until an allocation changes.
+        self.shapes: dict[tuple, tuple] = sim.alloc_cache().setdefault("shapes", {})
+
+    def resolve(self, job_id: int, rule: int) -> tuple:
+        sim = self.sim
+        job = sim.jobs[job_id]
+        model = sim.config.speed_model
+        if rule == PREEMPT:
+            chosen = choose_victims(sim, job)
+            if chosen is None:
+                return None, (), None
+            return chosen[0], chosen[1], placement_profile(sim.cluster, job, chosen[0], model)
+        key = (rule, job.gpus, job.tp_degree, job.mem_per_gpu_gb)
+        hit = self.shapes.get(key)
+        if hit is None:
+            if self._free is None:
+                self._free = sim.free_gpu_mask()
+            gpus = place(sim, job, rule, self._free)
+            hit = self.shapes[key] = (gpus, None if gpus is None else geometry_of(sim, gpus, job.tp_degree))
+        gpus, geometry = hit
+        return gpus, (), None if gpus is None else job_profile(job, geometry, model)
+
+
 def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
     """The candidate list and its mask at the simulator's current state."""
     window = select_window(sim, queue_window)
-    q, fits_aligned, fits_preempt = fit_status(sim)
-    # The queue is in enqueue order, so a window job's position is a binary search away.
-    slots = np.searchsorted(sim.enqueue_seq[q], sim.enqueue_seq[np.array(window, dtype=np.int64)])
-    position = dict(zip(window, slots.tolist()))
-    free = sim.free_gpu_mask()
-    model = sim.config.speed_model
-    cluster = sim.cluster
-    # Placements depend only on the gang's shape and the free GPUs, not on which job it is nor
-    # on the queue: share them across jobs and across decisions until an allocation changes.
-    shapes: dict[tuple, tuple[np.ndarray, PlacementGeometry]] = sim.alloc_cache().setdefault("shapes", {})
-
-    def resolver(job: Job, rule: int):
-        if rule == PREEMPT:
-            def resolve():
-                chosen = choose_victims(sim, job)
-                if chosen is None:
-                    return None, (), None
-                return chosen[0], chosen[1], placement_profile(cluster, job, chosen[0], model)
-            return resolve
-
-        def resolve():
-            key = (rule, job.gpus, job.tp_degree, job.mem_per_gpu_gb)
-            if key not in shapes:
-                gpus = place(sim, job, rule, free)
-                shapes[key] = (gpus, None if gpus is None else geometry_of(sim, gpus, job.tp_degree))
-            gpus, geometry = shapes[key]
-            return gpus, (), None if gpus is None else job_profile(job, geometry, model)
-        return resolve
-
-    by_rule = {BINPACK: fits_aligned, SPREAD: fits_aligned, TOPOLOGY: fits_aligned, PREEMPT: fits_preempt}  # all pack whole TP groups
-    cands: list[Candidate] = []
-    for slot in range(queue_window):
-        if slot >= len(window):
-            cands.extend(Candidate(-1, r) for r in range(len(RULES)))
-            continue
-        job = sim.jobs[window[slot]]
-        i = position[job.job_id]
-        for rule in range(len(RULES)):
-            valid = bool(by_rule[rule][i])
-            cands.append(Candidate(job.job_id, rule, valid, resolver(job, rule) if valid else None))
-    cands.append(Candidate(-1, -1, True))
-    mask = np.array([cd.valid for cd in cands], dtype=bool)
+    fits_aligned, fits_preempt = _class_fits(sim)
+    cls = _job_classes(sim)[0][np.array(window, dtype=np.int64)]
+    R = len(RULES)
+    mask = np.zeros(queue_window * R + 1, dtype=bool)
+    by_slot = mask[: len(window) * R].reshape(-1, R)
+    by_slot[:, :PREEMPT] = fits_aligned[cls][:, None]  # binpack, spread, topology all pack whole TP groups
+    by_slot[:, PREEMPT] = fits_preempt[cls]
     # WAIT needs something to wait for; without a future event some placement is always valid.
-    mask[-1] = bool(np.isfinite(sim.next_event_s()))
-    cands[-1].valid = bool(mask[-1])
+    mask[-1] = np.isfinite(sim.next_event_s())
+    placer = _Placer(sim)
+    valid = mask.tolist()
+    cands = [Candidate(window[k // R], k % R, True, placer) if valid[k] else Candidate(window[k // R] if k < len(window) * R else -1, k % R)
+             for k in range(queue_window * R)]
+    cands.append(Candidate(-1, -1, valid[-1]))
     return CandidateSet(window, cands, mask)
 
 

@@ -218,7 +218,7 @@ class GpuClusterEnv(gym.Env):
 
     def _info(self) -> dict[str, Any]:
         sim = self.sim
-        return {"time_s": sim.now, "queued": len(sim.queue), "running": len(sim.running), "finished": sim.num_done, "workload_seed": self.workload_seed}
+        return {"time_s": sim.now, "queued": sim.queue_len, "running": len(sim.running), "finished": sim.num_done, "workload_seed": self.workload_seed}
 
     def render_text(self) -> str:
         """Node occupancy as text: one row per node, one cell per GPU.
@@ -226,7 +226,7 @@ class GpuClusterEnv(gym.Env):
         sim = self.sim
         c = self.cluster
         symbols = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-        lines = [f"t={sim.now / 3600:8.2f} h  queued={len(sim.queue)}  running={len(sim.running)}  done={sim.num_done}/{sim.num_jobs}"]
+        lines = [f"t={sim.now / 3600:8.2f} h  queued={sim.queue_len}  running={len(sim.running)}  done={sim.num_done}/{sim.num_jobs}"]
         width = max(len(n) for n in c.node_names)
         for n in range(c.num_nodes):
             lo = c.node_first_gpu[n]

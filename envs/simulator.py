@@ -120,9 +120,9 @@ class Simulator:
         self.node_free = c.node_gpus.copy()  # neither owned nor reserved
         self.node_owned = np.zeros(c.num_nodes, dtype=np.int64)
 
-        self.queue: list[int] = []  # queued job ids in (re)arrival order
-        self._queue_ids = np.empty(max(n, 1), dtype=np.int64)  # the same as an array (a job is queued once at most)
+        self._queue_ids = np.empty(max(n, 1), dtype=np.int64)  # queued job ids in (re)arrival order (a job is queued once at most)
         self._queue_len = 0
+        self.queued_remaining_s = np.zeros(n)  # remaining_estimate_s as of entering the queue; fixed while queued
         self.reserved: list[int] = []
         self.running = np.zeros(0, dtype=np.int64)
         self.checkpointing: list[int] = []
@@ -409,7 +409,9 @@ class Simulator:
             self.finished_order.append(int(j))
             self.jobs_in_system -= 1
             self.weighted_in_system -= self._job_weight[j]
-        if len(finished):
+        if len(finished) == 1:
+            self.running = run[run != finished[0]]
+        elif len(finished):
             self.running = run[~np.isin(run, finished)]
         return len(finished) > 0
 
@@ -447,19 +449,27 @@ class Simulator:
             self.weighted_in_system += self._job_weight[j]
             self._next_arrival += 1
 
+    @property
+    def queue(self) -> list[int]:
+        """Queued job ids in (re)arrival order."""
+        return self._queue_ids[: self._queue_len].tolist()
+
+    @property
+    def queue_len(self) -> int:
+        return self._queue_len
+
     def queue_ids(self) -> np.ndarray:
         """The queue as an int array (a copy), without converting the list."""
         return self._queue_ids[: self._queue_len].copy()
 
     def _enqueue(self, job_id: int) -> None:
-        self.queue.append(job_id)
         self._queue_ids[self._queue_len] = job_id
+        self.queued_remaining_s[job_id] = self.remaining_estimate_s(job_id)
         self._queue_len += 1
         self.enqueue_seq[job_id] = self._enqueued
         self._enqueued += 1
 
     def _dequeue(self, job_id: int) -> None:
-        self.queue.remove(job_id)
         ids = self._queue_ids
         i = int(np.flatnonzero(ids[: self._queue_len] == job_id)[0])
         ids[i : self._queue_len - 1] = ids[i + 1 : self._queue_len].copy()
@@ -476,5 +486,5 @@ class Simulator:
 
     def _record(self) -> None:
         self.timeline.append(
-            (self.now, self.allocated_gpus, len(self.queue), len(self.running), self.fragmented_free_gpus(), self.power_w)
+            (self.now, self.allocated_gpus, self._queue_len, len(self.running), self.fragmented_free_gpus(), self.power_w)
         )

@@ -126,7 +126,9 @@ def _check_invariants(sim: Simulator, last_now: float) -> None:
     assert sum(len(g) for g in groups) == sim.num_jobs  # nobody lost or counted twice
     assert set().union(*groups) == set(range(sim.num_jobs))
     assert len(sim.queue) == len(set(sim.queue))
-    assert sim.queue_ids().tolist() == sim.queue
+    q = sim.queue_ids()
+    assert (np.diff(sim.enqueue_seq[q]) > 0).all()  # kept in (re)arrival order
+    np.testing.assert_array_equal(sim.queued_remaining_s[q], sim.remaining_estimate_s(q))
     assert len(sim.finished_order) == len(set(sim.finished_order)) == sim.num_done
 
 
