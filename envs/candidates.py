@@ -24,6 +24,7 @@ from envs.simulator import JobState, Simulator
 from envs.speed import (
     PlacementGeometry,
     PlacementProfile,
+    efficiency_of,
     interference_from,
     job_profile,
     placement_geometry,
@@ -34,6 +35,8 @@ RULES = ("binpack", "spread", "topology", "preempt")
 BINPACK, SPREAD, TOPOLOGY, PREEMPT = range(4)
 WINDOW_ORDERS = ("arrival", "shortest", "priority", "least_attained")
 DEFAULT_QUEUE_WINDOW = 8
+_RUNNING = int(JobState.RUNNING)
+_NO_VICTIM = np.iinfo(np.int64).max  # priority of a GPU that no preemption can free
 
 CANDIDATE_FEATURES = (
     "gang_log2", "tp_log2", "kind_pretrain", "kind_finetune", "kind_inference", "kind_batch",
@@ -393,31 +396,23 @@ def _class_fits(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
     run = sim.running
     victims = run[sim.preemptible[run]]
     # Preemption helps only a class of higher priority than some preemptible running job.
-    if not len(victims) or not (prios[~fits_aligned] > sim.priority[victims].min()).any():
-        cache["class_fits"] = (fits_aligned, fits_preempt)
-        return fits_aligned, fits_preempt
-    owner = sim.gpu_owner
-    for li, m in enumerate(levels):
-        of_mem = np.flatnonzero(mems == m)
-        if not len(of_mem):
-            continue
-        eligible_free = eligible[li]
-        rest = of_mem[~fits_aligned[of_mem]]
-        if not len(rest):
-            continue
-        # Per node, eligible GPUs held by running preemptible jobs of each priority class.
-        held = (c.gpu_memory_gb >= m) & (owner >= 0)
-        held[held] = (sim.state[owner[held]] == JobState.RUNNING) & sim.preemptible[owner[held]]
-        for p in _distinct(prios[rest]):
-            victims_gpus = held.copy()
-            victims_gpus[held] = sim.priority[owner[held]] < p
-            if not victims_gpus.any():
-                continue
-            with_victims = eligible_free + np.bincount(c.gpu_node[victims_gpus], minlength=c.num_nodes)
-            of_prio = rest[prios[rest] == p]
-            for tp in _distinct(tps[of_prio]):
-                k = of_prio[tps[of_prio] == tp]
-                fits_preempt[k] = need[k] <= _aligned(with_victims, tp).sum()
+    gain = (~fits_aligned & (prios > sim.priority[victims].min())) if len(victims) else fits_preempt
+    if gain.any():
+        # Each GPU's owner's priority where the owner is running and preemptible (else above all).
+        owner = sim.gpu_owner
+        held = owner >= 0
+        o = owner[held]
+        gpu_prio = np.full(c.num_gpus, _NO_VICTIM)
+        gpu_prio[held] = np.where((sim.state[o] == _RUNNING) & sim.preemptible[o], sim.priority[o], gpu_prio[held])
+        n_prio = int(prios.max()) + 1
+        pair = level_of * n_prio + prios
+        for code in _distinct(pair[gain]):
+            li, p = divmod(int(code), n_prio)
+            victim_gpus = (gpu_prio < p) & (c.gpu_memory_gb >= levels[li])
+            with_victims = eligible[li] + np.bincount(c.gpu_node[victim_gpus], minlength=c.num_nodes)
+            totals = (with_victims[None, :] // tp_values[:, None] * tp_values[:, None]).sum(axis=1)
+            k = np.flatnonzero(gain & (pair == code))
+            fits_preempt[k] = need[k] <= totals[tp_of[k]]
     cache["class_fits"] = (fits_aligned, fits_preempt)
     return fits_aligned, fits_preempt
 
@@ -545,7 +540,7 @@ def apply_candidate(sim: Simulator, cset: CandidateSet, action: int) -> None:
     elif cd.victims:
         sim.preempt_and_start(cd.job_id, cd.gpus, list(cd.victims))
     else:
-        sim.start(cd.job_id, cd.gpus)
+        sim.start(cd.job_id, cd.gpus, cd.profile)
 
 
 # ---------------------------------------------------------------- features
@@ -579,28 +574,26 @@ def _static_job_features(sim: Simulator) -> np.ndarray:
     return out
 
 
-def _placement_columns(sim: Simulator, p: PlacementProfile, frag_before: float) -> tuple:
-    """Features of one placement that do not depend on which job of equal shape runs there."""
+def _geometry_columns(sim: Simulator, g: PlacementGeometry, frag_before: float) -> tuple:
+    """Features of one placement that do not depend on which job of equal shape runs there:
+    congestion on its uplinks if it started, share of whole free nodes it takes, change in
+    fragmentation, neighbours' pressure per GPU on its worst node, and the geometry's numbers."""
     c = sim.cluster
-    g = p.geometry
     free_now = sim.node_free[g.nodes]
     after = sim.node_free.copy()
     after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)
     whole = float((free_now == c.node_gpus[g.nodes]).sum()) / len(g.nodes)
     frag_delta = float(np.clip(fragmentation(sim, after) - frag_before, -1.0, 1.0))
-    return _congestion_if_added(sim, g), whole, frag_delta
+    return (_congestion_if_added(sim, g), whole, frag_delta, _neighbour_pressure(sim, g), g.tp_stretch, float(g.tp_cross_node),
+            g.dp_bw_GBps, float(len(g.uplinks) > 0), float(g.tier), len(g.nodes) / g.gpus_on_node.sum(), g.min_speed)
 
 
-def _efficiency_and_interference(sim: Simulator, p: PlacementProfile, congestion: float) -> tuple[float, float]:
-    """Predicted placement efficiency and interference factor of a job about to start: the
-    uplinks it would share and the neighbours' memory-bandwidth pressure where it would land."""
-    g = p.geometry
+def _neighbour_pressure(sim: Simulator, g: PlacementGeometry) -> float:
+    """Memory-bandwidth pressure per GPU of the jobs already on the placement's worst node."""
     pressure, node_gpus = sim.node_pressure, sim.cluster.node_gpus
     if len(g.nodes) == 1:
-        others = pressure[g.nodes[0]] / node_gpus[g.nodes[0]]
-    else:
-        others = float((pressure[g.nodes] / node_gpus[g.nodes]).max())
-    return p.efficiency(congestion), interference_from(others, p.sensitivity, sim.config.speed_model)
+        return pressure[g.nodes[0]] / node_gpus[g.nodes[0]]
+    return float((pressure[g.nodes] / node_gpus[g.nodes]).max())
 
 
 def _congestion_if_added(sim: Simulator, g: PlacementGeometry) -> float:
@@ -613,8 +606,8 @@ def _congestion_if_added(sim: Simulator, g: PlacementGeometry) -> float:
 def predicted_rate(sim: Simulator, cd: Candidate) -> float:
     """Reference-seconds of work per second the candidate's job would get if started now."""
     p = cd.profile
-    eff, interf = _efficiency_and_interference(sim, p, _congestion_if_added(sim, p.geometry))
-    return p.min_speed * eff * interf
+    interf = interference_from(_neighbour_pressure(sim, p.geometry), p.sensitivity, sim.config.speed_model)
+    return p.min_speed * p.efficiency(_congestion_if_added(sim, p.geometry)) * interf
 
 
 def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
@@ -644,12 +637,11 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         feats[: len(window) * R, :14] = np.repeat(jrows, R, axis=0)
         feats[np.arange(len(window) * R), _F["rule_binpack"] + np.tile(np.arange(R), len(window))] = 1.0
 
-    # Placement columns, one list per column, written at the end in one go.
+    # Placement columns: per geometry (cached until the allocation changes), then per job.
     per_geometry: dict[int, tuple] = sim.alloc_cache().setdefault("placement_columns", {})
     rows: list[int] = []
-    cols: dict[str, list[float]] = {k: [] for k in (
-        "predicted_rate", "placement_efficiency", "interference", "tier", "nodes_per_gpu", "free_nodes_consumed",
-        "fragmentation_delta", "preemption_cost_log", "victims", "min_gpu_speed", "est_runtime_here_log")}
+    geo_cols: list[tuple] = []
+    job_cols: list[tuple] = []
     for i, cd in enumerate(cset.candidates[:-1]):
         if not cd.valid:
             continue
@@ -657,36 +649,32 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         g = p.geometry
         hit = per_geometry.get(id(g))
         if hit is None or hit[0] is not g:
-            hit = per_geometry[id(g)] = (g, *_placement_columns(sim, p, frag_before))
-        _, congestion, whole, frag_delta = hit
-        eff, interf = _efficiency_and_interference(sim, p, congestion)
-        rate = g.min_speed * eff * interf
+            hit = per_geometry[id(g)] = (g, *_geometry_columns(sim, g, frag_before))
         rows.append(i)
-        cols["predicted_rate"].append(rate)
-        cols["placement_efficiency"].append(eff)
-        cols["interference"].append(interf)
-        cols["tier"].append(g.tier / 3.0)
-        cols["nodes_per_gpu"].append(len(g.nodes) / g.gpus_on_node.sum())
-        cols["free_nodes_consumed"].append(whole)
-        cols["fragmentation_delta"].append(frag_delta)
+        geo_cols.append(hit[1:])
         victims = cd.victims
-        if victims:
-            lost = float(sim.preemption_cost_gpu_s(np.array(victims)).sum())
-            cols["preemption_cost_log"].append(_log_scale(lost))
-            cols["victims"].append(min(len(victims) / 4.0, 1.0))
-        else:
-            cols["preemption_cost_log"].append(0.0)
-            cols["victims"].append(0.0)
-        cols["min_gpu_speed"].append(g.min_speed)
-        cols["est_runtime_here_log"].append(rate)  # turned into a duration below, vectorised
+        lost = float(sim.preemption_cost_gpu_s(np.array(victims)).sum()) if victims else -1.0
+        job_cols.append((cd.job_id, p.c_tp, p.c_dp, p.sensitivity, lost, len(victims)))
     if rows:
         idx = np.array(rows)
+        (congestion, whole, frag_delta, others, tp_stretch, tp_cross, dp_bw, has_uplinks, tier, nodes_per_gpu,
+         min_speed) = np.array(geo_cols, dtype=float).T
+        job_ids, c_tp, c_dp, sensitivity, lost, n_victims = np.array(job_cols, dtype=float).T
+        eff = efficiency_of(tp_stretch, np.where(tp_cross > 0, congestion, 1.0), dp_bw * np.where(has_uplinks > 0, congestion, 1.0), c_tp, c_dp)
+        interf = interference_from(others, sensitivity, sim.config.speed_model)
+        rate = min_speed * eff * interf
         feats[idx, _F["valid"]] = 1.0
-        for name, values in cols.items():
-            feats[idx, _F[name]] = values
-        job_ids = np.array([cset.candidates[i].job_id for i in rows])
-        rates = np.maximum(np.array(cols["est_runtime_here_log"]), 1e-6)
-        feats[idx, _F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(job_ids) / rates)
+        feats[idx, _F["predicted_rate"]] = rate
+        feats[idx, _F["placement_efficiency"]] = eff
+        feats[idx, _F["interference"]] = interf
+        feats[idx, _F["tier"]] = tier / 3.0
+        feats[idx, _F["nodes_per_gpu"]] = nodes_per_gpu
+        feats[idx, _F["free_nodes_consumed"]] = whole
+        feats[idx, _F["fragmentation_delta"]] = frag_delta
+        feats[idx, _F["preemption_cost_log"]] = np.where(lost >= 0, _log_scale(lost), 0.0)
+        feats[idx, _F["victims"]] = np.minimum(n_victims / 4.0, 1.0)
+        feats[idx, _F["min_gpu_speed"]] = min_speed
+        feats[idx, _F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(job_ids.astype(np.int64)) / np.maximum(rate, 1e-6))
     w = cset.wait_index
     feats[w, _F["valid"]] = float(cset.mask[w])
     feats[w, _F["is_wait"]] = 1.0

@@ -230,13 +230,14 @@ class Simulator:
         if (self.cluster.gpu_memory_gb[gpus] < self.mem_req[job_id]).any():
             raise SchedulingError(f"job {job_id} needs {self.mem_req[job_id]:g} GB per GPU")
 
-    def start(self, job_id: int, gpus: np.ndarray) -> None:
-        """Start a queued job on free GPUs now (gang rule: all of them at once)."""
+    def start(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None = None) -> None:
+        """Start a queued job on free GPUs now (gang rule: all of them at once). `profile`, when
+        the caller has it, is the job's `placement_profile` on exactly these GPUs."""
         gpus = np.asarray(gpus, dtype=np.int64)
         self._check_placement(job_id, gpus, self.free_gpu_mask())
         self._dequeue(job_id)
         self.wait_s[job_id] += self.now - self.queued_since[job_id]
-        self._launch(job_id, gpus)
+        self._launch(job_id, gpus, profile)
         self._rates_changed()
 
     def preempt_and_start(self, job_id: int, gpus: np.ndarray, victims: list[int]) -> None:
@@ -282,11 +283,13 @@ class Simulator:
         self.needs_restore[v] = True
         self.preemption_gpu_s += float(self.preemption_cost_gpu_s(v))
 
-    def _launch(self, job_id: int, gpus: np.ndarray) -> None:
+    def _launch(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None = None) -> None:
         self.gpu_owner[gpus] = job_id
         self.gpu_reserved[gpus] = -1
         self.placement[job_id] = gpus
-        p = self.profiles[job_id] = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
+        if profile is None:
+            profile = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
+        p = self.profiles[job_id] = profile
         self.single_node[job_id] = p.nodes[0] if len(p.nodes) == 1 else -1
         self.base_rate[job_id] = p.min_speed * p.efficiency(1.0)
         self.job_pressure[job_id] = p.pressure

@@ -99,12 +99,17 @@ class PlacementProfile:
     def efficiency(self, congestion: float = 1.0) -> float:
         """Placement efficiency given the worst congestion share (0, 1] on its uplinks."""
         g = self.geometry
-        tp = g.tp_stretch / (congestion if g.tp_cross_node else 1.0)
-        dp = 1.0
-        if self.c_dp > 0:
-            dp_bw = g.dp_bw_GBps * (congestion if len(g.uplinks) else 1.0)
-            dp = max(1.0, REFERENCE_NET_PER_GPU_GBPS / dp_bw)
-        return 1.0 / ((1.0 - self.c_tp - self.c_dp) + self.c_tp * tp + self.c_dp * dp)
+        return efficiency_of(g.tp_stretch, congestion if g.tp_cross_node else 1.0,
+                             g.dp_bw_GBps * (congestion if len(g.uplinks) else 1.0), self.c_tp, self.c_dp)
+
+
+def efficiency_of(tp_stretch, tp_congestion, dp_bw_GBps, c_tp, c_dp):
+    """The efficiency formula (floats or arrays): TP steps stretched by slow TP links and by
+    congestion where TP crosses nodes; DP steps stretched where its bandwidth (after congestion)
+    is below the reference network's."""
+    tp = tp_stretch / tp_congestion
+    dp = np.maximum(1.0, REFERENCE_NET_PER_GPU_GBPS / np.maximum(dp_bw_GBps, 1e-12))  # finite: c_dp = 0 gives 0
+    return 1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp + c_dp * dp)
 
 
 def _group_tp_bandwidth(cluster: Cluster, gpus: np.ndarray, model: SpeedModel) -> tuple[float, bool]:

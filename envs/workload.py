@@ -84,9 +84,16 @@ def job_fits_cluster(job: Job, cluster: Cluster) -> bool:
 
 
 def _draw(rng: np.random.Generator, dist: dict, size: int | None = None):
+    """One key of `dist` (or `size` of them) drawn with the given weights. The same draws as
+    `rng.choice(len(keys), p=...)`, which inverts the same CDF with one `rng.random()` per draw,
+    without its argument checks (the spec was validated at load time)."""
     keys = list(dist)
     p = np.array([dist[k] for k in keys], dtype=float)
-    return keys[rng.choice(len(keys), p=p / p.sum())] if size is None else [keys[i] for i in rng.choice(len(keys), size=size, p=p / p.sum())]
+    cdf = (p / p.sum()).cumsum()
+    cdf /= cdf[-1]
+    if size is None:
+        return keys[int(cdf.searchsorted(rng.random(), side="right"))]
+    return [keys[i] for i in cdf.searchsorted(rng.random(size), side="right")]
 
 
 def _arrival_times(spec: WorkloadSpec, rng: np.random.Generator) -> np.ndarray:
