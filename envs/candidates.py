@@ -365,14 +365,19 @@ def _job_classes(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return cached
 
 
-def _class_index(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per job class, the index of its memory level and of its TP degree among the distinct ones."""
+def _class_index(sim: Simulator) -> tuple[np.ndarray, ...]:
+    """Per job class, the index of its memory level and of its TP degree among the distinct
+    ones; (levels, nodes) whether a node's GPUs have a level's memory; (free count, TP degrees)
+    the GPUs usable in whole TP groups on a node with that many free."""
     cached = sim.episode_cache.get("class_index")
     if cached is None:
-        _, levels, _ = _memory_classes(sim)
+        node_memory, levels, _ = _memory_classes(sim)
         _, _, tps, mems, _ = _job_classes(sim)
         tp_values, tp_of = np.unique(tps, return_inverse=True)
-        cached = sim.episode_cache["class_index"] = (np.searchsorted(levels, mems), tp_values, tp_of.reshape(-1))
+        on_level = (node_memory[None, :] >= levels[:, None]).astype(np.int64)
+        counts = np.arange(int(sim.cluster.node_gpus.max()) + 1)
+        by_free = _aligned(counts[:, None], tp_values[None, :])
+        cached = sim.episode_cache["class_index"] = (np.searchsorted(levels, mems), tp_values, tp_of.reshape(-1), on_level, by_free)
     return cached
 
 
@@ -384,35 +389,22 @@ def _class_fits(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
     hit = cache.get("class_fits")
     if hit is not None:
         return hit
-    c = sim.cluster
-    node_memory, levels, _ = _memory_classes(sim)
-    _, need, tps, mems, prios = _job_classes(sim)
-    level_of, tp_values, tp_of = _class_index(sim)
-    # Aligned free GPUs for every (memory level, TP degree) at once.
-    eligible = np.where(node_memory[None, :] >= levels[:, None], sim.node_free[None, :], 0)
-    aligned = (eligible[:, None, :] // tp_values[None, :, None] * tp_values[None, :, None]).sum(axis=2)
+    _, need, _, _, prios = _job_classes(sim)
+    level_of, _, tp_of, on_level, by_free = _class_index(sim)
+    # Aligned free GPUs for every (memory level, TP degree): per node from a lookup by its free
+    # count, summed over the nodes of each level.
+    aligned = on_level @ by_free[sim.node_free]
     fits_aligned = need <= aligned[level_of, tp_of]
-    fits_preempt = np.zeros(len(need), dtype=bool)
-    run = sim.running
-    victims = run[sim.preemptible[run]]
-    # Preemption helps only a class of higher priority than some preemptible running job.
-    gain = (~fits_aligned & (prios > sim.priority[victims].min())) if len(victims) else fits_preempt
-    if gain.any():
-        # Each GPU's owner's priority where the owner is running and preemptible (else above all).
-        owner = sim.gpu_owner
-        held = owner >= 0
-        o = owner[held]
-        gpu_prio = np.full(c.num_gpus, _NO_VICTIM)
-        gpu_prio[held] = np.where((sim.state[o] == _RUNNING) & sim.preemptible[o], sim.priority[o], gpu_prio[held])
-        n_prio = int(prios.max()) + 1
-        pair = level_of * n_prio + prios
-        for code in _distinct(pair[gain]):
-            li, p = divmod(int(code), n_prio)
-            victim_gpus = (gpu_prio < p) & (c.gpu_memory_gb >= levels[li])
-            with_victims = eligible[li] + np.bincount(c.gpu_node[victim_gpus], minlength=c.num_nodes)
-            totals = (with_victims[None, :] // tp_values[:, None] * tp_values[:, None]).sum(axis=1)
-            k = np.flatnonzero(gain & (pair == code))
-            fits_preempt[k] = need[k] <= totals[tp_of[k]]
+    # Preemption can help a class that does not fit when lower-priority preemptible jobs run:
+    # count, per level and priority, the free GPUs plus those held by jobs of lower priority.
+    gain = ~fits_aligned & (prios > 0)
+    if gain.any() and sim.node_preemptible.any():
+        below = np.cumsum(sim.node_preemptible, axis=1)  # (nodes, priority): held at or below it
+        with_victims = on_level[:, None, :] * (sim.node_free[None, None, :] + below.T[None, :-1, :])
+        totals = by_free[with_victims].sum(axis=2)  # (levels, priority - 1, TP degrees)
+        fits_preempt = gain & (need <= totals[level_of, np.maximum(prios - 1, 0), tp_of])
+    else:
+        fits_preempt = np.zeros(len(need), dtype=bool)
     cache["class_fits"] = (fits_aligned, fits_preempt)
     return fits_aligned, fits_preempt
 

@@ -15,7 +15,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from envs.jobs import Job
+from envs.jobs import PRIORITY_NAMES, Job
 from envs.speed import (
     PlacementProfile,
     SpeedModel,
@@ -119,6 +119,8 @@ class Simulator:
         self.gpu_reserved = np.full(c.num_gpus, -1, dtype=np.int64)  # job it is promised to
         self.node_free = c.node_gpus.copy()  # neither owned nor reserved
         self.node_owned = np.zeros(c.num_nodes, dtype=np.int64)
+        # GPUs held by running preemptible jobs, per node and priority: what preemption could free.
+        self.node_preemptible = np.zeros((c.num_nodes, max(PRIORITY_NAMES) + 1), dtype=np.int64)
 
         self._queue_ids = np.empty(max(n, 1), dtype=np.int64)  # queued job ids in (re)arrival order (a job is queued once at most)
         self._queue_len = 0
@@ -273,6 +275,7 @@ class Simulator:
         ckpt = float(self.checkpoint_s[v])
         self._close_segment(v, preempted=True)
         self.running = self.running[self.running != v]
+        self._count_preemptible(v, -1)
         self._add_load(self.profiles[v], -1.0)
         self.state[v] = JobState.CHECKPOINTING
         self.checkpoint_end[v] = self.now + ckpt
@@ -302,8 +305,14 @@ class Simulator:
         if np.isnan(self.first_start[job_id]):
             self.first_start[job_id] = self.now
         self.running = np.append(self.running, job_id)
+        self._count_preemptible(job_id, 1)
         self._segment_start[job_id] = self.now
         self._recount_nodes(gpus)
+
+    def _count_preemptible(self, job_id: int, sign: int) -> None:
+        if self.preemptible[job_id]:
+            p = self.profiles[job_id]
+            self.node_preemptible[p.nodes, self.priority[job_id]] += sign * p.gpus_on_node
 
     def _recount_nodes(self, gpus: np.ndarray) -> None:
         self.alloc_version += 1
@@ -406,6 +415,7 @@ class Simulator:
             self.state[j] = JobState.DONE
             self.end[j] = self.now
             self._close_segment(j, preempted=False)
+            self._count_preemptible(j, -1)
             self._add_load(self.profiles[j], -1.0)
             self._release(j)
             self.num_done += 1

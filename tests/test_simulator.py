@@ -121,6 +121,10 @@ def _check_invariants(sim: Simulator, last_now: float) -> None:
             assert (owner[sim.placement[j]] == j).all()
         else:
             assert held == 0
+    recount = np.zeros_like(sim.node_preemptible)
+    for j in run[sim.preemptible[run]]:
+        np.add.at(recount[:, sim.priority[j]], sim.cluster.gpu_node[sim.placement[j]], 1)
+    np.testing.assert_array_equal(sim.node_preemptible, recount)
     groups = [set(sim.queue), set(sim.running.tolist()), set(sim.reserved), set(sim.checkpointing),
               set(np.flatnonzero(sim.state == JobState.DONE).tolist()), set(np.flatnonzero(sim.state == JobState.FUTURE).tolist())]
     assert sum(len(g) for g in groups) == sim.num_jobs  # nobody lost or counted twice
