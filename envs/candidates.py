@@ -587,7 +587,7 @@ def _geometry_columns(sim: Simulator, g: PlacementGeometry, frag_before: float) 
     after = sim.node_free.copy()
     after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)
     whole = float((free_now == c.node_gpus[g.nodes]).sum()) / len(g.nodes)
-    frag_delta = float(np.clip(fragmentation(sim, after) - frag_before, -1.0, 1.0))
+    frag_delta = min(max(fragmentation(sim, after) - frag_before, -1.0), 1.0)
     return (_congestion_if_added(sim, g), whole, frag_delta, _neighbour_pressure(sim, g), g.tp_stretch, float(g.tp_cross_node),
             g.dp_bw_GBps, float(len(g.uplinks) > 0), float(g.tier), len(g.nodes) / g.gpus_on_node.sum(), g.min_speed)
 

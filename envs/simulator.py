@@ -119,6 +119,7 @@ class Simulator:
         self.gpu_reserved = np.full(c.num_gpus, -1, dtype=np.int64)  # job it is promised to
         self.node_free = c.node_gpus.copy()  # neither owned nor reserved
         self.node_owned = np.zeros(c.num_nodes, dtype=np.int64)
+        self._whole_gang = np.minimum(8, c.node_gpus)  # a node with fewer free GPUs is fragmented
         # GPUs held by running preemptible jobs, per node and priority: what preemption could free.
         self.node_preemptible = np.zeros((c.num_nodes, max(PRIORITY_NAMES) + 1), dtype=np.int64)
 
@@ -223,9 +224,9 @@ class Simulator:
             raise SchedulingError(f"no job {job_id}")
         if self.state[job_id] != JobState.QUEUED:
             raise SchedulingError(f"job {job_id} is not queued (state {JobState(self.state[job_id]).name})")
-        if len(gpus) != self.gpus_req[job_id] or len(np.unique(gpus)) != len(gpus):
+        if len(gpus) != self.gpus_req[job_id] or len(set(gpus.tolist())) != len(gpus):
             raise SchedulingError(f"job {job_id} needs exactly {self.gpus_req[job_id]} distinct GPUs, got {len(gpus)}")
-        if (gpus < 0).any() or (gpus >= self.cluster.num_gpus).any():
+        if gpus.min() < 0 or gpus.max() >= self.cluster.num_gpus:
             raise SchedulingError(f"job {job_id}: GPU id out of range")
         if not allowed[gpus].all():
             raise SchedulingError(f"job {job_id}: some GPUs are not available")
@@ -494,7 +495,7 @@ class Simulator:
     def fragmented_free_gpus(self, node_free: np.ndarray | None = None) -> int:
         """Free GPUs on nodes that cannot host an 8-GPU gang (a whole node, if smaller) alone."""
         free = self.node_free if node_free is None else node_free
-        return int(free[free < np.minimum(8, self.cluster.node_gpus)].sum())
+        return int(free[free < self._whole_gang].sum())
 
     def _record(self) -> None:
         self.timeline.append(
