@@ -26,9 +26,9 @@ from envs.speed import (
     PlacementProfile,
     efficiency_of,
     interference_from,
+    job_constants,
     job_profile,
     placement_geometry,
-    placement_profile,
 )
 
 RULES = ("binpack", "spread", "topology", "preempt")
@@ -62,7 +62,7 @@ class Candidate:
     `victims`, `profile`) is worked out on first access, so a rule that looks at one candidate
     pays for one placement."""
 
-    __slots__ = ("job_id", "rule", "valid", "_placer", "_placement")
+    __slots__ = ("job_id", "rule", "valid", "_placer", "_placement", "_profile")
 
     def __init__(self, job_id: int, rule: int, valid: bool = False, placer: _Placer | None = None):
         self.job_id = job_id  # -1 for WAIT and for empty slots
@@ -70,6 +70,7 @@ class Candidate:
         self.valid = valid
         self._placer = placer
         self._placement: tuple | None = None
+        self._profile: PlacementProfile | None = None
 
     def _get(self) -> tuple:
         if self._placement is None:
@@ -91,8 +92,16 @@ class Candidate:
         return self._get()[1]
 
     @property
-    def profile(self) -> PlacementProfile | None:
+    def geometry(self) -> PlacementGeometry | None:
         return self._get()[2]
+
+    @property
+    def profile(self) -> PlacementProfile | None:
+        """The job on this placement (built on first access: features need only the geometry)."""
+        if self._profile is None and self.geometry is not None:
+            sim = self._placer.sim
+            self._profile = job_profile(sim.jobs[self.job_id], self.geometry, sim.config.speed_model)
+        return self._profile
 
 
 @dataclass
@@ -497,12 +506,11 @@ class _Placer:
     def resolve(self, job_id: int, rule: int) -> tuple:
         sim = self.sim
         job = sim.jobs[job_id]
-        model = sim.config.speed_model
         if rule == PREEMPT:
             chosen = choose_victims(sim, job)
             if chosen is None:
                 return None, (), None
-            return chosen[0], chosen[1], placement_profile(sim.cluster, job, chosen[0], model)
+            return chosen[0], chosen[1], geometry_of(sim, chosen[0], job.tp_degree)
         key = (rule, job.gpus, job.tp_degree, job.mem_per_gpu_gb)
         hit = self.shapes.get(key)
         if hit is None:
@@ -510,8 +518,7 @@ class _Placer:
                 self._free = sim.free_gpu_mask()
             gpus = place(sim, job, rule, self._free)
             hit = self.shapes[key] = (gpus, None if gpus is None else geometry_of(sim, gpus, job.tp_degree))
-        gpus, geometry = hit
-        return gpus, (), None if gpus is None else job_profile(job, geometry, model)
+        return hit[0], (), hit[1]
 
 
 def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
@@ -588,8 +595,12 @@ def _geometry_columns(sim: Simulator, g: PlacementGeometry, frag_before: float) 
     after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)
     whole = float((free_now == c.node_gpus[g.nodes]).sum()) / len(g.nodes)
     frag_delta = min(max(fragmentation(sim, after) - frag_before, -1.0), 1.0)
-    return (_congestion_if_added(sim, g), whole, frag_delta, _neighbour_pressure(sim, g), g.tp_stretch, float(g.tp_cross_node),
-            g.dp_bw_GBps, float(len(g.uplinks) > 0), float(g.tier), len(g.nodes) / g.gpus_on_node.sum(), g.min_speed)
+    congestion = _congestion_if_added(sim, g)
+    # The efficiency formula's inputs with this congestion applied, as PlacementProfile.efficiency does.
+    tp_congestion = congestion if g.tp_cross_node else 1.0
+    dp_bw = g.dp_bw_GBps * (congestion if len(g.uplinks) else 1.0)
+    return (congestion, whole, frag_delta, _neighbour_pressure(sim, g), g.tp_stretch, tp_congestion, dp_bw, float(g.tier),
+            len(g.nodes) / g.gpus_on_node.sum(), g.min_speed)
 
 
 def _neighbour_pressure(sim: Simulator, g: PlacementGeometry) -> float:
@@ -612,6 +623,25 @@ def predicted_rate(sim: Simulator, cd: Candidate) -> float:
     p = cd.profile
     interf = interference_from(_neighbour_pressure(sim, p.geometry), p.sensitivity, sim.config.speed_model)
     return p.min_speed * p.efficiency(_congestion_if_added(sim, p.geometry)) * interf
+
+
+def _job_constants(sim: Simulator) -> np.ndarray:
+    """(jobs, 4) `speed.job_constants` of every job of the episode."""
+    cached = sim.episode_cache.get("job_constants")
+    if cached is None:
+        model = sim.config.speed_model
+        cached = sim.episode_cache["job_constants"] = np.array([job_constants(j, model) for j in sim.jobs], dtype=float).reshape(-1, 4)
+    return cached
+
+
+_ONE_HOT: dict[int, np.ndarray] = {}
+
+
+def _rule_one_hot(slots: int) -> np.ndarray:
+    """(slots x len(RULES), len(RULES)) the rule columns of that many filled window slots."""
+    if slots not in _ONE_HOT:
+        _ONE_HOT[slots] = np.tile(np.eye(len(RULES), dtype=np.float32), (slots, 1))
+    return _ONE_HOT[slots]
 
 
 def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
@@ -639,7 +669,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         jrows[:, 13] = sim.needs_restore[window]
         R = len(RULES)
         feats[: len(window) * R, :14] = np.repeat(jrows, R, axis=0)
-        feats[np.arange(len(window) * R), _F["rule_binpack"] + np.tile(np.arange(R), len(window))] = 1.0
+        feats[: len(window) * R, _F["rule_binpack"] : _F["rule_binpack"] + R] = _rule_one_hot(len(window))
 
     # Placement columns: per geometry (cached until the allocation changes), then per job.
     per_geometry: dict[int, tuple] = sim.alloc_cache().setdefault("placement_columns", {})
@@ -649,8 +679,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     for i, cd in enumerate(cset.candidates[:-1]):
         if not cd.valid:
             continue
-        p = cd.profile
-        g = p.geometry
+        g = cd.geometry
         hit = per_geometry.get(id(g))
         if hit is None or hit[0] is not g:
             hit = per_geometry[id(g)] = (g, *_geometry_columns(sim, g, frag_before))
@@ -658,13 +687,14 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         geo_cols.append(hit[1:])
         victims = cd.victims
         lost = float(sim.preemption_cost_gpu_s(np.array(victims)).sum()) if victims else -1.0
-        job_cols.append((cd.job_id, p.c_tp, p.c_dp, p.sensitivity, lost, len(victims)))
+        job_cols.append((cd.job_id, lost, len(victims)))
     if rows:
         idx = np.array(rows)
-        (congestion, whole, frag_delta, others, tp_stretch, tp_cross, dp_bw, has_uplinks, tier, nodes_per_gpu,
-         min_speed) = np.array(geo_cols, dtype=float).T
-        job_ids, c_tp, c_dp, sensitivity, lost, n_victims = np.array(job_cols, dtype=float).T
-        eff = efficiency_of(tp_stretch, np.where(tp_cross > 0, congestion, 1.0), dp_bw * np.where(has_uplinks > 0, congestion, 1.0), c_tp, c_dp)
+        congestion, whole, frag_delta, others, tp_stretch, tp_congestion, dp_bw, tier, nodes_per_gpu, min_speed = np.array(geo_cols, dtype=float).T
+        job_ids, lost, n_victims = np.array(job_cols, dtype=float).T
+        job_ids = job_ids.astype(np.int64)
+        c_tp, c_dp, _, sensitivity = _job_constants(sim)[job_ids].T
+        eff = efficiency_of(tp_stretch, tp_congestion, dp_bw, c_tp, c_dp)
         interf = interference_from(others, sensitivity, sim.config.speed_model)
         rate = min_speed * eff * interf
         feats[idx, _F["valid"]] = 1.0
@@ -678,7 +708,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         feats[idx, _F["preemption_cost_log"]] = np.where(lost >= 0, _log_scale(lost), 0.0)
         feats[idx, _F["victims"]] = np.minimum(n_victims / 4.0, 1.0)
         feats[idx, _F["min_gpu_speed"]] = min_speed
-        feats[idx, _F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(job_ids.astype(np.int64)) / np.maximum(rate, 1e-6))
+        feats[idx, _F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(job_ids) / np.maximum(rate, 1e-6))
     w = cset.wait_index
     feats[w, _F["valid"]] = float(cset.mask[w])
     feats[w, _F["is_wait"]] = 1.0
@@ -692,13 +722,13 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     g[1] = min(sim.gpus_req[q].sum() / n_gpus, 4.0) / 4.0 if len(q) else 0.0
     g[2] = sim.allocated_gpus / n_gpus
     g[3] = float(sim.node_free.sum()) / n_gpus
-    g[4] = float((sim.node_free == c.node_gpus).mean())
+    g[4] = np.count_nonzero(sim.node_free == c.node_gpus) / c.num_nodes
     g[5] = frag_before
     g[6] = len(sim.running) / (len(sim.running) + len(q) + 1.0)
     g[7] = min((len(sim.reserved) + len(sim.checkpointing)) / (len(q) + 1.0), 1.0)
     g[8] = np.log10(1.0 + now) / 7.0
-    g[9] = float((sim.priority[q] == 2).mean()) if len(q) else 0.0
-    g[10] = _log_scale(float(np.mean(now - sim.queued_since[q]))) if len(q) else 0.0
+    g[9] = np.count_nonzero(sim.priority[q] == 2) / len(q) if len(q) else 0.0
+    g[10] = _log_scale(float((now - sim.queued_since[q]).sum() / len(q))) if len(q) else 0.0
     nxt = sim.next_arrival_s
     g[11] = _log_scale(nxt - now) if np.isfinite(nxt) else 1.0
     return feats, g

@@ -177,15 +177,21 @@ def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model
     )
 
 
-def job_profile(job: Job, geometry: PlacementGeometry, model: SpeedModel) -> PlacementProfile:
+def job_constants(job: Job, model: SpeedModel) -> tuple[float, float, float, float]:
+    """What a job brings to any placement: (TP share c_tp, DP share c_dp of its step time at
+    ideal placement, memory-bandwidth pressure per GPU, sensitivity to neighbours' pressure)."""
     c = job.comm_fraction
-    return PlacementProfile(
-        geometry=geometry,
-        c_tp=c * job.tp_comm_share if job.tp_degree > 1 else 0.0,
-        c_dp=c * (1.0 - job.tp_comm_share) if job.gpus // job.tp_degree > 1 else 0.0,
-        pressure=model.pressure_by_kind[job.kind],
-        sensitivity=model.sensitivity_by_kind[job.kind],
+    return (
+        c * job.tp_comm_share if job.tp_degree > 1 else 0.0,
+        c * (1.0 - job.tp_comm_share) if job.gpus // job.tp_degree > 1 else 0.0,
+        model.pressure_by_kind[job.kind],
+        model.sensitivity_by_kind[job.kind],
     )
+
+
+def job_profile(job: Job, geometry: PlacementGeometry, model: SpeedModel) -> PlacementProfile:
+    c_tp, c_dp, pressure, sensitivity = job_constants(job, model)
+    return PlacementProfile(geometry=geometry, c_tp=c_tp, c_dp=c_dp, pressure=pressure, sensitivity=sensitivity)
 
 
 def placement_profile(cluster: Cluster, job: Job, gpus: np.ndarray, model: SpeedModel) -> PlacementProfile:
