@@ -437,11 +437,27 @@ def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q, fits_aligned[cls], fits_preempt[cls]
 
 
+def _shortest_head(sim: Simulator, k: int, walk_limit: int = 256) -> list[int] | None:
+    """The first k feasible jobs by remaining estimate (ties in queue order), walked from the
+    simulator's sorted queue; None when more than `walk_limit` infeasible jobs come first."""
+    fits_aligned, fits_preempt = _class_fits(sim)
+    feasible_class = (fits_aligned | fits_preempt).tolist()
+    job_class = _job_classes(sim)[0]
+    out: list[int] = []
+    for n, (_, _, j) in enumerate(sim.queue_by_remaining()):
+        if feasible_class[job_class[j]]:
+            out.append(j)
+            if len(out) == k:
+                break
+        elif n - len(out) > walk_limit:
+            return None
+    return out
+
+
 def select_window(sim: Simulator, queue_window: int) -> list[int]:
     feasible = feasible_queue(sim)
     if len(feasible) <= queue_window:
         return [int(j) for j in feasible]
-    remaining = sim.queued_remaining_s[feasible]  # = remaining_estimate_s: fixed while queued
 
     def head(key: np.ndarray) -> np.ndarray:
         """The first 2Q jobs of a stable sort by `key` (ties in queue order), in O(n): no order
@@ -459,9 +475,10 @@ def select_window(sim: Simulator, queue_window: int) -> list[int]:
         top = top[np.lexsort((top, key[top]))]
         return feasible[top]
 
+    shortest = _shortest_head(sim, 2 * queue_window)
     orders = [
         feasible,  # the queue is kept in (re)arrival order
-        head(remaining),
+        head(sim.queued_remaining_s[feasible]) if shortest is None else shortest,  # = remaining_estimate_s while queued
         head(-sim.priority[feasible].astype(float)),
         head(sim.attained_gpu_s[feasible]),
     ]

@@ -10,6 +10,7 @@ completions and checkpoint ends. Every change to the running set recomputes the 
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -126,6 +127,7 @@ class Simulator:
         self._queue_ids = np.empty(max(n, 1), dtype=np.int64)  # queued job ids in (re)arrival order (a job is queued once at most)
         self._queue_len = 0
         self.queued_remaining_s = np.zeros(n)  # remaining_estimate_s as of entering the queue; fixed while queued
+        self._by_remaining: list[tuple[float, int, int]] = []  # (remaining, enqueue rank, job), sorted
         self.reserved: list[int] = []
         self.running = np.zeros(0, dtype=np.int64)
         self.checkpointing: list[int] = []
@@ -471,18 +473,26 @@ class Simulator:
     def queue_len(self) -> int:
         return self._queue_len
 
+    def queue_by_remaining(self) -> list[tuple[float, int, int]]:
+        """The queue as (remaining estimate, enqueue rank, job id), shortest first, ties in queue
+        order; kept sorted as jobs come and go. Read it, do not change it."""
+        return self._by_remaining
+
     def queue_ids(self) -> np.ndarray:
         """The queue as an int array (a copy), without converting the list."""
         return self._queue_ids[: self._queue_len].copy()
 
     def _enqueue(self, job_id: int) -> None:
         self._queue_ids[self._queue_len] = job_id
-        self.queued_remaining_s[job_id] = self.remaining_estimate_s(job_id)
+        remaining = self.queued_remaining_s[job_id] = self.remaining_estimate_s(job_id)
+        bisect.insort(self._by_remaining, (float(remaining), self._enqueued, job_id))
         self._queue_len += 1
         self.enqueue_seq[job_id] = self._enqueued
         self._enqueued += 1
 
     def _dequeue(self, job_id: int) -> None:
+        key = (float(self.queued_remaining_s[job_id]), int(self.enqueue_seq[job_id]), job_id)
+        del self._by_remaining[bisect.bisect_left(self._by_remaining, key)]
         ids = self._queue_ids
         i = int(np.flatnonzero(ids[: self._queue_len] == job_id)[0])
         ids[i : self._queue_len - 1] = ids[i + 1 : self._queue_len].copy()

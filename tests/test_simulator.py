@@ -133,6 +133,8 @@ def _check_invariants(sim: Simulator, last_now: float) -> None:
     q = sim.queue_ids()
     assert (np.diff(sim.enqueue_seq[q]) > 0).all()  # kept in (re)arrival order
     np.testing.assert_array_equal(sim.queued_remaining_s[q], sim.remaining_estimate_s(q))
+    by_remaining = sorted(q.tolist(), key=lambda j: (sim.queued_remaining_s[j], sim.enqueue_seq[j]))
+    assert [j for _, _, j in sim.queue_by_remaining()] == by_remaining
     assert len(sim.finished_order) == len(set(sim.finished_order)) == sim.num_done
 
 
@@ -186,7 +188,7 @@ def _window_by_full_sort(sim, q):
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), steps=st.integers(0, 30))
 def test_window_equals_round_robin_over_full_sorts(seed, steps):
-    from envs.candidates import select_window
+    from envs.candidates import _shortest_head, feasible_queue, select_window
 
     cluster = load_cluster("h100-4node")
     jobs = make_workload(load_workload_spec("llm-mix"), cluster, seed, num_jobs=80)
@@ -199,6 +201,12 @@ def test_window_equals_round_robin_over_full_sorts(seed, steps):
         cset = advance_to_decision(sim, 4)
         for q in (2, 4, 8):
             assert select_window(sim, q) == _window_by_full_sort(sim, q)
+        # The sorted-queue walk gives the shortest feasible jobs, or gives up (None) past its limit.
+        feasible = feasible_queue(sim)
+        by_remaining = feasible[np.argsort(sim.remaining_estimate_s(feasible), kind="stable")].tolist()
+        for k in (1, 4, 16):
+            assert _shortest_head(sim, k) == by_remaining[:k]
+            assert _shortest_head(sim, k, walk_limit=0) in (None, by_remaining[:k])
 
 
 def _fit_by_job(sim):
