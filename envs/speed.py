@@ -108,7 +108,8 @@ def efficiency_of(tp_stretch, tp_congestion, dp_bw_GBps, c_tp, c_dp):
     congestion where TP crosses nodes; DP steps stretched where its bandwidth (after congestion)
     is below the reference network's."""
     tp = tp_stretch / tp_congestion
-    dp = np.maximum(1.0, REFERENCE_NET_PER_GPU_GBPS / np.maximum(dp_bw_GBps, 1e-12))  # finite: c_dp = 0 gives 0
+    larger = np.maximum if isinstance(dp_bw_GBps, np.ndarray) else max  # plain floats stay plain (the simulator's path)
+    dp = larger(1.0, REFERENCE_NET_PER_GPU_GBPS / larger(dp_bw_GBps, 1e-12))  # finite: c_dp = 0 gives 0
     return 1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp + c_dp * dp)
 
 
