@@ -21,6 +21,7 @@ test: install
 bench: install
 	$(PYTHON) -m benchmarks.env_speed
 	$(PYTHON) -m benchmarks.replay_philly
+	$(PYTHON) -m benchmarks.headroom
 
 clean:
 	rm -rf runs results build *.egg-info .pytest_cache .hypothesis
