@@ -162,6 +162,25 @@ def test_random_legal_actions_keep_invariants(cluster_name, seed, data):
     assert np.isfinite(sim.end).all()
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), data=st.data())
+def test_rates_in_arrays_equal_the_reference(monkeypatch, seed, data):
+    """The array path of _rates_changed (many multi-node jobs) against speed.rates_of."""
+    import envs.simulator as simulator_module
+
+    monkeypatch.setattr(simulator_module, "VECTORISE_SPECIAL_FROM", 1)
+    cluster = load_cluster("mixed-64gpu")
+    sim = Simulator(cluster, make_workload(load_workload_spec("llm-mix-bursty"), cluster, seed, num_jobs=40))
+    cset = advance_to_decision(sim, 8)
+    last = sim.now
+    while not sim.done:
+        valid = np.flatnonzero(cset.mask)
+        apply_candidate(sim, cset, int(valid[data.draw(st.integers(0, len(valid) - 1), label="action")]))
+        cset = advance_to_decision(sim, 8)
+        _check_invariants(sim, last)  # includes the rates against the reference computation
+        last = sim.now
+
+
 def _window_by_full_sort(sim, q):
     """Reference for select_window: round-robin over four fully sorted orders."""
     from envs.candidates import feasible_queue
