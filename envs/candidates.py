@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.jobs import Job
-from envs.simulator import JobState, Simulator
+from envs.simulator import Simulator
 from envs.speed import (
     PlacementGeometry,
     PlacementProfile,
@@ -35,8 +35,6 @@ RULES = ("binpack", "spread", "topology", "preempt")
 BINPACK, SPREAD, TOPOLOGY, PREEMPT = range(4)
 WINDOW_ORDERS = ("arrival", "shortest", "priority", "least_attained")
 DEFAULT_QUEUE_WINDOW = 8
-_RUNNING = int(JobState.RUNNING)
-_NO_VICTIM = np.iinfo(np.int64).max  # priority of a GPU that no preemption can free
 
 CANDIDATE_FEATURES = (
     "gang_log2", "tp_log2", "kind_pretrain", "kind_finetune", "kind_inference", "kind_batch",
@@ -353,12 +351,6 @@ def fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return sim.cached("fit_status", lambda: _fit_status(sim))
 
 
-def _distinct(small_ints: np.ndarray) -> np.ndarray:
-    """The distinct values of an array of small non-negative ints (TP degrees, priority
-    classes), in O(n) rather than np.unique's sort."""
-    return np.flatnonzero(np.bincount(small_ints)) if len(small_ints) else small_ints
-
-
 def _memory_classes(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(node GPU memory, the distinct memory sizes, each job's eligibility class): a job can use
     the nodes whose memory is at least the smallest size that satisfies it."""
@@ -613,9 +605,7 @@ def _geometry_columns(sim: Simulator, g: PlacementGeometry, frag_before: float) 
     whole = float((free_now == c.node_gpus[g.nodes]).sum()) / len(g.nodes)
     frag_delta = min(max(fragmentation(sim, after) - frag_before, -1.0), 1.0)
     congestion = _congestion_if_added(sim, g)
-    # The efficiency formula's inputs with this congestion applied, as PlacementProfile.efficiency does.
-    tp_congestion = congestion if g.tp_cross_node else 1.0
-    dp_bw = g.dp_bw_GBps * (congestion if len(g.uplinks) else 1.0)
+    tp_congestion, dp_bw = g.congested(congestion)
     return (congestion, whole, frag_delta, _neighbour_pressure(sim, g), g.tp_stretch, tp_congestion, dp_bw, float(g.tier),
             len(g.nodes) / g.gpus_on_node.sum(), g.min_speed)
 

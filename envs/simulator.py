@@ -383,13 +383,9 @@ class Simulator:
             uplinks = [profiles[i].uplinks for i in crossing]
             congestion[crossing] = np.minimum.reduceat(shares[np.concatenate(uplinks)], np.cumsum([0, *[len(u) for u in uplinks[:-1]]]))
         g = [p.geometry for p in profiles]
-        eff = efficiency_of(
-            np.array([x.tp_stretch for x in g]),
-            np.where([x.tp_cross_node for x in g], congestion, 1.0),
-            np.array([x.dp_bw_GBps for x in g]) * np.where([len(x.uplinks) > 0 for x in g], congestion, 1.0),
-            np.array([p.c_tp for p in profiles]),
-            np.array([p.c_dp for p in profiles]),
-        )
+        tp_congestion, dp_bw = np.array([x.congested(k) for x, k in zip(g, congestion.tolist())]).T
+        eff = efficiency_of(np.array([x.tp_stretch for x in g]), tp_congestion, dp_bw,
+                            np.array([p.c_tp for p in profiles]), np.array([p.c_dp for p in profiles]))
         rates[special] = np.array([x.min_speed for x in g]) * eff * interference[special]
 
     def _update_power(self) -> None:
@@ -513,7 +509,7 @@ class Simulator:
         return self._by_remaining
 
     def queue_ids(self) -> np.ndarray:
-        """The queue as an int array (a copy), without converting the list."""
+        """The queue as an int array (a copy), in (re)arrival order."""
         return self._queue_ids[: self._queue_len].copy()
 
     def _enqueue(self, job_id: int) -> None:

@@ -60,6 +60,12 @@ class PlacementGeometry:
     uplinks: np.ndarray  # (u,) switch ids whose uplink the placement crosses
     uplink_demand_GBps: np.ndarray  # (u,) its traffic on each at full speed
 
+    def congested(self, congestion: float) -> tuple[float, float]:
+        """(the factor TP bandwidth is divided by, the DP bandwidth) under the worst congestion
+        share (0, 1] of its uplinks: TP suffers only where it crosses nodes, DP only where it
+        crosses uplinks."""
+        return (congestion if self.tp_cross_node else 1.0), self.dp_bw_GBps * (congestion if len(self.uplinks) else 1.0)
+
 
 @dataclass(frozen=True)
 class PlacementProfile:
@@ -98,9 +104,7 @@ class PlacementProfile:
 
     def efficiency(self, congestion: float = 1.0) -> float:
         """Placement efficiency given the worst congestion share (0, 1] on its uplinks."""
-        g = self.geometry
-        return efficiency_of(g.tp_stretch, congestion if g.tp_cross_node else 1.0,
-                             g.dp_bw_GBps * (congestion if len(g.uplinks) else 1.0), self.c_tp, self.c_dp)
+        return efficiency_of(self.geometry.tp_stretch, *self.geometry.congested(congestion), self.c_tp, self.c_dp)
 
 
 def efficiency_of(tp_stretch, tp_congestion, dp_bw_GBps, c_tp, c_dp):
