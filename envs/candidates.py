@@ -15,6 +15,7 @@ service all call `build_candidates`.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,42 +155,55 @@ def _pick_in_pattern(sim: Simulator, lo: int, count: int, pattern: np.ndarray) -
 
 def _gpus_from_counts(sim: Simulator, take: dict[int, int], avail: np.ndarray) -> np.ndarray:
     """Concrete GPU ids for per-node counts, grouped by node (TP groups are consecutive runs)."""
+    if len(take) == 1:
+        (n, k), = take.items()
+        return _pick_gpus_in_node(sim, n, k, avail)
     return np.concatenate([_pick_gpus_in_node(sim, n, k, avail) for n, k in take.items() if k > 0])
 
 
-def _binpack(free: np.ndarray, need: int) -> dict[int, int] | None:
+def _best_fit(free: list[int], need: int) -> int | None:
+    """The node with the fewest free GPUs among those with at least `need` (lowest id on ties)."""
+    best, best_free = None, 0
+    for n, f in enumerate(free):
+        if f >= need and (best is None or f < best_free):
+            best, best_free = n, f
+    return best
+
+
+def _binpack(free: list[int], need: int) -> dict[int, int] | None:
     """Fewest nodes, fullest first: best-fit single node, else fill from the nodes with the
     most free GPUs and best-fit the remainder (blind to switches)."""
-    fits = np.flatnonzero(free >= need)
-    if len(fits):
-        return {int(fits[np.argmin(free[fits])]): need}
-    if free.sum() < need:
+    n = _best_fit(free, need)
+    if n is not None:
+        return {n: need}
+    if sum(free) < need:
         return None
     take: dict[int, int] = {}
-    left = free.copy()
+    left = list(free)
     while need > 0:
-        fits = np.flatnonzero(left >= need)
-        if len(fits):
-            n = int(fits[np.argmin(left[fits])])
+        n = _best_fit(left, need)
+        if n is not None:
             take[n] = take.get(n, 0) + need
             break
-        n = int(np.argmax(left))
-        take[n] = int(left[n])
-        need -= int(left[n])
+        n = left.index(max(left))  # the most free, lowest id on ties
+        take[n] = left[n]
+        need -= left[n]
         left[n] = 0
     return take
 
 
-def _spread(free: np.ndarray, need: int) -> dict[int, int] | None:
-    """Least-loaded first, one GPU at a time (how pods of a gang spread across nodes)."""
-    if free.sum() < need:
+def _spread(free: list[int], need: int) -> dict[int, int] | None:
+    """Least-loaded first, one GPU at a time (how pods of a gang spread across nodes): each
+    unit goes to the node with the most left, lowest id on ties."""
+    if sum(free) < need:
         return None
-    left = free.copy()
+    heap = [(-f, n) for n, f in enumerate(free)]
+    heapq.heapify(heap)
     take: dict[int, int] = {}
     for _ in range(need):
-        n = int(np.argmax(left))
+        f, n = heap[0]
         take[n] = take.get(n, 0) + 1
-        left[n] -= 1
+        heapq.heapreplace(heap, (f + 1, n))
     return dict(sorted(take.items()))
 
 
@@ -235,17 +249,23 @@ def _aligned(free: np.ndarray, tp: int) -> np.ndarray:
     return free // tp * tp
 
 
-def _topology(sim: Simulator, free: np.ndarray, need: int, tp: int) -> dict[int, int] | None:
+def _topology(sim: Simulator, free: list[int], need: int, tp: int) -> dict[int, int] | None:
     """Smallest interconnect tier that fits the gang with every TP group inside one node; the
     tightest fit inside it (faster GPUs first among equal domains)."""
     c = sim.cluster
-    speed = c.node_speed
-    fits = np.flatnonzero(free >= need)
-    if len(fits):
-        return {int(fits[np.lexsort((free[fits], -speed[fits]))[0]]): need}
-    usable = _aligned(free, tp)
+    speed = c.node_lists.speed
+    best = None
+    for n, f in enumerate(free):
+        if f >= need:
+            key = (-speed[n], f, n)  # fastest, then tightest, then lowest id
+            if best is None or key < best:
+                best = key
+    if best is not None:
+        return {best[2]: need}
+    usable = np.array(free, dtype=np.int64) // tp * tp
     if usable.sum() < need:
         return None
+    speed = c.node_speed
     for level in range(1, int(c.switch_level.max(initial=0)) + 1):
         domains = np.flatnonzero(c.switch_level == level)
         if not len(domains):
@@ -261,20 +281,21 @@ def _topology(sim: Simulator, free: np.ndarray, need: int, tp: int) -> dict[int,
     return _fill_domain(usable, np.flatnonzero(usable > 0), need, tp, speed)
 
 
-def _single_type(c, free: np.ndarray, need: int, rule: int, tp: int) -> np.ndarray:
+def _single_type(c, free: list[int], need: int, rule: int, tp: int) -> list[int]:
     """Restrict `free` (per node) to one GPU type when one type alone can host the gang (in
     whole TP groups), as a job submitted with a GPU-model selector would be: spread takes the
-    type with the most room, every other rule the tightest fit."""
-    types = c.node_gpu_type
-    n_types = len(c.gpu_types)
-    if n_types == 1:
+    type with the most room, every other rule the tightest fit (lowest type id on ties)."""
+    lists = c.node_lists
+    if lists.num_types == 1:
         return free
-    per_type = np.bincount(types, weights=_aligned(free, tp), minlength=n_types)
-    fits = np.flatnonzero(per_type >= need)
-    if not len(fits):
+    per_type = [0] * lists.num_types
+    for f, t in zip(free, lists.gpu_type):
+        per_type[t] += f // tp * tp
+    fits = [t for t in range(lists.num_types) if per_type[t] >= need]
+    if not fits:
         return free
-    t = fits[np.argmax(per_type[fits])] if rule == SPREAD else fits[np.argmin(per_type[fits])]
-    return np.where(types == t, free, 0)
+    t = (max if rule == SPREAD else min)(fits, key=per_type.__getitem__)
+    return [f if ty == t else 0 for f, ty in zip(free, lists.gpu_type)]
 
 
 def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) -> np.ndarray | None:
@@ -282,18 +303,20 @@ def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) 
     A gang stays on one GPU type whenever one type can host it."""
     c = sim.cluster
     if avail is None:
-        avail = sim.free_gpu_mask()
-    avail = avail & (c.gpu_memory_gb >= job.mem_per_gpu_gb)
-    free = _single_type(c, np.bincount(c.gpu_node[avail], minlength=c.num_nodes), job.gpus, rule, job.tp_degree)
+        avail, counts = sim.free_gpu_mask(), sim.node_free
+    else:
+        counts = np.add.reduceat(avail.view(np.int8), c.node_first_gpu)
+    # A node's GPUs all have its type's memory: count the available GPUs of eligible nodes.
+    mem = job.mem_per_gpu_gb
+    free = [f if m >= mem else 0 for f, m in zip(counts.tolist(), c.node_lists.memory_gb)]
     tp = job.tp_degree
+    free = _single_type(c, free, job.gpus, rule, tp)
     if rule in (BINPACK, SPREAD):
         # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.
-        units = (_binpack if rule == BINPACK else _spread)(free // tp, job.gpus // tp)
+        units = (_binpack if rule == BINPACK else _spread)([f // tp for f in free], job.gpus // tp)
         take = None if units is None else {n: k * tp for n, k in units.items()}
-    elif rule == TOPOLOGY:
-        take = _topology(sim, free, job.gpus, job.tp_degree)
-    else:  # PREEMPT: the topology rule over free and victims' GPUs
-        take = _topology(sim, free, job.gpus, job.tp_degree)
+    else:  # TOPOLOGY, and PREEMPT: the topology rule over free and victims' GPUs
+        take = _topology(sim, free, job.gpus, tp)
     return None if take is None else _gpus_from_counts(sim, take, avail)
 
 
@@ -336,6 +359,11 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
 
 
 # ---------------------------------------------------------------- window and candidates
+
+
+def next_event_s(sim: Simulator) -> float:
+    """`sim.next_event_s()`, once per state version."""
+    return sim.cached("next_event_s", sim.next_event_s)
 
 
 def feasible_queue(sim: Simulator) -> np.ndarray:
@@ -530,6 +558,11 @@ class _Placer:
         return hit[0], (), hit[1]
 
 
+# Candidates of empty window slots and WAIT are the same at every decision: shared, never placed.
+_EMPTY_SLOTS: list[Candidate] = []  # rule k % len(RULES) at position k
+_WAIT, _NO_WAIT = Candidate(-1, -1, True), Candidate(-1, -1, False)
+
+
 def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
     """The candidate list and its mask at the simulator's current state."""
     window = select_window(sim, queue_window)
@@ -541,12 +574,15 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
     by_slot[:, :PREEMPT] = fits_aligned[cls][:, None]  # binpack, spread, topology all pack whole TP groups
     by_slot[:, PREEMPT] = fits_preempt[cls]
     # WAIT needs something to wait for; without a future event some placement is always valid.
-    mask[-1] = np.isfinite(sim.next_event_s())
+    mask[-1] = np.isfinite(next_event_s(sim))
     placer = _Placer(sim)
     valid = mask.tolist()
-    cands = [Candidate(window[k // R], k % R, True, placer) if valid[k] else Candidate(window[k // R] if k < len(window) * R else -1, k % R)
-             for k in range(queue_window * R)]
-    cands.append(Candidate(-1, -1, valid[-1]))
+    filled = len(window) * R
+    cands = [Candidate(window[k // R], k % R, valid[k], placer if valid[k] else None) for k in range(filled)]
+    while len(_EMPTY_SLOTS) < queue_window * R:
+        _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % R))
+    cands.extend(_EMPTY_SLOTS[: queue_window * R - filled])  # filled is a whole number of slots
+    cands.append(_WAIT if valid[-1] else _NO_WAIT)
     return CandidateSet(window, cands, mask)
 
 
@@ -596,18 +632,18 @@ def _static_job_features(sim: Simulator) -> np.ndarray:
 
 def _geometry_columns(sim: Simulator, g: PlacementGeometry, frag_before: float) -> tuple:
     """Features of one placement that do not depend on which job of equal shape runs there:
-    congestion on its uplinks if it started, share of whole free nodes it takes, change in
-    fragmentation, neighbours' pressure per GPU on its worst node, and the geometry's numbers."""
+    (tier / 3, nodes per GPU, share of whole free nodes it takes, change in fragmentation,
+    min GPU speed, neighbours' pressure per GPU on its worst node, TP stretch, and the TP
+    congestion factor and DP bandwidth under the congestion its uplinks would have if it started)."""
     c = sim.cluster
     free_now = sim.node_free[g.nodes]
     after = sim.node_free.copy()
     after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)
     whole = float((free_now == c.node_gpus[g.nodes]).sum()) / len(g.nodes)
     frag_delta = min(max(fragmentation(sim, after) - frag_before, -1.0), 1.0)
-    congestion = _congestion_if_added(sim, g)
-    tp_congestion, dp_bw = g.congested(congestion)
-    return (congestion, whole, frag_delta, _neighbour_pressure(sim, g), g.tp_stretch, tp_congestion, dp_bw, float(g.tier),
-            len(g.nodes) / g.gpus_on_node.sum(), g.min_speed)
+    tp_congestion, dp_bw = g.congested(_congestion_if_added(sim, g))
+    return (float(g.tier) / 3.0, len(g.nodes) / g.gpus_on_node.sum(), whole, frag_delta, g.min_speed,
+            _neighbour_pressure(sim, g), g.tp_stretch, tp_congestion, dp_bw)
 
 
 def _neighbour_pressure(sim: Simulator, g: PlacementGeometry) -> float:
@@ -641,20 +677,18 @@ def _job_constants(sim: Simulator) -> np.ndarray:
     return cached
 
 
-_ONE_HOT: dict[int, np.ndarray] = {}
+_RULE_ONE_HOT = np.eye(len(RULES), dtype=np.float32)  # the rule columns of one window slot's rows
 
 
-def _rule_one_hot(slots: int) -> np.ndarray:
-    """(slots x len(RULES), len(RULES)) the rule columns of that many filled window slots."""
-    if slots not in _ONE_HOT:
-        _ONE_HOT[slots] = np.tile(np.eye(len(RULES), dtype=np.float32), (slots, 1))
-    return _ONE_HOT[slots]
+_PLACEMENT_BLOCK = slice(_F["predicted_rate"], _F["est_runtime_here_log"] + 1)  # columns filled per valid candidate
 
 
 def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
     """(K, NUM_CANDIDATE_FEATURES) and (NUM_GLOBAL_FEATURES,) float32, scaled to about [-1, 1]
-    and independent of the cluster's size."""
+    and independent of the cluster's size. Few, whole-array numpy calls: at a typical decision
+    only a handful of candidates are valid, so per-call overhead is what costs."""
     c = sim.cluster
+    R = len(RULES)
     K = len(cset.candidates)
     feats = np.zeros((K, NUM_CANDIDATE_FEATURES), dtype=np.float32)
     now = sim.now
@@ -662,80 +696,89 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     if static is None:
         static = sim.episode_cache["static_job_features"] = _static_job_features(sim)
     frag_before = fragmentation(sim)
-    next_event = sim.next_event_s()
+    next_event = next_event_s(sim)
+    q = sim.queue_ids()
+    nxt = sim.next_arrival_s
+    # Every log-scaled value of the step goes through one _log_scale call: these three, then
+    # per window job its remaining estimate and wait, per valid candidate its preemption cost
+    # and its estimated runtime on the placement.
+    scalars = [next_event - now if np.isfinite(next_event) else 0.0,
+               float((now - sim.queued_since[q]).sum() / len(q)) if len(q) else 0.0,
+               nxt - now if np.isfinite(nxt) else 0.0]
 
-    # Job columns for the whole window at once.
+    # Job columns for the whole window at once, repeated over the rules' rows.
     window = np.array(cset.window, dtype=np.int64)
-    if len(window):
-        rem = sim.remaining_estimate_s(window)
-        done = sim.work_total[window] - sim.work_left[window]
-        jrows = static[window].copy()
-        jrows[:, 8] = _log_scale(rem)
-        jrows[:, 9] = _log_scale(now - sim.queued_since[window] + sim.wait_s[window])
-        jrows[:, 10] = np.divide(done, done + rem, out=np.zeros_like(done), where=(done + rem) > 0)
-        jrows[:, 13] = sim.needs_restore[window]
-        R = len(RULES)
-        feats[: len(window) * R, :14] = np.repeat(jrows, R, axis=0)
-        feats[: len(window) * R, _F["rule_binpack"] : _F["rule_binpack"] + R] = _rule_one_hot(len(window))
+    nw = len(window)
+    rem = sim.remaining_estimate_s(window)
+    done = sim.work_total[window] - sim.work_left[window]
+    jrows = static[window]
+    jrows[:, 10] = done / np.maximum(done + rem, np.finfo(float).tiny)  # progress; 0 when nothing is known
+    jrows[:, 13] = sim.needs_restore[window]
+    by_rule = feats[: nw * R].reshape(nw, R, NUM_CANDIDATE_FEATURES)
+    by_rule[:, :, _F["rule_binpack"] : _F["rule_binpack"] + R] = _RULE_ONE_HOT
 
     # Placement columns: per geometry (cached until the allocation changes), then per job.
     per_geometry: dict[int, tuple] = sim.alloc_cache().setdefault("placement_columns", {})
-    rows: list[int] = []
+    rows = np.flatnonzero(cset.mask[:-1])
     geo_cols: list[tuple] = []
-    job_cols: list[tuple] = []
-    for i, cd in enumerate(cset.candidates[:-1]):
-        if not cd.valid:
-            continue
+    lost: list[float] = []
+    for i in rows.tolist():
+        cd = cset.candidates[i]
         g = cd.geometry
         hit = per_geometry.get(id(g))
         if hit is None or hit[0] is not g:
             hit = per_geometry[id(g)] = (g, *_geometry_columns(sim, g, frag_before))
-        rows.append(i)
         geo_cols.append(hit[1:])
         victims = cd.victims
-        lost = float(sim.preemption_cost_gpu_s(np.array(victims)).sum()) if victims else -1.0
-        job_cols.append((cd.job_id, lost, len(victims)))
-    if rows:
-        idx = np.array(rows)
-        congestion, whole, frag_delta, others, tp_stretch, tp_congestion, dp_bw, tier, nodes_per_gpu, min_speed = np.array(geo_cols, dtype=float).T
-        job_ids, lost, n_victims = np.array(job_cols, dtype=float).T
-        job_ids = job_ids.astype(np.int64)
-        c_tp, c_dp, _, sensitivity = _job_constants(sim)[job_ids].T
-        eff = efficiency_of(tp_stretch, tp_congestion, dp_bw, c_tp, c_dp)
-        interf = interference_from(others, sensitivity, sim.config.speed_model)
-        rate = min_speed * eff * interf
-        feats[idx, _F["valid"]] = 1.0
-        feats[idx, _F["predicted_rate"]] = rate
-        feats[idx, _F["placement_efficiency"]] = eff
-        feats[idx, _F["interference"]] = interf
-        feats[idx, _F["tier"]] = tier / 3.0
-        feats[idx, _F["nodes_per_gpu"]] = nodes_per_gpu
-        feats[idx, _F["free_nodes_consumed"]] = whole
-        feats[idx, _F["fragmentation_delta"]] = frag_delta
-        feats[idx, _F["preemption_cost_log"]] = np.where(lost >= 0, _log_scale(lost), 0.0)
-        feats[idx, _F["victims"]] = np.minimum(n_victims / 4.0, 1.0)
-        feats[idx, _F["min_gpu_speed"]] = min_speed
-        feats[idx, _F["est_runtime_here_log"]] = _log_scale(sim.remaining_estimate_s(job_ids) / np.maximum(rate, 1e-6))
+        lost.append(float(sim.preemption_cost_gpu_s(np.array(victims)).sum()) if victims else 0.0)
+    nv = len(rows)
+    if nv:
+        geo = np.array(geo_cols)
+        slots = rows // R
+        c_tp, c_dp, _, sensitivity = _job_constants(sim)[window[slots]].T
+        eff = efficiency_of(geo[:, 6], geo[:, 7], geo[:, 8], c_tp, c_dp)
+        interf = interference_from(geo[:, 5], sensitivity, sim.config.speed_model)
+        rate = geo[:, 4] * eff * interf
+        logs = _log_scale(np.concatenate([scalars, rem, now - sim.queued_since[window] + sim.wait_s[window], lost,
+                                          rem[slots] / np.maximum(rate, 1e-6)]))
+        block = np.empty((nv, _PLACEMENT_BLOCK.stop - _PLACEMENT_BLOCK.start))
+        block[:, 0] = rate
+        block[:, 1] = eff
+        block[:, 2] = interf
+        block[:, 3:7] = geo[:, :4]  # tier, nodes_per_gpu, free_nodes_consumed, fragmentation_delta
+        block[:, 7] = logs[3 + 2 * nw : 3 + 2 * nw + nv]  # preemption_cost_log (0 without victims)
+        block[:, 8] = np.minimum(np.array([len(cset.candidates[i].victims) for i in rows.tolist()]) / 4.0, 1.0)
+        block[:, 9] = geo[:, 4]
+        block[:, 10] = logs[3 + 2 * nw + nv :]
+        feats[rows, _PLACEMENT_BLOCK] = block
+        feats[rows, _F["valid"]] = 1.0
+    else:
+        logs = _log_scale(np.concatenate([scalars, rem, now - sim.queued_since[window] + sim.wait_s[window]]))
+    jrows[:, 8] = logs[3 : 3 + nw]
+    jrows[:, 9] = logs[3 + nw : 3 + 2 * nw]
+    by_rule[:, :, :14] = jrows[:, None, :]
     w = cset.wait_index
     feats[w, _F["valid"]] = float(cset.mask[w])
     feats[w, _F["is_wait"]] = 1.0
-    feats[w, _F["next_event_log"]] = _log_scale(next_event - now) if np.isfinite(next_event) else 1.0
+    feats[w, _F["next_event_log"]] = logs[0] if np.isfinite(next_event) else 1.0
 
     # Global features.
     n_gpus = float(c.num_gpus)
-    g = np.zeros(NUM_GLOBAL_FEATURES, dtype=np.float32)
-    q = sim.queue_ids()
-    g[0] = np.log10(1.0 + len(q)) / 3.0
-    g[1] = min(sim.gpus_req[q].sum() / n_gpus, 4.0) / 4.0 if len(q) else 0.0
-    g[2] = sim.allocated_gpus / n_gpus
-    g[3] = float(sim.node_free.sum()) / n_gpus
-    g[4] = np.count_nonzero(sim.node_free == c.node_gpus) / c.num_nodes
-    g[5] = frag_before
-    g[6] = len(sim.running) / (len(sim.running) + len(q) + 1.0)
-    g[7] = min((len(sim.reserved) + len(sim.checkpointing)) / (len(q) + 1.0), 1.0)
-    g[8] = np.log10(1.0 + now) / 7.0
-    g[9] = np.count_nonzero(sim.priority[q] == 2) / len(q) if len(q) else 0.0
-    g[10] = _log_scale(float((now - sim.queued_since[q]).sum() / len(q))) if len(q) else 0.0
-    nxt = sim.next_arrival_s
-    g[11] = _log_scale(nxt - now) if np.isfinite(nxt) else 1.0
-    return feats, g
+    free_gpus = int(sim.node_free.sum())
+    running = len(sim.running)
+    nq = len(q)
+    glob = [
+        np.log10(1.0 + nq) / 3.0,
+        min(sim.gpus_req[q].sum() / n_gpus, 4.0) / 4.0 if nq else 0.0,
+        (c.num_gpus - free_gpus) / n_gpus,  # = sim.allocated_gpus
+        free_gpus / n_gpus,
+        np.count_nonzero(sim.node_free == c.node_gpus) / c.num_nodes,
+        frag_before,
+        running / (running + nq + 1.0),
+        min((len(sim.reserved) + len(sim.checkpointing)) / (nq + 1.0), 1.0),
+        np.log10(1.0 + now) / 7.0,
+        np.count_nonzero(sim.priority[q] == 2) / nq if nq else 0.0,
+        logs[1] if nq else 0.0,
+        logs[2] if np.isfinite(nxt) else 1.0,
+    ]
+    return feats, np.array(glob, dtype=np.float32)

@@ -18,7 +18,7 @@ def advance_to_decision(sim: Simulator, queue_window: int) -> CandidateSet:
     """Advance until some queued job can be placed (a real choice) or the workload is done;
     return the candidates there."""
     while not sim.done:
-        if len(feasible_queue(sim)):
+        if sim.queue_len and len(feasible_queue(sim)):
             return build_candidates(sim, queue_window)
         sim.advance()
     return build_candidates(sim, queue_window)

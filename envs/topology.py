@@ -10,6 +10,7 @@ lowest switch above both (1 = same leaf, 2 = same spine, ...).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import networkx as nx
 import numpy as np
@@ -61,6 +62,14 @@ class NodeType:
     power_base_w: float = 800.0  # CPUs, fans, NICs while the node is powered on
 
 
+@dataclass(frozen=True)
+class NodeLists:
+    gpu_type: list[int]
+    memory_gb: list[float]
+    speed: list[float]
+    num_types: int
+
+
 @dataclass
 class Cluster:
     """An immutable cluster with the derived arrays of the hot path.
@@ -108,10 +117,25 @@ class Cluster:
     def max_tier(self) -> int:
         return int(self.node_tier.max()) if self.num_nodes > 1 else 0
 
+    @cached_property
+    def node_memory_gb(self) -> np.ndarray:
+        """(N,) memory per GPU of each node's GPU type."""
+        return np.array([t.memory_gb for t in self.gpu_types])[self.node_gpu_type]
+
+    @cached_property
+    def node_lists(self) -> NodeLists:
+        """Per-node values as Python lists, for the placement rules' loops over a few nodes
+        (plain floats and ints cost less there than numpy's per-call dispatch)."""
+        return NodeLists(
+            gpu_type=self.node_gpu_type.tolist(),
+            memory_gb=self.node_memory_gb.tolist(),
+            speed=self.node_speed.tolist(),
+            num_types=len(self.gpu_types),
+        )
+
     def eligible_nodes(self, mem_per_gpu_gb: float) -> np.ndarray:
         """(N,) bool: nodes whose GPU type has enough memory."""
-        mem = np.array([t.memory_gb for t in self.gpu_types])[self.node_gpu_type]
-        return mem >= mem_per_gpu_gb
+        return self.node_memory_gb >= mem_per_gpu_gb
 
     def describe(self) -> str:
         counts: dict[str, int] = {}
