@@ -22,6 +22,7 @@ import numpy as np
 
 from envs.jobs import Job
 from envs.simulator import Simulator
+from envs.topology import Cluster
 from envs.speed import (
     PlacementGeometry,
     PlacementProfile,
@@ -249,10 +250,9 @@ def _aligned(free: np.ndarray, tp: int) -> np.ndarray:
     return free // tp * tp
 
 
-def _topology(sim: Simulator, free: list[int], need: int, tp: int) -> dict[int, int] | None:
+def _topology(c: Cluster, free: list[int], need: int, tp: int) -> dict[int, int] | None:
     """Smallest interconnect tier that fits the gang with every TP group inside one node; the
     tightest fit inside it (faster GPUs first among equal domains)."""
-    c = sim.cluster
     speed = c.node_lists.speed
     best = None
     for n, f in enumerate(free):
@@ -298,26 +298,48 @@ def _single_type(c, free: list[int], need: int, rule: int, tp: int) -> list[int]
     return [f if ty == t else 0 for f, ty in zip(free, lists.gpu_type)]
 
 
+_MEMO_LIMIT = 200_000  # entries per memo before it is emptied
+
+
+def _bounded(memo: dict, name: str) -> dict:
+    table = memo.get(name)
+    if table is None or len(table) > _MEMO_LIMIT:
+        table = memo[name] = {}
+    return table
+
+
 def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) -> np.ndarray | None:
     """GPU ids for `job` under one placement rule over the available GPUs (default: free).
     A gang stays on one GPU type whenever one type can host it."""
     c = sim.cluster
     if avail is None:
-        avail, counts = sim.free_gpu_mask(), sim.node_free
+        avail, counts = sim.free_gpu_mask(), _free_view(sim)[0]
     else:
-        counts = np.add.reduceat(avail.view(np.int8), c.node_first_gpu)
+        counts = np.add.reduceat(avail.view(np.int8), c.node_first_gpu).tolist()
+    # How many GPUs on which nodes depends only on the per-node counts: memoised per cluster.
+    memo = _bounded(c.memo, "node_take")
+    key = (rule, job.gpus, job.tp_degree, job.mem_per_gpu_gb, tuple(counts))
+    take = memo.get(key, _MISSING)
+    if take is _MISSING:
+        take = memo[key] = _node_take(c, counts, job, rule)
+    return None if take is None else _gpus_from_counts(sim, take, avail)
+
+
+_MISSING = object()
+
+
+def _node_take(c: Cluster, counts: list[int], job: Job, rule: int) -> dict[int, int] | None:
+    """Per node, how many of its available GPUs (`counts`) the rule gives the job."""
     # A node's GPUs all have its type's memory: count the available GPUs of eligible nodes.
     mem = job.mem_per_gpu_gb
-    free = [f if m >= mem else 0 for f, m in zip(counts.tolist(), c.node_lists.memory_gb)]
+    free = [f if m >= mem else 0 for f, m in zip(counts, c.node_lists.memory_gb)]
     tp = job.tp_degree
     free = _single_type(c, free, job.gpus, rule, tp)
     if rule in (BINPACK, SPREAD):
         # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.
         units = (_binpack if rule == BINPACK else _spread)([f // tp for f in free], job.gpus // tp)
-        take = None if units is None else {n: k * tp for n, k in units.items()}
-    else:  # TOPOLOGY, and PREEMPT: the topology rule over free and victims' GPUs
-        take = _topology(sim, free, job.gpus, tp)
-    return None if take is None else _gpus_from_counts(sim, take, avail)
+        return None if units is None else {n: k * tp for n, k in units.items()}
+    return _topology(c, free, job.gpus, tp)  # TOPOLOGY, and PREEMPT: the topology rule over free and victims' GPUs
 
 
 def _aligned_total(sim: Simulator, avail: np.ndarray, tp: int) -> int:
@@ -517,13 +539,14 @@ def select_window(sim: Simulator, queue_window: int) -> list[int]:
 
 
 def geometry_of(sim: Simulator, gpus: np.ndarray, tp_degree: int) -> PlacementGeometry:
-    """`placement_geometry`, memoised for the episode (placements recur as the cluster cycles)."""
-    memo = sim.episode_cache.setdefault("geometry", {})
+    """`placement_geometry`, memoised per cluster and speed model (placements recur as the
+    cluster cycles, and across episodes)."""
+    memo = sim.episode_cache.get("geometry")
+    if memo is None or len(memo) > _MEMO_LIMIT:
+        memo = sim.episode_cache["geometry"] = _bounded(sim.cluster.memo, ("geometry", sim.config.speed_model))
     key = (gpus.tobytes(), tp_degree)
     g = memo.get(key)
     if g is None:
-        if len(memo) > 100_000:
-            memo.clear()
         g = memo[key] = placement_geometry(sim.cluster, gpus, tp_degree, sim.config.speed_model)
     return g
 
@@ -607,11 +630,10 @@ def _log_scale(x):
     return np.log10(1.0 + np.maximum(x, 0.0)) / 6.0
 
 
-def fragmentation(sim: Simulator, node_free: np.ndarray | None = None) -> float:
+def fragmentation(sim: Simulator) -> float:
     """Share of free GPUs that cannot host an 8-GPU gang inside one node."""
-    free = sim.node_free if node_free is None else node_free
-    total = free.sum()
-    return float(sim.fragmented_free_gpus(free) / total) if total else 0.0
+    _, total, fragmented, _ = _free_view(sim)
+    return fragmented / total if total else 0.0
 
 
 def _static_job_features(sim: Simulator) -> np.ndarray:
@@ -630,20 +652,39 @@ def _static_job_features(sim: Simulator) -> np.ndarray:
     return out
 
 
-def _geometry_columns(sim: Simulator, g: PlacementGeometry, frag_before: float) -> tuple:
+def _free_view(sim: Simulator) -> tuple[list[int], int, int, int]:
+    """(free GPUs per node as a list, their total, the fragmented ones among them, nodes wholly
+    free), once per allocation."""
+    cache = sim.alloc_cache()
+    hit = cache.get("free_view")
+    if hit is None:
+        free = sim.node_free.tolist()
+        gpus = sim.cluster.node_lists.gpus
+        hit = cache["free_view"] = (free, sum(free), sim.fragmented_free_gpus(), sum(f == n for f, n in zip(free, gpus)))
+    return hit
+
+
+def _geometry_columns(sim: Simulator, g: PlacementGeometry) -> tuple:
     """Features of one placement that do not depend on which job of equal shape runs there:
     (tier / 3, nodes per GPU, share of whole free nodes it takes, change in fragmentation,
     min GPU speed, neighbours' pressure per GPU on its worst node, TP stretch, and the TP
     congestion factor and DP bandwidth under the congestion its uplinks would have if it started)."""
-    c = sim.cluster
-    free_now = sim.node_free[g.nodes]
-    after = sim.node_free.copy()
-    after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)
-    whole = float((free_now == c.node_gpus[g.nodes]).sum()) / len(g.nodes)
-    frag_delta = min(max(fragmentation(sim, after) - frag_before, -1.0), 1.0)
+    lists = sim.cluster.node_lists
+    free, total, frag, _ = _free_view(sim)
+    whole = taken = 0
+    frag_after = frag
+    nodes, on_node = g.nodes.tolist(), g.gpus_on_node.tolist()
+    for n, k in zip(nodes, on_node):
+        f, threshold = free[n], lists.whole_gang[n]
+        whole += f == lists.gpus[n]
+        t = min(k, f)
+        taken += t
+        frag_after += (f - t if f - t < threshold else 0) - (f if f < threshold else 0)
+    left = total - taken
+    frag_delta = (frag_after / left if left else 0.0) - (frag / total if total else 0.0)
     tp_congestion, dp_bw = g.congested(_congestion_if_added(sim, g))
-    return (float(g.tier) / 3.0, len(g.nodes) / g.gpus_on_node.sum(), whole, frag_delta, g.min_speed,
-            _neighbour_pressure(sim, g), g.tp_stretch, tp_congestion, dp_bw)
+    return (float(g.tier) / 3.0, len(nodes) / sum(on_node), float(whole) / len(nodes), min(max(frag_delta, -1.0), 1.0),
+            g.min_speed, _neighbour_pressure(sim, g), g.tp_stretch, tp_congestion, dp_bw)
 
 
 def _neighbour_pressure(sim: Simulator, g: PlacementGeometry) -> float:
@@ -695,7 +736,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     static = sim.episode_cache.get("static_job_features")
     if static is None:
         static = sim.episode_cache["static_job_features"] = _static_job_features(sim)
-    frag_before = fragmentation(sim)
+    _, free_gpus, _, whole_nodes = _free_view(sim)
     next_event = next_event_s(sim)
     q = sim.queue_ids()
     nxt = sim.next_arrival_s
@@ -727,7 +768,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         g = cd.geometry
         hit = per_geometry.get(id(g))
         if hit is None or hit[0] is not g:
-            hit = per_geometry[id(g)] = (g, *_geometry_columns(sim, g, frag_before))
+            hit = per_geometry[id(g)] = (g, *_geometry_columns(sim, g))
         geo_cols.append(hit[1:])
         victims = cd.victims
         lost.append(float(sim.preemption_cost_gpu_s(np.array(victims)).sum()) if victims else 0.0)
@@ -764,7 +805,6 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
 
     # Global features.
     n_gpus = float(c.num_gpus)
-    free_gpus = int(sim.node_free.sum())
     running = len(sim.running)
     nq = len(q)
     glob = [
@@ -772,8 +812,8 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         min(sim.gpus_req[q].sum() / n_gpus, 4.0) / 4.0 if nq else 0.0,
         (c.num_gpus - free_gpus) / n_gpus,  # = sim.allocated_gpus
         free_gpus / n_gpus,
-        np.count_nonzero(sim.node_free == c.node_gpus) / c.num_nodes,
-        frag_before,
+        whole_nodes / c.num_nodes,
+        fragmentation(sim),
         running / (running + nq + 1.0),
         min((len(sim.reserved) + len(sim.checkpointing)) / (nq + 1.0), 1.0),
         np.log10(1.0 + now) / 7.0,

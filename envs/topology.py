@@ -62,11 +62,16 @@ class NodeType:
     power_base_w: float = 800.0  # CPUs, fans, NICs while the node is powered on
 
 
+WHOLE_GANG_GPUS = 8  # the gang size fragmentation is measured against
+
+
 @dataclass(frozen=True)
 class NodeLists:
     gpu_type: list[int]
     memory_gb: list[float]
     speed: list[float]
+    gpus: list[int]
+    whole_gang: list[int]
     num_types: int
 
 
@@ -104,6 +109,9 @@ class Cluster:
     gpu_memory_gb: np.ndarray  # (G,)
     tier_bandwidth_GBps: np.ndarray  # (max_tier + 1,) nominal per-GPU bottleneck of each tier
     extra: dict = field(default_factory=dict)
+    # Results of pure functions of the cluster (placements by free counts, geometries), shared
+    # by every simulator on it; callers key their entries fully and bound their size.
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:
@@ -123,6 +131,12 @@ class Cluster:
         return np.array([t.memory_gb for t in self.gpu_types])[self.node_gpu_type]
 
     @cached_property
+    def node_whole_gang(self) -> np.ndarray:
+        """(N,) free GPUs a node needs to host an 8-GPU gang alone (all of them, if it has fewer):
+        a node with fewer free is fragmented."""
+        return np.minimum(WHOLE_GANG_GPUS, self.node_gpus)
+
+    @cached_property
     def node_lists(self) -> NodeLists:
         """Per-node values as Python lists, for the placement rules' loops over a few nodes
         (plain floats and ints cost less there than numpy's per-call dispatch)."""
@@ -130,6 +144,8 @@ class Cluster:
             gpu_type=self.node_gpu_type.tolist(),
             memory_gb=self.node_memory_gb.tolist(),
             speed=self.node_speed.tolist(),
+            gpus=self.node_gpus.tolist(),
+            whole_gang=self.node_whole_gang.tolist(),
             num_types=len(self.gpu_types),
         )
 
