@@ -16,6 +16,7 @@ service all call `build_candidates`.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -625,9 +626,9 @@ def apply_candidate(sim: Simulator, cset: CandidateSet, action: int) -> None:
 # ---------------------------------------------------------------- features
 
 
-def _log_scale(x):
+def _log_scale(x: float) -> float:
     """log10(1 + x) / 6: one second -> 0.05, one hour -> 0.59, eleven days -> 1."""
-    return np.log10(1.0 + np.maximum(x, 0.0)) / 6.0
+    return math.log10(1.0 + max(x, 0.0)) / 6.0
 
 
 def fragmentation(sim: Simulator) -> float:
@@ -709,106 +710,87 @@ def predicted_rate(sim: Simulator, cd: Candidate) -> float:
     return p.min_speed * p.efficiency(_congestion_if_added(sim, p.geometry)) * interf
 
 
-def _job_constants(sim: Simulator) -> np.ndarray:
-    """(jobs, 4) `speed.job_constants` of every job of the episode."""
+def _job_constants(sim: Simulator) -> list[tuple[float, float, float, float]]:
+    """`speed.job_constants` of every job of the episode."""
     cached = sim.episode_cache.get("job_constants")
     if cached is None:
         model = sim.config.speed_model
-        cached = sim.episode_cache["job_constants"] = np.array([job_constants(j, model) for j in sim.jobs], dtype=float).reshape(-1, 4)
+        cached = sim.episode_cache["job_constants"] = [job_constants(j, model) for j in sim.jobs]
     return cached
 
 
 _RULE_ONE_HOT = np.eye(len(RULES), dtype=np.float32)  # the rule columns of one window slot's rows
-
-
+_JOB_DYNAMIC = [_F["est_remaining_log"], _F["wait_log"], _F["progress"], _F["was_preempted"]]
 _PLACEMENT_BLOCK = slice(_F["predicted_rate"], _F["est_runtime_here_log"] + 1)  # columns filled per valid candidate
 
 
 def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
     """(K, NUM_CANDIDATE_FEATURES) and (NUM_GLOBAL_FEATURES,) float32, scaled to about [-1, 1]
-    and independent of the cluster's size. Few, whole-array numpy calls: at a typical decision
-    only a handful of candidates are valid, so per-call overhead is what costs."""
+    and independent of the cluster's size. A typical decision has a few window jobs and a few
+    valid candidates, so their numbers are worked out in plain floats, row by row, and written
+    with one array assignment per block."""
     c = sim.cluster
     R = len(RULES)
-    K = len(cset.candidates)
-    feats = np.zeros((K, NUM_CANDIDATE_FEATURES), dtype=np.float32)
+    feats = np.zeros((len(cset.candidates), NUM_CANDIDATE_FEATURES), dtype=np.float32)
     now = sim.now
     static = sim.episode_cache.get("static_job_features")
     if static is None:
         static = sim.episode_cache["static_job_features"] = _static_job_features(sim)
-    _, free_gpus, _, whole_nodes = _free_view(sim)
-    next_event = next_event_s(sim)
-    q = sim.queue_ids()
-    nxt = sim.next_arrival_s
-    # Every log-scaled value of the step goes through one _log_scale call: these three, then
-    # per window job its remaining estimate and wait, per valid candidate its preemption cost
-    # and its estimated runtime on the placement.
-    scalars = [next_event - now if np.isfinite(next_event) else 0.0,
-               float((now - sim.queued_since[q]).sum() / len(q)) if len(q) else 0.0,
-               nxt - now if np.isfinite(nxt) else 0.0]
 
-    # Job columns for the whole window at once, repeated over the rules' rows.
+    # Job columns, the same on each rule's row of a window slot.
     window = np.array(cset.window, dtype=np.int64)
     nw = len(window)
-    rem = sim.remaining_estimate_s(window)
-    done = sim.work_total[window] - sim.work_left[window]
-    jrows = static[window]
-    jrows[:, 10] = done / np.maximum(done + rem, np.finfo(float).tiny)  # progress; 0 when nothing is known
-    jrows[:, 13] = sim.needs_restore[window]
-    by_rule = feats[: nw * R].reshape(nw, R, NUM_CANDIDATE_FEATURES)
-    by_rule[:, :, _F["rule_binpack"] : _F["rule_binpack"] + R] = _RULE_ONE_HOT
+    rem = sim.remaining_estimate_s(window).tolist()
+    if nw:
+        done = (sim.work_total[window] - sim.work_left[window]).tolist()
+        wait = (now - sim.queued_since[window] + sim.wait_s[window]).tolist()
+        restore = sim.needs_restore[window].tolist()
+        jrows = static[window]
+        jrows[:, _JOB_DYNAMIC] = [(_log_scale(r), _log_scale(w), d / (d + r) if d + r > 0 else 0.0, float(b))
+                                  for r, d, w, b in zip(rem, done, wait, restore)]
+        by_rule = feats[: nw * R].reshape(nw, R, NUM_CANDIDATE_FEATURES)
+        by_rule[:, :, :14] = jrows[:, None, :]
+        by_rule[:, :, _F["rule_binpack"] : _F["rule_binpack"] + R] = _RULE_ONE_HOT
 
     # Placement columns: per geometry (cached until the allocation changes), then per job.
     per_geometry: dict[int, tuple] = sim.alloc_cache().setdefault("placement_columns", {})
-    rows = np.flatnonzero(cset.mask[:-1])
-    geo_cols: list[tuple] = []
-    lost: list[float] = []
-    for i in rows.tolist():
+    constants = _job_constants(sim)
+    model = sim.config.speed_model
+    rows = cset.mask[:-1].nonzero()[0].tolist()
+    block = []
+    for i in rows:
         cd = cset.candidates[i]
         g = cd.geometry
         hit = per_geometry.get(id(g))
         if hit is None or hit[0] is not g:
             hit = per_geometry[id(g)] = (g, *_geometry_columns(sim, g))
-        geo_cols.append(hit[1:])
+        _, tier, nodes_per_gpu, whole, frag_delta, min_speed, others, tp_stretch, tp_congestion, dp_bw = hit
+        c_tp, c_dp, _, sensitivity = constants[cd.job_id]
+        eff = efficiency_of(tp_stretch, tp_congestion, dp_bw, c_tp, c_dp)
+        interf = interference_from(others, sensitivity, model)
+        rate = min_speed * eff * interf
         victims = cd.victims
-        lost.append(float(sim.preemption_cost_gpu_s(np.array(victims)).sum()) if victims else 0.0)
-    nv = len(rows)
-    if nv:
-        geo = np.array(geo_cols)
-        slots = rows // R
-        c_tp, c_dp, _, sensitivity = _job_constants(sim)[window[slots]].T
-        eff = efficiency_of(geo[:, 6], geo[:, 7], geo[:, 8], c_tp, c_dp)
-        interf = interference_from(geo[:, 5], sensitivity, sim.config.speed_model)
-        rate = geo[:, 4] * eff * interf
-        logs = _log_scale(np.concatenate([scalars, rem, now - sim.queued_since[window] + sim.wait_s[window], lost,
-                                          rem[slots] / np.maximum(rate, 1e-6)]))
-        block = np.empty((nv, _PLACEMENT_BLOCK.stop - _PLACEMENT_BLOCK.start))
-        block[:, 0] = rate
-        block[:, 1] = eff
-        block[:, 2] = interf
-        block[:, 3:7] = geo[:, :4]  # tier, nodes_per_gpu, free_nodes_consumed, fragmentation_delta
-        block[:, 7] = logs[3 + 2 * nw : 3 + 2 * nw + nv]  # preemption_cost_log (0 without victims)
-        block[:, 8] = np.minimum(np.array([len(cset.candidates[i].victims) for i in rows.tolist()]) / 4.0, 1.0)
-        block[:, 9] = geo[:, 4]
-        block[:, 10] = logs[3 + 2 * nw + nv :]
+        lost = _log_scale(float(sim.preemption_cost_gpu_s(np.array(victims)).sum())) if victims else 0.0
+        block.append((rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, min(len(victims) / 4.0, 1.0), min_speed,
+                      _log_scale(rem[i // R] / max(rate, 1e-6))))
+    if rows:
         feats[rows, _PLACEMENT_BLOCK] = block
         feats[rows, _F["valid"]] = 1.0
-    else:
-        logs = _log_scale(np.concatenate([scalars, rem, now - sim.queued_since[window] + sim.wait_s[window]]))
-    jrows[:, 8] = logs[3 : 3 + nw]
-    jrows[:, 9] = logs[3 + nw : 3 + 2 * nw]
-    by_rule[:, :, :14] = jrows[:, None, :]
     w = cset.wait_index
+    next_event = next_event_s(sim)
     feats[w, _F["valid"]] = float(cset.mask[w])
     feats[w, _F["is_wait"]] = 1.0
-    feats[w, _F["next_event_log"]] = logs[0] if np.isfinite(next_event) else 1.0
+    feats[w, _F["next_event_log"]] = _log_scale(next_event - now) if next_event < np.inf else 1.0
 
     # Global features.
+    _, free_gpus, _, whole_nodes = _free_view(sim)
     n_gpus = float(c.num_gpus)
-    running = len(sim.running)
+    q = sim.queue_ids()
     nq = len(q)
+    running = len(sim.running)
+    nxt = sim.next_arrival_s
     glob = [
-        np.log10(1.0 + nq) / 3.0,
+        math.log10(1.0 + nq) / 3.0,
         min(sim.gpus_req[q].sum() / n_gpus, 4.0) / 4.0 if nq else 0.0,
         (c.num_gpus - free_gpus) / n_gpus,  # = sim.allocated_gpus
         free_gpus / n_gpus,
@@ -816,9 +798,9 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         fragmentation(sim),
         running / (running + nq + 1.0),
         min((len(sim.reserved) + len(sim.checkpointing)) / (nq + 1.0), 1.0),
-        np.log10(1.0 + now) / 7.0,
+        math.log10(1.0 + now) / 7.0,
         np.count_nonzero(sim.priority[q] == 2) / nq if nq else 0.0,
-        logs[1] if nq else 0.0,
-        logs[2] if np.isfinite(nxt) else 1.0,
+        _log_scale(float((now - sim.queued_since[q]).sum() / nq)) if nq else 0.0,
+        _log_scale(nxt - now) if nxt < np.inf else 1.0,
     ]
     return feats, np.array(glob, dtype=np.float32)

@@ -241,7 +241,8 @@ def interference_factor(cluster: Cluster, p: PlacementProfile, pressure: np.ndar
 def interference_from(others_pressure_per_gpu: float, sensitivity: float, model: SpeedModel) -> float:
     """Speed factor (0, 1] of a job with `sensitivity` next to that much neighbours' pressure
     (floats or arrays)."""
-    return 1.0 / (1.0 + model.interference_coeff * sensitivity * np.maximum(others_pressure_per_gpu, 0.0))
+    larger = np.maximum if isinstance(others_pressure_per_gpu, np.ndarray) else max  # plain floats stay plain
+    return 1.0 / (1.0 + model.interference_coeff * sensitivity * larger(others_pressure_per_gpu, 0.0))
 
 
 def running_rates(
