@@ -391,15 +391,18 @@ def next_event_s(sim: Simulator) -> float:
 
 def feasible_queue(sim: Simulator) -> np.ndarray:
     """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs."""
-    q, fits_aligned, fits_preempt = fit_status(sim)
-    return q[fits_aligned | fits_preempt]
+    q = sim.queue_ids()
+    return q[_class_fits(sim)[2][_job_classes(sim)[0][q]]]
 
 
 def fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(queue, fits now with whole TP groups per node, fits in whole groups only after
     preemption), by GPU counts alone: every placement rule finds a placement exactly when its
     count allows one."""
-    return sim.cached("fit_status", lambda: _fit_status(sim))
+    q = sim.queue_ids()
+    cls = _job_classes(sim)[0][q]
+    fits_aligned, fits_preempt, _ = _class_fits(sim)
+    return q, fits_aligned[cls], fits_preempt[cls]
 
 
 def _memory_classes(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -445,46 +448,34 @@ def _class_index(sim: Simulator) -> tuple[np.ndarray, ...]:
     return cached
 
 
-def _class_fits(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
-    """Per job class: fits now in whole TP groups per node, and fits that way only after
-    preempting lower-priority preemptible jobs. Depends on the allocation alone, so it is worked
-    out once per allocation change for every class (a trace of 80,000 jobs has a few dozen)."""
+def _class_fits(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per job class: fits now in whole TP groups per node, fits that way only after
+    preempting lower-priority preemptible jobs, and either. Depends on the allocation alone, so
+    it is worked out once per allocation change for every class (a trace of 80,000 jobs has a
+    few dozen)."""
     cache = sim.alloc_cache()
     hit = cache.get("class_fits")
     if hit is not None:
         return hit
     _, need, _, _, prios = _job_classes(sim)
     level_of, _, tp_of, on_level, by_free = _class_index(sim)
-    # Aligned free GPUs for every (memory level, TP degree): per node from a lookup by its free
-    # count, summed over the nodes of each level.
-    aligned = on_level @ by_free[sim.node_free]
-    fits_aligned = need <= aligned[level_of, tp_of]
-    # Preemption can help a class that does not fit when lower-priority preemptible jobs run:
-    # count, per level and priority, the free GPUs plus those held by jobs of lower priority.
-    gain = ~fits_aligned & (prios > 0)
-    if gain.any() and sim.node_preemptible.any():
-        below = np.cumsum(sim.node_preemptible, axis=1)  # (nodes, priority): held at or below it
-        with_victims = on_level[:, None, :] * (sim.node_free[None, None, :] + below.T[None, :-1, :])
-        totals = by_free[with_victims].sum(axis=2)  # (levels, priority - 1, TP degrees)
-        fits_preempt = gain & (need <= totals[level_of, np.maximum(prios - 1, 0), tp_of])
-    else:
-        fits_preempt = np.zeros(len(need), dtype=bool)
-    cache["class_fits"] = (fits_aligned, fits_preempt)
-    return fits_aligned, fits_preempt
-
-
-def _fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    q = sim.queue_ids()
-    cls = _job_classes(sim)[0][q]
-    fits_aligned, fits_preempt = _class_fits(sim)
-    return q, fits_aligned[cls], fits_preempt[cls]
+    # GPUs usable in whole TP groups for every (memory level, TP degree), counting on each node
+    # its free GPUs (row 0) and, in row p, also those held by preemptible jobs of priority < p:
+    # per node from a lookup by that count, summed over the nodes of each level.
+    held_below = np.cumsum(sim.node_preemptible[:, :-1], axis=1).T  # (priority - 1, nodes)
+    counts = np.concatenate([sim.node_free[None, :], sim.node_free + held_below])  # (priorities, nodes)
+    totals = on_level @ by_free[counts]  # (priorities, levels, TP degrees)
+    fits_aligned = need <= totals[0, level_of, tp_of]
+    # Preemption can only take from strictly lower priorities: a class of priority p counts row p.
+    fits_preempt = ~fits_aligned & (need <= totals[prios, level_of, tp_of])
+    cache["class_fits"] = hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt)
+    return hit
 
 
 def _shortest_head(sim: Simulator, k: int, walk_limit: int = 256) -> list[int] | None:
     """The first k feasible jobs by remaining estimate (ties in queue order), walked from the
     simulator's sorted queue; None when more than `walk_limit` infeasible jobs come first."""
-    fits_aligned, fits_preempt = _class_fits(sim)
-    feasible_class = (fits_aligned | fits_preempt).tolist()
+    feasible_class = _class_fits(sim)[2].tolist()
     job_class = _job_classes(sim)[0]
     out: list[int] = []
     for n, (_, _, j) in enumerate(sim.queue_by_remaining()):
@@ -590,7 +581,7 @@ _WAIT, _NO_WAIT = Candidate(-1, -1, True), Candidate(-1, -1, False)
 def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
     """The candidate list and its mask at the simulator's current state."""
     window = select_window(sim, queue_window)
-    fits_aligned, fits_preempt = _class_fits(sim)
+    fits_aligned, fits_preempt, _ = _class_fits(sim)
     cls = _job_classes(sim)[0][np.array(window, dtype=np.int64)]
     R = len(RULES)
     mask = np.zeros(queue_window * R + 1, dtype=bool)

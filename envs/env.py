@@ -214,7 +214,9 @@ class GpuClusterEnv(gym.Env):
         mask = self.cset.mask.astype(np.int8)
         if not mask.any():  # terminal state: keep the mask non-empty for vectorised wrappers
             mask[-1] = 1
-        return {"candidates": np.clip(feats, -1.0, 1.0, out=feats), "global": np.clip(glob, -1.0, 1.0, out=glob), "action_mask": mask}
+        for x in (feats, glob):  # clip to [-1, 1] in place (np.clip's dispatch costs more than these two calls)
+            np.minimum(np.maximum(x, -1.0, out=x), 1.0, out=x)
+        return {"candidates": feats, "global": glob, "action_mask": mask}
 
     def _info(self) -> dict[str, Any]:
         sim = self.sim
