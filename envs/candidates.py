@@ -314,33 +314,41 @@ def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) 
     A gang stays on one GPU type whenever one type can host it."""
     c = sim.cluster
     if avail is None:
-        avail, counts = sim.free_gpu_mask(), _free_view(sim)[0]
+        avail, counts = _free_mask(sim), _free_view(sim)[0]
     else:
         counts = np.add.reduceat(avail.view(np.int8), c.node_first_gpu).tolist()
-    # How many GPUs on which nodes depends only on the per-node counts: memoised per cluster.
+    # A node's GPUs all have its type's memory: count the available GPUs of eligible nodes.
+    mem = job.mem_per_gpu_gb
+    free = tuple(f if m >= mem else 0 for f, m in zip(counts, c.node_lists.memory_gb))
+    # How many GPUs on which nodes depends only on these counts: memoised per cluster.
     memo = _bounded(c.memo, "node_take")
-    key = (rule, job.gpus, job.tp_degree, job.mem_per_gpu_gb, tuple(counts))
+    key = (rule, job.gpus, job.tp_degree, free)
     take = memo.get(key, _MISSING)
     if take is _MISSING:
-        take = memo[key] = _node_take(c, counts, job, rule)
+        take = memo[key] = _node_take(c, list(free), job.gpus, job.tp_degree, rule)
     return None if take is None else _gpus_from_counts(sim, take, avail)
 
 
 _MISSING = object()
 
 
-def _node_take(c: Cluster, counts: list[int], job: Job, rule: int) -> dict[int, int] | None:
-    """Per node, how many of its available GPUs (`counts`) the rule gives the job."""
-    # A node's GPUs all have its type's memory: count the available GPUs of eligible nodes.
-    mem = job.mem_per_gpu_gb
-    free = [f if m >= mem else 0 for f, m in zip(counts, c.node_lists.memory_gb)]
-    tp = job.tp_degree
-    free = _single_type(c, free, job.gpus, rule, tp)
+def _node_take(c: Cluster, free: list[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
+    """Per node, how many of its eligible available GPUs (`free`) the rule gives the gang."""
+    free = _single_type(c, free, need, rule, tp)
     if rule in (BINPACK, SPREAD):
         # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.
-        units = (_binpack if rule == BINPACK else _spread)([f // tp for f in free], job.gpus // tp)
+        units = (_binpack if rule == BINPACK else _spread)([f // tp for f in free], need // tp)
         return None if units is None else {n: k * tp for n, k in units.items()}
-    return _topology(c, free, job.gpus, tp)  # TOPOLOGY, and PREEMPT: the topology rule over free and victims' GPUs
+    return _topology(c, free, need, tp)  # TOPOLOGY, and PREEMPT: the topology rule over free and victims' GPUs
+
+
+def _free_mask(sim: Simulator) -> np.ndarray:
+    """`sim.free_gpu_mask()`, once per allocation (read it, do not change it)."""
+    cache = sim.alloc_cache()
+    mask = cache.get("free_mask")
+    if mask is None:
+        mask = cache["free_mask"] = sim.free_gpu_mask()
+    return mask
 
 
 def _aligned_total(sim: Simulator, avail: np.ndarray, tp: int) -> int:
@@ -546,11 +554,10 @@ def geometry_of(sim: Simulator, gpus: np.ndarray, tp_degree: int) -> PlacementGe
 class _Placer:
     """Works out a candidate's placement on first access, for all candidates of one decision."""
 
-    __slots__ = ("sim", "_free", "shapes")
+    __slots__ = ("sim", "shapes")
 
     def __init__(self, sim: Simulator):
         self.sim = sim
-        self._free: np.ndarray | None = None
         # Placements depend only on the gang's shape and the free GPUs, not on which job it is
         # nor on the queue: share them across jobs and across decisions until an allocation changes.
         self.shapes: dict[tuple, tuple] = sim.alloc_cache().setdefault("shapes", {})
@@ -566,9 +573,7 @@ class _Placer:
         key = (rule, job.gpus, job.tp_degree, job.mem_per_gpu_gb)
         hit = self.shapes.get(key)
         if hit is None:
-            if self._free is None:
-                self._free = sim.free_gpu_mask()
-            gpus = place(sim, job, rule, self._free)
+            gpus = place(sim, job, rule)
             hit = self.shapes[key] = (gpus, None if gpus is None else geometry_of(sim, gpus, job.tp_degree))
         return hit[0], (), hit[1]
 
