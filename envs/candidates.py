@@ -313,13 +313,15 @@ def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) 
     """GPU ids for `job` under one placement rule over the available GPUs (default: free).
     A gang stays on one GPU type whenever one type can host it."""
     c = sim.cluster
-    if avail is None:
-        avail, counts = _free_mask(sim), _free_view(sim)[0]
-    else:
-        counts = np.add.reduceat(avail.view(np.int8), c.node_first_gpu).tolist()
-    # A node's GPUs all have its type's memory: count the available GPUs of eligible nodes.
     mem = job.mem_per_gpu_gb
-    free = tuple(f if m >= mem else 0 for f, m in zip(counts, c.node_lists.memory_gb))
+    if avail is None:
+        avail = _free_mask(sim)
+        by_memory = sim.alloc_cache().setdefault("eligible_free", {})
+        free = by_memory.get(mem)
+        if free is None:
+            free = by_memory[mem] = _eligible(c, _free_view(sim)[0], mem)
+    else:
+        free = _eligible(c, np.add.reduceat(avail.view(np.int8), c.node_first_gpu).tolist(), mem)
     # How many GPUs on which nodes depends only on these counts: memoised per cluster.
     memo = _bounded(c.memo, "node_take")
     key = (rule, job.gpus, job.tp_degree, free)
@@ -330,6 +332,12 @@ def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) 
 
 
 _MISSING = object()
+
+
+def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
+    """The per-node counts with 0 on nodes whose GPUs have less than `mem` GB (a node's GPUs all
+    have its type's memory)."""
+    return tuple([f if m >= mem else 0 for f, m in zip(counts, c.node_lists.memory_gb)])
 
 
 def _node_take(c: Cluster, free: list[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
