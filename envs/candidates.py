@@ -359,8 +359,9 @@ def _free_mask(sim: Simulator) -> np.ndarray:
     return mask
 
 
-def _aligned_total(sim: Simulator, avail: np.ndarray, tp: int) -> int:
-    return int(_aligned(np.bincount(sim.cluster.gpu_node[avail], minlength=sim.cluster.num_nodes), tp).sum())
+def _aligned_total(counts: list[int], tp: int) -> int:
+    """GPUs usable in whole TP groups over nodes with these available counts."""
+    return sum([f // tp * tp for f in counts])
 
 
 def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...]] | None:
@@ -368,32 +369,40 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
     with the free ones, hold the gang in whole TP groups per node; placement by the topology
     rule. None when the job fits without preemption or cannot fit even with it."""
     c = sim.cluster
-    eligible = c.gpu_memory_gb >= job.mem_per_gpu_gb
-    free = sim.free_gpu_mask() & eligible
-    tp = job.tp_degree
-    if _aligned_total(sim, free, tp) >= job.gpus:
+    mem, tp = job.mem_per_gpu_gb, job.tp_degree
+    counts = list(_eligible(c, _free_view(sim)[0], mem))  # per node: free GPUs, then also the victims'
+    if _aligned_total(counts, tp) >= job.gpus:
         return None
     run = sim.running
     pool = run[sim.preemptible[run] & (sim.priority[run] < job.priority)]
     if not len(pool):
         return None
-    useful = np.array([int(eligible[sim.placement[v]].sum()) for v in pool])
+    memory = c.node_lists.memory_gb
+    held = []  # per candidate victim: (node, GPUs) on nodes the job can use
+    for v in pool.tolist():
+        p = sim.profiles[v]
+        held.append([(n, k) for n, k in zip(p.nodes.tolist(), p.gpus_on_node.tolist()) if memory[n] >= mem])
+    useful = np.array([sum(k for _, k in h) for h in held])
     cost = sim.preemption_cost_gpu_s(pool)
-    order = [i for i in np.lexsort((-useful, cost)) if useful[i] > 0]
-    avail = free.copy()
     chosen: list[int] = []
-    for i in order:
-        if _aligned_total(sim, avail, tp) >= job.gpus:
+    for i in np.lexsort((-useful, cost)).tolist():
+        if _aligned_total(counts, tp) >= job.gpus:
             break
-        chosen.append(int(pool[i]))
-        avail[sim.placement[pool[i]]] = True
-        avail &= eligible
-    if _aligned_total(sim, avail, tp) < job.gpus:
+        if useful[i] > 0:
+            chosen.append(int(pool[i]))
+            for n, k in held[i]:
+                counts[n] += k
+    if _aligned_total(counts, tp) < job.gpus:
         return None
+    avail = _free_mask(sim).copy()
+    for v in chosen:
+        avail[sim.placement[v]] = True
     gpus = place(sim, job, PREEMPT, avail)
     if gpus is None:
         return None
-    victims = tuple(v for v in chosen if np.isin(sim.placement[v], gpus).any())
+    used = np.zeros(c.num_gpus, dtype=bool)
+    used[gpus] = True
+    victims = tuple(v for v in chosen if used[sim.placement[v]].any())
     return (gpus, victims) if victims else None
 
 
