@@ -516,7 +516,7 @@ def _shortest_head(sim: Simulator, k: int, walk_limit: int = 256) -> list[int] |
 def select_window(sim: Simulator, queue_window: int) -> list[int]:
     feasible = feasible_queue(sim)
     if len(feasible) <= queue_window:
-        return [int(j) for j in feasible]
+        return feasible.tolist()
 
     def head(key: np.ndarray) -> np.ndarray:
         """The first 2Q jobs of a stable sort by `key` (ties in queue order), in O(n): no order
@@ -604,22 +604,20 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
     """The candidate list and its mask at the simulator's current state."""
     window = select_window(sim, queue_window)
     fits_aligned, fits_preempt, _ = _class_fits(sim)
-    cls = _job_classes(sim)[0][np.array(window, dtype=np.int64)]
+    cls = _job_classes(sim)[0][window]
     R = len(RULES)
-    mask = np.zeros(queue_window * R + 1, dtype=bool)
-    by_slot = mask[: len(window) * R].reshape(-1, R)
-    by_slot[:, :PREEMPT] = fits_aligned[cls][:, None]  # binpack, spread, topology all pack whole TP groups
-    by_slot[:, PREEMPT] = fits_preempt[cls]
-    # WAIT needs something to wait for; without a future event some placement is always valid.
-    mask[-1] = np.isfinite(next_event_s(sim))
     placer = _Placer(sim)
-    valid = mask.tolist()
-    filled = len(window) * R
-    cands = [Candidate(window[k // R], k % R, valid[k], placer if valid[k] else None) for k in range(filled)]
+    cands = []
+    # Binpack, spread and topology all pack whole TP groups: valid exactly when the class fits.
+    for j, aligned, preempt in zip(window, fits_aligned[cls].tolist(), fits_preempt[cls].tolist()):
+        cands += [Candidate(j, r, aligned, placer if aligned else None) for r in range(PREEMPT)]
+        cands.append(Candidate(j, PREEMPT, preempt, placer if preempt else None))
     while len(_EMPTY_SLOTS) < queue_window * R:
         _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % R))
-    cands.extend(_EMPTY_SLOTS[: queue_window * R - filled])  # filled is a whole number of slots
-    cands.append(_WAIT if valid[-1] else _NO_WAIT)
+    cands += _EMPTY_SLOTS[: (queue_window - len(window)) * R]
+    # WAIT needs something to wait for; without a future event some placement is always valid.
+    cands.append(_WAIT if next_event_s(sim) < np.inf else _NO_WAIT)
+    mask = np.array([cd.valid for cd in cands])
     return CandidateSet(window, cands, mask)
 
 
