@@ -163,13 +163,14 @@ def _gpus_from_counts(sim: Simulator, take: dict[int, int], avail: np.ndarray) -
     return np.concatenate([_pick_gpus_in_node(sim, n, k, avail) for n, k in take.items() if k > 0])
 
 
-def _best_fit(free: list[int], need: int) -> int | None:
-    """The node with the fewest free GPUs among those with at least `need` (lowest id on ties)."""
-    best, best_free = None, 0
-    for n, f in enumerate(free):
-        if f >= need and (best is None or f < best_free):
-            best, best_free = n, f
-    return best
+def _best_fit(free: list[int] | tuple[int, ...], need: int) -> int | None:
+    """The node with the fewest free GPUs among those with at least `need` (lowest id on ties):
+    the first node holding each count from `need` up, found by C-level scans."""
+    present = set(free)
+    for count in range(need, max(free, default=0) + 1):
+        if count in present:
+            return free.index(count)
+    return None
 
 
 def _binpack(free: list[int], need: int) -> dict[int, int] | None:
@@ -254,15 +255,13 @@ def _aligned(free: np.ndarray, tp: int) -> np.ndarray:
 def _topology(c: Cluster, free: list[int], need: int, tp: int) -> dict[int, int] | None:
     """Smallest interconnect tier that fits the gang with every TP group inside one node; the
     tightest fit inside it (faster GPUs first among equal domains)."""
-    speed = c.node_lists.speed
-    best = None
-    for n, f in enumerate(free):
-        if f >= need:
-            key = (-speed[n], f, n)  # fastest, then tightest, then lowest id
-            if best is None or key < best:
-                best = key
+    lists = c.node_lists
+    if lists.uniform_speed:
+        best = _best_fit(free, need)
+    else:  # fastest, then tightest, then lowest id
+        best = min(((-lists.speed[n], f, n) for n, f in enumerate(free) if f >= need), default=(0, 0, None))[2]
     if best is not None:
-        return {best[2]: need}
+        return {best: need}
     usable = np.array(free, dtype=np.int64) // tp * tp
     if usable.sum() < need:
         return None

@@ -73,6 +73,7 @@ class NodeLists:
     gpus: list[int]
     whole_gang: list[int]
     num_types: int
+    uniform_speed: bool  # every node's GPUs equally fast
 
 
 @dataclass
@@ -147,6 +148,7 @@ class Cluster:
             gpus=self.node_gpus.tolist(),
             whole_gang=self.node_whole_gang.tolist(),
             num_types=len(self.gpu_types),
+            uniform_speed=bool((self.node_speed == self.node_speed[0]).all()) if self.num_nodes else True,
         )
 
     def eligible_nodes(self, mem_per_gpu_gb: float) -> np.ndarray:
