@@ -121,6 +121,7 @@ class Simulator:
         self.attained_gpu_s = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.needs_restore = np.zeros(n, dtype=bool)
+        self._num_needs_restore = 0  # needs_restore.sum()
         self.placement: dict[int, np.ndarray] = {}
         self.profiles: dict[int, PlacementProfile] = {}
         self._placed: dict[int, _Placed] = {}  # the same jobs (running or checkpointing)
@@ -248,7 +249,10 @@ class Simulator:
         t = self.next_arrival_s
         if len(self.running):
             r = self.running
-            t = min(t, float((self.now + self.overhead_left[r] + self.work_left[r] / self.rate[r]).min()))
+            if self._restoring:
+                t = min(t, float((self.now + self.overhead_left[r] + self.work_left[r] / self.rate[r]).min()))
+            else:  # now + 0.0 is now, and rounding is monotonic: min(now + x) == now + min(x)
+                t = min(t, self.now + float((self.work_left[r] / self.rate[r]).min()))
         if self.checkpointing:
             t = min(t, float(self.checkpoint_end[self.checkpointing].min()))
         return t
@@ -257,7 +261,10 @@ class Simulator:
         """The scheduler's estimate of remaining runtime at reference speed (never the truth):
         the estimate minus the work done, plus the restore still owed. Takes an id or an array."""
         done = self.work_total[job_id] - self.work_left[job_id]
-        return np.maximum(self.estimate[job_id] - done, 0.0) + self.restore_s[job_id] * self.needs_restore[job_id]
+        remaining = np.maximum(self.estimate[job_id] - done, 0.0)
+        if not self._num_needs_restore:  # adding restore_s * False (+0.0) changes nothing
+            return remaining
+        return remaining + self.restore_s[job_id] * self.needs_restore[job_id]
 
     def _remaining_estimate(self, job_id: int) -> float:
         """remaining_estimate_s of one job in floats (the same operations)."""
@@ -269,7 +276,7 @@ class Simulator:
     def _check_placement(self, job_id: int, gpus: np.ndarray, allowed: np.ndarray) -> None:
         if not 0 <= job_id < len(self.jobs):
             raise SchedulingError(f"no job {job_id}")
-        if self.state[job_id] != JobState.QUEUED:
+        if self.state.item(job_id) != JobState.QUEUED:  # .item(): numpy scalars compare slowly with enums
             raise SchedulingError(f"job {job_id} is not queued (state {JobState(self.state[job_id]).name})")
         ids = gpus.tolist()  # the checks in plain Python: the arrays are a few GPUs long
         if len(ids) != self.gpus_req[job_id] or len(set(ids)) != len(ids):
@@ -302,7 +309,7 @@ class Simulator:
         if not victims:
             raise SchedulingError("preempt_and_start needs at least one victim")
         for v in victims:
-            if self.state[v] != JobState.RUNNING or not self.preemptible[v] or self.priority[v] >= self.priority[job_id]:
+            if self.state.item(v) != JobState.RUNNING or not self.preemptible[v] or self.priority[v] >= self.priority[job_id]:
                 raise SchedulingError(f"job {v} cannot be preempted for job {job_id}")
         allowed = self.free_gpu_mask()
         victim_gpus = np.concatenate([self.placement[v] for v in victims])
@@ -335,7 +342,8 @@ class Simulator:
         self.rate[v] = 0.0
         self.preemptions[v] += 1
         self.num_preemptions += 1
-        self.needs_restore[v] = True
+        self.needs_restore[v] = True  # it was running, so it needed none
+        self._num_needs_restore += 1
         self.preemption_gpu_s += float(self.preemption_cost_gpu_s(v))
 
     def _launch(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None = None, reserved: bool = False) -> None:
@@ -349,14 +357,17 @@ class Simulator:
         placed = self._placed[job_id] = _Placed(profile)
         self._add_load(placed, 1.0)
         self.state[job_id] = JobState.RUNNING
-        restore = self.jobs[job_id].restore_s if self.needs_restore[job_id] else 0.0
+        restore = 0.0
+        if self.needs_restore[job_id]:
+            restore = self.jobs[job_id].restore_s
+            self._num_needs_restore -= 1
         self.overhead_left[job_id] = restore
         if restore > 0:
             self._restoring.add(job_id)
         self.needs_restore[job_id] = False
         if math.isnan(self.first_start[job_id]):
             self.first_start[job_id] = self.now
-        self.running = np.append(self.running, job_id)
+        self.running = np.concatenate((self.running, [job_id]))
         self._count_preemptible(job_id, 1)
         for n in placed.nodes:
             self._node_jobs[n].add(job_id)

@@ -119,6 +119,7 @@ def _check_invariants(sim: Simulator, last_now: float) -> None:
         np.testing.assert_array_equal(sim.rate[run], rates)
         np.testing.assert_array_equal(sim.interference[run], interference)
     assert sim._restoring == {j for j in run.tolist() if sim.overhead_left[j] > 0}
+    assert sim._num_needs_restore == int(sim.needs_restore.sum())
     assert sim.next_event_s() == sim._next_event_s()  # the cached next event is current
     owner = sim.gpu_owner
     for j in range(sim.num_jobs):
