@@ -104,6 +104,27 @@ def test_illegal_decisions_are_refused():
         sim.start(0, np.arange(4, 8))
 
 
+def test_every_bad_placement_is_refused_and_changes_nothing():
+    # H100-80GB GPUs: a job asking for 100 GB per GPU can never be placed.
+    sim = Simulator(toy_cluster(nodes=1), [job(0, 0.0, 4, 10.0), job(1, 0.0, 2, 10.0, mem=100.0)], NO_INTERFERENCE)
+    before = (sim.version, sim.alloc_version, sim.queue, sim.free_gpu_mask(), sim.node_free.copy())
+    for job_id, gpus, message in [
+        (5, np.arange(4), "no job 5"),
+        (-1, np.arange(4), "no job -1"),
+        (0, [0, 1, 2, 2], "exactly 4 distinct"),
+        (0, [0, 1, 2], "exactly 4 distinct"),
+        (0, [-1, 0, 1, 2], "out of range"),
+        (0, [5, 6, 7, 8], "out of range"),
+        (1, [0, 1], "needs 100 GB per GPU"),
+    ]:
+        with pytest.raises(SchedulingError, match=message):
+            sim.start(job_id, gpus)
+    after = (sim.version, sim.alloc_version, sim.queue, sim.free_gpu_mask(), sim.node_free)
+    assert before[:3] == after[:3]
+    np.testing.assert_array_equal(before[3], after[3])
+    np.testing.assert_array_equal(before[4], after[4])
+
+
 def _check_invariants(sim: Simulator, last_now: float) -> None:
     assert sim.now >= last_now
     # The simulator's incremental, vectorised rates equal the speed model's reference
