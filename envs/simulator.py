@@ -5,30 +5,29 @@ calls `start`, `preempt_and_start` and `advance`; the simulator enforces the gan
 runs on all of its GPUs or none; a GPU holds at most one job) and keeps every job's record.
 
 Rates are piecewise constant between events, so time jumps from event to event: arrivals,
-completions and checkpoint ends. Every change to the running set recomputes the rates.
+completions and checkpoint ends. Every change to the running set recomputes the rates that it
+can have changed.
+
+The cluster is small (tens of nodes, ~10-100 running jobs), so per-event work on the running
+set is plain Python over floats and ints where numpy's per-call cost would dominate, and derived
+state (per-node counts, free GPUs, power) is kept up to date by the changes instead of being
+recounted. Every float is computed by the same operations in the same order as the vectorised
+formulas of envs.speed, so episodes are bit-for-bit those of a full recomputation.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
 
 from envs.jobs import PRIORITY_NAMES, Job
-from envs.speed import (
-    PlacementProfile,
-    SpeedModel,
-    congestion_shares,
-    efficiency_of,
-    interference_factor,
-    interference_from,
-    placement_profile,
-)
+from envs.speed import PlacementProfile, SpeedModel, congestion_shares, placement_profile
 from envs.topology import Cluster
 
-VECTORISE_SPECIAL_FROM = 6  # multi-node running jobs from which _rates_changed works in arrays
 _EPS = 1e-9
 
 
@@ -63,6 +62,23 @@ class SimConfig:
     priority_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)  # low, normal, high
 
 
+class _Placed:
+    """What a placed job's profile fixes, as plain Python values for the per-event scalar work:
+    its nodes and GPUs on each, memory-bandwidth pressure per GPU and sensitivity to it, the
+    uplinks it crosses, and its rate before interference when it crosses none."""
+
+    __slots__ = ("profile", "nodes", "counts", "pressure", "sensitivity", "uplinks", "base_rate")
+
+    def __init__(self, p: PlacementProfile):
+        self.profile = p
+        self.nodes: list[int] = p.nodes.tolist()
+        self.counts: list[int] = p.gpus_on_node.tolist()
+        self.pressure = p.pressure
+        self.sensitivity = p.sensitivity
+        self.uplinks: list[int] = p.uplinks.tolist()
+        self.base_rate = p.min_speed * p.efficiency(1.0)
+
+
 class Simulator:
     """Event-driven cluster simulator over one workload (jobs sorted by arrival, ids 0..n-1)."""
 
@@ -93,14 +109,6 @@ class Simulator:
         self.overhead_left = np.zeros(n)
         self.rate = np.zeros(n)
         self.interference = np.ones(n)  # current interference factor of running jobs
-        # What a running job's placement fixes about its speed (see envs.speed), for vectorised
-        # rate updates: the one node it sits on (-1 when several), its rate before congestion
-        # and interference, its memory-bandwidth pressure per GPU and sensitivity to it.
-        self.single_node = np.full(n, -1, dtype=np.int64)
-        self.base_rate = np.zeros(n)
-        self.job_pressure = np.zeros(n)
-        self.sensitivity = np.zeros(n)
-        self.crosses_uplinks = np.zeros(n, dtype=bool)
         self.run_s = np.zeros(n)  # time spent running (restore included)
         self.interference_loss_s = np.zeros(n)  # integral of (1 - interference factor) while running
         self.checkpoint_end = np.full(n, np.inf)
@@ -113,16 +121,26 @@ class Simulator:
         self.attained_gpu_s = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.needs_restore = np.zeros(n, dtype=bool)
+        self._num_needs_restore = 0  # needs_restore.sum()
         self.placement: dict[int, np.ndarray] = {}
         self.profiles: dict[int, PlacementProfile] = {}
+        self._placed: dict[int, _Placed] = {}  # the same jobs (running or checkpointing)
         self.segments: list[Segment] = []
         self._segment_start: dict[int, float] = {}
 
         self.gpu_owner = np.full(c.num_gpus, -1, dtype=np.int64)  # job holding the GPU
         self.gpu_reserved = np.full(c.num_gpus, -1, dtype=np.int64)  # job it is promised to
+        # Per-node counts are replaced, never changed in place (callers may hold the old ones).
         self.node_free = c.node_gpus.copy()  # neither owned nor reserved
         self.node_owned = np.zeros(c.num_nodes, dtype=np.int64)
         self._whole_gang = np.minimum(8, c.node_gpus)  # a node with fewer free GPUs is fragmented
+        # Kept up to date with node_free (see _move_gpus; _recount_nodes recounts them all).
+        self._free_mask = np.ones(c.num_gpus, dtype=bool)  # (G,) neither owned nor reserved
+        self._num_free = c.num_gpus
+        self._fragmented = 0  # fragmented_free_gpus(): none while every GPU is free
+        self._node_gpus: list[int] = c.node_gpus.tolist()
+        self._whole_gang_l: list[int] = self._whole_gang.tolist()
+        self._mem_ok: dict[float, np.ndarray] = {}  # (G,) no GPU memory below the key, per requirement
         # GPUs held by running preemptible jobs, per node and priority: what preemption could free.
         self.node_preemptible = np.zeros((c.num_nodes, max(PRIORITY_NAMES) + 1), dtype=np.int64)
 
@@ -132,6 +150,12 @@ class Simulator:
         self._by_remaining: list[tuple[float, int, int]] = []  # (remaining, enqueue rank, job), sorted
         self.reserved: list[int] = []
         self.running = np.zeros(0, dtype=np.int64)
+        self._node_jobs: list[set[int]] = [set() for _ in range(c.num_nodes)]  # running jobs on each node
+        self._crossing: dict[int, list[int]] = {}  # running jobs that cross uplinks -> those uplinks
+        self._restoring: set[int] = set()  # running jobs with restore time left (overhead_left > 0)
+        # Nodes whose pressure and uplinks whose demand changed since the last rate update.
+        self._dirty_nodes: set[int] = set()
+        self._dirty_uplinks: set[int] = set()
         self.checkpointing: list[int] = []
         self._next_arrival = 0
         self.num_done = 0
@@ -154,6 +178,11 @@ class Simulator:
         self.power_w = 0.0
         self._node_busy_w = np.array([t.power_busy_w for t in c.gpu_types])[c.node_gpu_type]  # per GPU
         self._node_idle_w = np.array([t.power_idle_w for t in c.gpu_types])[c.node_gpu_type]
+        self._power_terms = list(zip(c.node_power_base_w.tolist(), self._node_busy_w.tolist(), self._node_idle_w.tolist(), self._node_gpus))
+        self._node_power_w = np.zeros(c.num_nodes)  # (N,) what each node draws when powered on
+        self._node_on = np.zeros(c.num_nodes, dtype=bool)  # (N,) any GPU held
+        self._power_stale = True  # node_owned changed since power_w was summed
+        self._next_event = (-1, np.inf)  # (version, next_event_s()) cache
         self.uplink_demand = np.zeros(len(c.switch_names))  # (S,) GB/s the running jobs put on each uplink
         self.node_pressure = np.zeros(c.num_nodes)  # (N,) memory-bandwidth pressure of the running jobs
         self.cache: dict = {}  # derived views of the current state, for callers; emptied on every change
@@ -162,6 +191,7 @@ class Simulator:
         self._alloc_cache: dict = {}
         self._alloc_cache_version = -1
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
+        self._node_power_w = self._per_node_power(self.node_owned)
         self._update_power()
         self._admit_arrivals()
         self._record()
@@ -178,11 +208,12 @@ class Simulator:
 
     @property
     def allocated_gpus(self) -> int:
-        return int(self.cluster.num_gpus - self.node_free.sum())
+        """GPUs owned or reserved."""
+        return self.cluster.num_gpus - self._num_free
 
     def free_gpu_mask(self) -> np.ndarray:
-        """(G,) GPUs neither owned nor reserved."""
-        return (self.gpu_owner < 0) & (self.gpu_reserved < 0)
+        """(G,) GPUs neither owned nor reserved (a copy: callers may change it)."""
+        return self._free_mask.copy()
 
     def cached(self, key, compute):
         """`compute()` once per state version (callers' derived views of the state)."""
@@ -206,11 +237,22 @@ class Simulator:
         return float(self.arrival[self._next_arrival]) if self._next_arrival < len(self.jobs) else np.inf
 
     def next_event_s(self) -> float:
-        """Time of the next event (arrival, completion, checkpoint end); inf when none."""
+        """Time of the next event (arrival, completion, checkpoint end); inf when none. Computed
+        once per state version."""
+        version, t = self._next_event
+        if version != self.version:
+            t = self._next_event_s()
+            self._next_event = (self.version, t)
+        return t
+
+    def _next_event_s(self) -> float:
         t = self.next_arrival_s
         if len(self.running):
             r = self.running
-            t = min(t, float((self.now + self.overhead_left[r] + self.work_left[r] / self.rate[r]).min()))
+            if self._restoring:
+                t = min(t, float((self.now + self.overhead_left[r] + self.work_left[r] / self.rate[r]).min()))
+            else:  # now + 0.0 is now, and rounding is monotonic: min(now + x) == now + min(x)
+                t = min(t, self.now + float((self.work_left[r] / self.rate[r]).min()))
         if self.checkpointing:
             t = min(t, float(self.checkpoint_end[self.checkpointing].min()))
         return t
@@ -219,29 +261,42 @@ class Simulator:
         """The scheduler's estimate of remaining runtime at reference speed (never the truth):
         the estimate minus the work done, plus the restore still owed. Takes an id or an array."""
         done = self.work_total[job_id] - self.work_left[job_id]
-        return np.maximum(self.estimate[job_id] - done, 0.0) + self.restore_s[job_id] * self.needs_restore[job_id]
+        remaining = np.maximum(self.estimate[job_id] - done, 0.0)
+        if not self._num_needs_restore:  # adding restore_s * False (+0.0) changes nothing
+            return remaining
+        return remaining + self.restore_s[job_id] * self.needs_restore[job_id]
+
+    def _remaining_estimate(self, job_id: int) -> float:
+        """remaining_estimate_s of one job in floats (the same operations)."""
+        done = float(self.work_total[job_id]) - float(self.work_left[job_id])
+        return max(float(self.estimate[job_id]) - done, 0.0) + float(self.restore_s[job_id]) * bool(self.needs_restore[job_id])
 
     # ------------------------------------------------------------------ decisions
 
     def _check_placement(self, job_id: int, gpus: np.ndarray, allowed: np.ndarray) -> None:
         if not 0 <= job_id < len(self.jobs):
             raise SchedulingError(f"no job {job_id}")
-        if self.state[job_id] != JobState.QUEUED:
+        if self.state.item(job_id) != JobState.QUEUED:  # .item(): numpy scalars compare slowly with enums
             raise SchedulingError(f"job {job_id} is not queued (state {JobState(self.state[job_id]).name})")
-        if len(gpus) != self.gpus_req[job_id] or len(set(gpus.tolist())) != len(gpus):
+        ids = gpus.tolist()  # the checks in plain Python: the arrays are a few GPUs long
+        if len(ids) != self.gpus_req[job_id] or len(set(ids)) != len(ids):
             raise SchedulingError(f"job {job_id} needs exactly {self.gpus_req[job_id]} distinct GPUs, got {len(gpus)}")
-        if gpus.min() < 0 or gpus.max() >= self.cluster.num_gpus:
+        if min(ids) < 0 or max(ids) >= self.cluster.num_gpus:
             raise SchedulingError(f"job {job_id}: GPU id out of range")
-        if not allowed[gpus].all():
+        if not all(allowed[gpus].tolist()):
             raise SchedulingError(f"job {job_id}: some GPUs are not available")
-        if (self.cluster.gpu_memory_gb[gpus] < self.mem_req[job_id]).any():
+        mem = self.mem_req[job_id]
+        mem_ok = self._mem_ok.get(mem)
+        if mem_ok is None:
+            mem_ok = self._mem_ok[mem] = ~(self.cluster.gpu_memory_gb < mem)
+        if not all(mem_ok[gpus].tolist()):
             raise SchedulingError(f"job {job_id} needs {self.mem_req[job_id]:g} GB per GPU")
 
     def start(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None = None) -> None:
         """Start a queued job on free GPUs now (gang rule: all of them at once). `profile`, when
         the caller has it, is the job's `placement_profile` on exactly these GPUs."""
         gpus = np.asarray(gpus, dtype=np.int64)
-        self._check_placement(job_id, gpus, self.free_gpu_mask())
+        self._check_placement(job_id, gpus, self._free_mask)
         self._dequeue(job_id)
         self.wait_s[job_id] += self.now - self.queued_since[job_id]
         self._launch(job_id, gpus, profile)
@@ -254,7 +309,7 @@ class Simulator:
         if not victims:
             raise SchedulingError("preempt_and_start needs at least one victim")
         for v in victims:
-            if self.state[v] != JobState.RUNNING or not self.preemptible[v] or self.priority[v] >= self.priority[job_id]:
+            if self.state.item(v) != JobState.RUNNING or not self.preemptible[v] or self.priority[v] >= self.priority[job_id]:
                 raise SchedulingError(f"job {v} cannot be preempted for job {job_id}")
         allowed = self.free_gpu_mask()
         victim_gpus = np.concatenate([self.placement[v] for v in victims])
@@ -269,7 +324,7 @@ class Simulator:
         self.reserved.append(job_id)
         self.gpu_reserved[gpus] = job_id
         self.placement[job_id] = gpus
-        self._recount_nodes(gpus)
+        self._recount_nodes()
         self._rates_changed()
 
     def preemption_cost_gpu_s(self, ids):
@@ -280,121 +335,165 @@ class Simulator:
         ckpt = float(self.checkpoint_s[v])
         self._close_segment(v, preempted=True)
         self.running = self.running[self.running != v]
-        self._count_preemptible(v, -1)
-        self._add_load(self.profiles[v], -1.0)
+        self._stop(v)
         self.state[v] = JobState.CHECKPOINTING
         self.checkpoint_end[v] = self.now + ckpt
         self.checkpointing.append(v)
         self.rate[v] = 0.0
         self.preemptions[v] += 1
         self.num_preemptions += 1
-        self.needs_restore[v] = True
+        self.needs_restore[v] = True  # it was running, so it needed none
+        self._num_needs_restore += 1
         self.preemption_gpu_s += float(self.preemption_cost_gpu_s(v))
 
-    def _launch(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None = None) -> None:
+    def _launch(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None = None, reserved: bool = False) -> None:
+        """Run `job_id` on `gpus`: free ones (start) or, with `reserved`, the ones reserved for it."""
         self.gpu_owner[gpus] = job_id
         self.gpu_reserved[gpus] = -1
         self.placement[job_id] = gpus
         if profile is None:
             profile = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
-        p = self.profiles[job_id] = profile
-        self.single_node[job_id] = p.nodes[0] if len(p.nodes) == 1 else -1
-        self.base_rate[job_id] = p.min_speed * p.efficiency(1.0)
-        self.job_pressure[job_id] = p.pressure
-        self.sensitivity[job_id] = p.sensitivity
-        self.crosses_uplinks[job_id] = len(p.uplinks) > 0
-        self._add_load(p, 1.0)
+        self.profiles[job_id] = profile
+        placed = self._placed[job_id] = _Placed(profile)
+        self._add_load(placed, 1.0)
         self.state[job_id] = JobState.RUNNING
-        self.overhead_left[job_id] = self.jobs[job_id].restore_s if self.needs_restore[job_id] else 0.0
+        restore = 0.0
+        if self.needs_restore[job_id]:
+            restore = self.jobs[job_id].restore_s
+            self._num_needs_restore -= 1
+        self.overhead_left[job_id] = restore
+        if restore > 0:
+            self._restoring.add(job_id)
         self.needs_restore[job_id] = False
-        if np.isnan(self.first_start[job_id]):
+        if math.isnan(self.first_start[job_id]):
             self.first_start[job_id] = self.now
-        self.running = np.append(self.running, job_id)
+        self.running = np.concatenate((self.running, [job_id]))
         self._count_preemptible(job_id, 1)
+        for n in placed.nodes:
+            self._node_jobs[n].add(job_id)
+        if placed.uplinks:
+            self._crossing[job_id] = placed.uplinks
         self._segment_start[job_id] = self.now
-        self._recount_nodes(gpus)
+        self._free_mask[gpus] = False
+        self._move_gpus(placed, owned=1, free=0 if reserved else -1)
+
+    def _stop(self, job_id: int) -> None:
+        """A running job stops running (it finished or is preempted): it leaves the per-node
+        and per-uplink bookkeeping and stops loading its nodes and uplinks."""
+        self._count_preemptible(job_id, -1)
+        placed = self._placed[job_id]
+        self._add_load(placed, -1.0)
+        for n in placed.nodes:
+            self._node_jobs[n].discard(job_id)
+        self._crossing.pop(job_id, None)
+        self._restoring.discard(job_id)
 
     def _count_preemptible(self, job_id: int, sign: int) -> None:
         if self.preemptible[job_id]:
-            p = self.profiles[job_id]
-            self.node_preemptible[p.nodes, self.priority[job_id]] += sign * p.gpus_on_node
+            placed, priority = self._placed[job_id], self.priority[job_id]
+            for n, k in zip(placed.nodes, placed.counts):
+                self.node_preemptible[n, priority] += sign * k
 
-    def _recount_nodes(self, gpus: np.ndarray) -> None:
-        """Per-node owned and free GPU counts after `gpus` changed hands (recounted whole: one
-        segmented sum over the GPUs costs less than touching the nodes one by one)."""
+    def _move_gpus(self, placed: _Placed, owned: int, free: int) -> None:
+        """The job's GPUs change hands: on each of its nodes the owned count changes by `owned`
+        and the free count by `free` (+1, -1 or 0) times its GPUs there. Updates the derived
+        counts (free GPUs, fragmented free GPUs, per-node power) with them."""
+        self.alloc_version += 1
+        node_owned = self.node_owned.copy()
+        node_free = self.node_free.copy()
+        for n, k in zip(placed.nodes, placed.counts):
+            if owned:
+                o = int(node_owned[n]) + owned * k
+                node_owned[n] = o
+                base, busy, idle, size = self._power_terms[n]
+                self._node_power_w[n] = base + o * busy + (size - o) * idle  # as _per_node_power
+                self._node_on[n] = o > 0
+                self._power_stale = True
+            if free:
+                was = int(node_free[n])
+                now = was + free * k
+                node_free[n] = now
+                self._num_free += free * k
+                whole = self._whole_gang_l[n]
+                self._fragmented += (now if now < whole else 0) - (was if was < whole else 0)
+        self.node_owned, self.node_free = node_owned, node_free
+
+    def _recount_nodes(self) -> None:
+        """Per-node owned and free GPU counts, and everything derived from them, recounted
+        whole from GPU ownership and reservations (after preemptions: the rare case)."""
         self.alloc_version += 1
         first = self.cluster.node_first_gpu
+        free = (self.gpu_owner < 0) & (self.gpu_reserved < 0)
+        self._free_mask = free
         self.node_owned = np.add.reduceat((self.gpu_owner >= 0).view(np.int8), first).astype(np.int64)
-        self.node_free = np.add.reduceat(((self.gpu_owner < 0) & (self.gpu_reserved < 0)).view(np.int8), first).astype(np.int64)
+        self.node_free = np.add.reduceat(free.view(np.int8), first).astype(np.int64)
+        self._num_free = int(self.node_free.sum())
+        self._fragmented = self.fragmented_free_gpus(self.node_free)
+        self._node_power_w = self._per_node_power(self.node_owned)
+        self._node_on = self.node_owned > 0
+        self._power_stale = True
 
-    def _add_load(self, p: PlacementProfile, sign: float) -> None:
-        """A job starts (+1) or stops (-1) loading its nodes' memory bandwidth and its uplinks."""
-        self.node_pressure[p.nodes] += sign * p.pressure * p.gpus_on_node
-        if len(p.uplinks):
+    def _add_load(self, placed: _Placed, sign: float) -> None:
+        """A job starts (+1) or stops (-1) loading its nodes' memory bandwidth and its uplinks;
+        the rates of jobs sharing them are due for an update."""
+        pressure = sign * placed.pressure
+        for n, k in zip(placed.nodes, placed.counts):
+            self.node_pressure[n] += pressure * k
+        self._dirty_nodes.update(placed.nodes)
+        if placed.uplinks:
+            p = placed.profile
             self.uplink_demand[p.uplinks] += sign * p.uplink_demand_GBps
+            self._dirty_uplinks.update(placed.uplinks)
 
     def _rates_changed(self) -> None:
-        """Recompute every running job's rate (envs.speed), vectorised over the jobs on one node
-        without uplink traffic, which is nearly all of them."""
-        run = self.running
-        if len(run):
-            c, model = self.cluster, self.config.speed_model
-            nodes = self.single_node[run]
-            single = nodes >= 0
-            others = np.zeros(len(run))
-            sn = nodes[single]
-            others[single] = (self.node_pressure[sn] - self.job_pressure[run[single]] * self.gpus_req[run[single]]) / c.node_gpus[sn]
-            interference = interference_from(others, self.sensitivity[run], model)
-            rates = self.base_rate[run] * interference
-            special = np.flatnonzero(~single | self.crosses_uplinks[run])
-            if len(special) >= VECTORISE_SPECIAL_FROM:
-                self._special_rates(run, special, single, interference, rates)
-            elif len(special):
-                shares = congestion_shares(c, self.uplink_demand)
-                for k in special:
-                    p = self.profiles[run[k]]
-                    if not single[k]:
-                        interference[k] = interference_factor(c, p, self.node_pressure, model)
-                    congestion = float(shares[p.uplinks].min()) if len(p.uplinks) else 1.0
-                    rates[k] = p.min_speed * p.efficiency(congestion) * interference[k]
-            self.rate[run] = rates
-            self.interference[run] = interference
+        """Recompute the rates that can have changed: those of the running jobs on nodes whose
+        memory-bandwidth pressure changed and of those crossing an uplink whose demand changed.
+        Every other job's inputs are what they were, so its rate is too."""
+        stale: set[int] = set()
+        for n in self._dirty_nodes:
+            stale |= self._node_jobs[n]
+        if self._dirty_uplinks:
+            dirty = self._dirty_uplinks
+            stale.update(j for j, uplinks in self._crossing.items() if not dirty.isdisjoint(uplinks))
+        self._dirty_nodes.clear()
+        self._dirty_uplinks.clear()
+        if stale:
+            crossing = any(j in self._crossing for j in stale)
+            shares = congestion_shares(self.cluster, self.uplink_demand).tolist() if crossing else None
+            pressure = self.node_pressure
+            for j in stale:
+                self.rate[j], self.interference[j] = self._rate_of(self._placed[j], pressure, shares)
         self._update_power()
         self.version += 1
 
-    def _special_rates(self, run: np.ndarray, special: np.ndarray, single: np.ndarray, interference: np.ndarray, rates: np.ndarray) -> None:
-        """The loop of `_rates_changed` over multi-node jobs, as segmented array operations: the
-        same formulas (speed.interference_factor, speed.efficiency_of) on many jobs at once."""
-        c, model = self.cluster, self.config.speed_model
-        profiles = [self.profiles[j] for j in run[special]]
-        multi = np.flatnonzero(~single[special])
-        if len(multi):
-            spread = [profiles[i] for i in multi]
-            lengths = [len(p.nodes) for p in spread]
-            nodes = np.concatenate([p.nodes for p in spread])
-            own = np.repeat([p.pressure for p in spread], lengths) * np.concatenate([p.gpus_on_node for p in spread])
-            per_node = (self.node_pressure[nodes] - own) / c.node_gpus[nodes]
-            others = np.maximum.reduceat(per_node, np.cumsum([0, *lengths[:-1]]))
-            interference[special[multi]] = interference_from(others, np.array([p.sensitivity for p in spread]), model)
-        congestion = np.ones(len(special))
-        crossing = [i for i, p in enumerate(profiles) if len(p.uplinks)]
-        if crossing:
-            shares = congestion_shares(c, self.uplink_demand)
-            uplinks = [profiles[i].uplinks for i in crossing]
-            congestion[crossing] = np.minimum.reduceat(shares[np.concatenate(uplinks)], np.cumsum([0, *[len(u) for u in uplinks[:-1]]]))
-        g = [p.geometry for p in profiles]
-        tp_congestion, dp_bw = np.array([x.congested(k) for x, k in zip(g, congestion.tolist())]).T
-        eff = efficiency_of(np.array([x.tp_stretch for x in g]), tp_congestion, dp_bw,
-                            np.array([p.c_tp for p in profiles]), np.array([p.c_dp for p in profiles]))
-        rates[special] = np.array([x.min_speed for x in g]) * eff * interference[special]
+    def _rate_of(self, placed: _Placed, node_pressure: np.ndarray, shares: list[float] | None) -> tuple[float, float]:
+        """(rate, interference factor) of a running job: envs.speed's formulas in floats, the same
+        operations in the same order (speed.interference_factor, interference_from,
+        congestion_shares, PlacementProfile.efficiency)."""
+        node_gpus = self._node_gpus
+        if len(placed.nodes) == 1:
+            n = placed.nodes[0]
+            others = (float(node_pressure[n]) - placed.pressure * placed.counts[0]) / node_gpus[n]
+        else:
+            others = max((float(node_pressure[n]) - placed.pressure * k) / node_gpus[n] for n, k in zip(placed.nodes, placed.counts))
+        interference = 1.0 / (1.0 + self.config.speed_model.interference_coeff * placed.sensitivity * max(others, 0.0))
+        if not placed.uplinks:
+            return placed.base_rate * interference, interference
+        p = placed.profile
+        congestion = min(shares[u] for u in placed.uplinks)
+        return p.min_speed * p.efficiency(congestion) * interference, interference
+
+    def _per_node_power(self, node_owned: np.ndarray) -> np.ndarray:
+        """(N,) what each node draws when powered on: base power plus busy and idle GPU power."""
+        c = self.cluster
+        return c.node_power_base_w + node_owned * self._node_busy_w + (c.node_gpus - node_owned) * self._node_idle_w
 
     def _update_power(self) -> None:
         """Powered-on nodes (any GPU held) draw their base power plus busy and idle GPU power;
         empty nodes are powered down."""
-        c = self.cluster
-        on = self.node_owned > 0
-        per_node = c.node_power_base_w + self.node_owned * self._node_busy_w + (c.node_gpus - self.node_owned) * self._node_idle_w
-        self.power_w = float(per_node[on].sum())
+        if self._power_stale:
+            self.power_w = float(self._node_power_w[self._node_on].sum())
+            self._power_stale = False
 
     # ------------------------------------------------------------------ time
 
@@ -403,7 +502,7 @@ class Simulator:
         advanced. Raises SchedulingError when there is no future event (a deadlock: nothing
         runs, nothing arrives, and the scheduler waited)."""
         t = self.next_event_s()
-        if not np.isfinite(t):
+        if not math.isfinite(t):
             raise SchedulingError("nothing left to wait for: no job is running or arriving")
         dt = t - self.now
         self._integrate(dt)
@@ -426,13 +525,21 @@ class Simulator:
         self.allocated_gpu_s += self.allocated_gpus * dt
         run = self.running
         if len(run):
-            overhead = np.minimum(self.overhead_left[run], dt)
-            self.overhead_left[run] -= overhead
-            progress = (dt - overhead) * self.rate[run]
-            progress = np.minimum(progress, self.work_left[run])
-            self.work_left[run] -= progress
-            self.useful_work_s += float((progress * self.gpus_req[run]).sum())
-            self.attained_gpu_s[run] += self.gpus_req[run] * dt
+            rate = self.rate[run]
+            if self._restoring:  # restore time is paid before progress
+                left = self.overhead_left[run]
+                overhead = np.minimum(left, dt)
+                self.overhead_left[run] = left - overhead
+                progress = (dt - overhead) * rate
+                self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0}
+            else:  # no overhead anywhere: (dt - 0.0) * rate, the same floats
+                progress = dt * rate
+            left = self.work_left[run]
+            progress = np.minimum(progress, left)
+            self.work_left[run] = left - progress
+            gpus = self.gpus_req[run]
+            self.useful_work_s += float((progress * gpus).sum())
+            self.attained_gpu_s[run] += gpus * dt
             self.run_s[run] += dt
             self.interference_loss_s[run] += (1.0 - self.interference[run]) * dt
 
@@ -447,8 +554,7 @@ class Simulator:
             self.state[j] = JobState.DONE
             self.end[j] = self.now
             self._close_segment(j, preempted=False)
-            self._count_preemptible(j, -1)
-            self._add_load(self.profiles[j], -1.0)
+            self._stop(j)
             self._release(j)
             self.num_done += 1
             self.finished_order.append(int(j))
@@ -461,6 +567,8 @@ class Simulator:
         return len(finished) > 0
 
     def _finish_checkpoints(self) -> bool:
+        if not self.checkpointing and not self.reserved:
+            return False
         ended = [v for v in self.checkpointing if self.checkpoint_end[v] <= self.now + _EPS]
         for v in ended:
             self.checkpointing.remove(v)
@@ -473,7 +581,7 @@ class Simulator:
             if (self.gpu_owner[self.placement[r]] < 0).all():
                 self.reserved.remove(r)
                 self.wait_s[r] += self.now - self.queued_since[r]
-                self._launch(r, self.placement[r])
+                self._launch(r, self.placement[r], reserved=True)
         return bool(ended)
 
     def _release(self, job_id: int) -> None:
@@ -481,7 +589,12 @@ class Simulator:
         self.gpu_owner[gpus] = -1
         self.rate[job_id] = 0.0
         self.profiles.pop(job_id, None)
-        self._recount_nodes(gpus)
+        placed = self._placed.pop(job_id)
+        if self.reserved:  # some of the GPUs may be promised to a reserved job
+            self._recount_nodes()
+        else:
+            self._free_mask[gpus] = True
+            self._move_gpus(placed, owned=-1, free=1)
 
     def _admit_arrivals(self) -> None:
         n = len(self.jobs)
@@ -514,8 +627,8 @@ class Simulator:
 
     def _enqueue(self, job_id: int) -> None:
         self._queue_ids[self._queue_len] = job_id
-        remaining = self.queued_remaining_s[job_id] = self.remaining_estimate_s(job_id)
-        bisect.insort(self._by_remaining, (float(remaining), self._enqueued, job_id))
+        remaining = self.queued_remaining_s[job_id] = self._remaining_estimate(job_id)
+        bisect.insort(self._by_remaining, (remaining, self._enqueued, job_id))
         self._queue_len += 1
         self.enqueue_seq[job_id] = self._enqueued
         self._enqueued += 1
@@ -524,7 +637,7 @@ class Simulator:
         key = (float(self.queued_remaining_s[job_id]), int(self.enqueue_seq[job_id]), job_id)
         del self._by_remaining[bisect.bisect_left(self._by_remaining, key)]
         ids = self._queue_ids
-        i = int(np.flatnonzero(ids[: self._queue_len] == job_id)[0])
+        i = int((ids[: self._queue_len] == job_id).argmax())  # its position (it is queued)
         ids[i : self._queue_len - 1] = ids[i + 1 : self._queue_len].copy()
         self._queue_len -= 1
 
@@ -533,9 +646,11 @@ class Simulator:
         self.segments.append(Segment(job_id, self.placement[job_id].copy(), start, self.now, preempted))
 
     def fragmented_free_gpus(self, node_free: np.ndarray | None = None) -> int:
-        """Free GPUs on nodes that cannot host an 8-GPU gang (a whole node, if smaller) alone."""
-        free = self.node_free if node_free is None else node_free
-        return int(free[free < self._whole_gang].sum())
+        """Free GPUs on nodes that cannot host an 8-GPU gang (a whole node, if smaller) alone, now
+        (a kept count) or with `node_free` GPUs free per node."""
+        if node_free is None:
+            return self._fragmented
+        return int(node_free[node_free < self._whole_gang].sum())
 
     def _record(self) -> None:
         self.timeline.append(

@@ -9,6 +9,7 @@ offered load on the target cluster equals `target_load` exactly.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -83,17 +84,27 @@ def job_fits_cluster(job: Job, cluster: Cluster) -> bool:
     return int(eligible.sum()) >= job.gpus
 
 
-def _draw(rng: np.random.Generator, dist: dict, size: int | None = None):
-    """One key of `dist` (or `size` of them) drawn with the given weights. The same draws as
-    `rng.choice(len(keys), p=...)`, which inverts the same CDF with one `rng.random()` per draw,
-    without its argument checks (the spec was validated at load time)."""
+def _cdf(dist: dict) -> tuple[list, list[float]]:
+    """(keys, cumulative probabilities as floats) of a distribution, the last exactly 1.0.
+    `keys[bisect_right(cdf, rng.random())]` draws a key: the same draw as
+    `rng.choice(len(keys), p=...)`, which inverts the same CDF with one `rng.random()`, without
+    its argument checks (the spec was validated at load time)."""
     keys = list(dist)
     p = np.array([dist[k] for k in keys], dtype=float)
     cdf = (p / p.sum()).cumsum()
     cdf /= cdf[-1]
-    if size is None:
-        return keys[int(cdf.searchsorted(rng.random(), side="right"))]
-    return [keys[i] for i in cdf.searchsorted(rng.random(size), side="right")]
+    return keys, cdf.tolist()
+
+
+class _KindDraws:
+    """One kind's distributions as CDFs, built once per workload instead of once per draw."""
+
+    def __init__(self, p: KindProfile):
+        self.p = p
+        self.gpus = _cdf(p.gpus)
+        self.mem = _cdf(p.mem_per_gpu_gb)
+        self.mem_tp = _cdf(p.mem_per_gpu_gb_tp)
+        self.priority = _cdf(p.priority)
 
 
 def _arrival_times(spec: WorkloadSpec, rng: np.random.Generator) -> np.ndarray:
@@ -120,20 +131,36 @@ def _arrival_times(spec: WorkloadSpec, rng: np.random.Generator) -> np.ndarray:
 
 
 def generate(spec: WorkloadSpec, cluster: Cluster, seed: int) -> list[Job]:
-    """Draw a workload; the same spec, cluster and seed give the same jobs."""
+    """Draw a workload; the same spec, cluster and seed give the same jobs.
+
+    Each job's draws come from one generator in a fixed order (the stream is the workload's
+    identity), so the per-job loop stays scalar; it works on plain floats and precomputed CDFs."""
     rng = np.random.default_rng([seed, 0x5EED])
     kinds = list(spec.kinds)
     shares = np.array([spec.kinds[k].share for k in kinds])
-    kind_idx = rng.choice(len(kinds), size=spec.num_jobs, p=shares / shares.sum())
+    kind_idx = rng.choice(len(kinds), size=spec.num_jobs, p=shares / shares.sum()).tolist()
+    draws = [_KindDraws(spec.kinds[k]) for k in kinds]
+    random, lognormal, uniform = rng.random, rng.lognormal, rng.uniform
+    bisect_right = bisect.bisect_right
     drafts = []
-    for i in range(spec.num_jobs):
-        kind = kinds[kind_idx[i]]
-        p = spec.kinds[kind]
-        gpus = int(_draw(rng, p.gpus))
-        work = float(np.clip(p.work_median_s * rng.lognormal(0.0, p.work_sigma), p.work_min_s, p.work_max_s))
-        noise = 1.0 if spec.durations_known else float(rng.lognormal(0.0, spec.estimate_noise))
+    for k in kind_idx:
+        kind, d = kinds[k], draws[k]
+        p = d.p
+        keys, cdf = d.gpus
+        gpus = int(keys[bisect_right(cdf, random())])
+        # np.clip on a scalar, in floats: min(max(x, low), high).
+        work = min(max(p.work_median_s * lognormal(0.0, p.work_sigma), p.work_min_s), p.work_max_s)
+        noise = 1.0 if spec.durations_known else lognormal(0.0, spec.estimate_noise)
         tp = min(gpus, p.tp_max)
-        mem = float(_draw(rng, p.mem_per_gpu_gb_tp if tp > 1 else p.mem_per_gpu_gb))
+        keys, cdf = d.mem_tp if tp > 1 else d.mem
+        mem = float(keys[bisect_right(cdf, random())])
+        comm_fraction = uniform(*p.comm_fraction)
+        tp_comm_share = uniform(*p.tp_comm_share) if tp > 1 else 0.0
+        keys, cdf = d.priority
+        priority = int(keys[bisect_right(cdf, random())])
+        preemptible = random() < p.preemptible
+        # integers(1) draws no bits (a range of one value), so one tenant needs no call.
+        tenant = str(p.tenants[rng.integers(len(p.tenants))] if len(p.tenants) > 1 else p.tenants[0])
         drafts.append(
             dict(
                 kind=kind,
@@ -142,13 +169,13 @@ def generate(spec: WorkloadSpec, cluster: Cluster, seed: int) -> list[Job]:
                 mem_per_gpu_gb=mem,
                 work_s=round(work, 1),
                 estimate_s=round(max(work * noise, 1.0), 1),
-                comm_fraction=float(rng.uniform(*p.comm_fraction)),
-                tp_comm_share=float(rng.uniform(*p.tp_comm_share)) if tp > 1 else 0.0,
-                priority=int(_draw(rng, p.priority)),
-                preemptible=bool(rng.random() < p.preemptible),
+                comm_fraction=comm_fraction,
+                tp_comm_share=tp_comm_share,
+                priority=priority,
+                preemptible=preemptible,
                 checkpoint_s=p.checkpoint_s,
                 restore_s=p.restore_s,
-                tenant=str(p.tenants[rng.integers(len(p.tenants))]),
+                tenant=tenant,
             )
         )
     unit_times = _arrival_times(spec, rng)
@@ -157,16 +184,19 @@ def generate(spec: WorkloadSpec, cluster: Cluster, seed: int) -> list[Job]:
     n = spec.num_jobs
     unit_span = (unit_times[-1] - unit_times[0]) * n / max(n - 1, 1)
     scale = gpu_work / (spec.target_load * capacity_ref_gpus(cluster) * unit_span) if unit_span > 0 else 1.0
-    arrivals = np.round((unit_times - unit_times[0]) * scale, 3)
-    jobs = [Job(job_id=i, arrival_s=float(arrivals[i]), **d) for i, d in enumerate(drafts)]
+    arrivals = np.round((unit_times - unit_times[0]) * scale, 3).tolist()
+    jobs = [Job(job_id=i, arrival_s=arrivals[i], **d) for i, d in enumerate(drafts)]
+    eligible: dict[float, int] = {}  # GPUs with at least this much memory (job_fits_cluster), per memory size
     for j in jobs:
         j.validate()
-        if not job_fits_cluster(j, cluster):
+        if j.mem_per_gpu_gb not in eligible:
+            eligible[j.mem_per_gpu_gb] = int((cluster.gpu_memory_gb >= j.mem_per_gpu_gb).sum())
+        if eligible[j.mem_per_gpu_gb] < j.gpus:
             raise ConfigError(
                 spec.source,
                 f"kinds.{j.kind.name.lower()}",
                 f"a {j.gpus}-GPU job needing {j.mem_per_gpu_gb:g} GB per GPU can never fit cluster "
-                f"'{cluster.name}' ({int((cluster.gpu_memory_gb >= j.mem_per_gpu_gb).sum())} eligible GPUs)",
+                f"'{cluster.name}' ({eligible[j.mem_per_gpu_gb]} eligible GPUs)",
             )
     return jobs
 
