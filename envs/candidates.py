@@ -457,18 +457,24 @@ def _job_classes(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
 
 
 def _class_index(sim: Simulator) -> tuple[np.ndarray, ...]:
-    """Per job class, the index of its memory level and of its TP degree among the distinct
-    ones; (levels, nodes) whether a node's GPUs have a level's memory; (free count, TP degrees)
-    the GPUs usable in whole TP groups on a node with that many free."""
+    """What `_class_fits` looks up, fixed for the episode: (priorities, priorities) 1 where the
+    column's priority is strictly below the row's; (levels, nodes) whether a node's GPUs have a
+    memory level's size; (free count, TP degrees) the GPUs usable in whole TP groups on a node
+    with that many free; and the flat positions in the (priorities, levels, TP degrees) totals
+    that each job class reads, without preemption and then with it (the row of its priority)."""
     cached = sim.episode_cache.get("class_index")
     if cached is None:
         node_memory, levels, _ = _memory_classes(sim)
-        _, _, tps, mems, _ = _job_classes(sim)
+        _, need, tps, mems, prios = _job_classes(sim)
         tp_values, tp_of = np.unique(tps, return_inverse=True)
         on_level = (node_memory[None, :] >= levels[:, None]).astype(np.int64)
         counts = np.arange(int(sim.cluster.node_gpus.max()) + 1)
         by_free = _aligned(counts[:, None], tp_values[None, :])
-        cached = sim.episode_cache["class_index"] = (np.searchsorted(levels, mems), tp_values, tp_of.reshape(-1), on_level, by_free)
+        n_priorities = sim.node_preemptible.shape[1]
+        lower = np.tril(np.ones((n_priorities, n_priorities), dtype=np.int64), -1)
+        cell = np.searchsorted(levels, mems) * len(tp_values) + tp_of.reshape(-1)
+        positions = np.concatenate([cell, prios * len(levels) * len(tp_values) + cell])
+        cached = sim.episode_cache["class_index"] = (lower, on_level, by_free, positions, np.concatenate([need, need]))
     return cached
 
 
@@ -481,17 +487,15 @@ def _class_fits(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     hit = cache.get("class_fits")
     if hit is not None:
         return hit
-    _, need, _, _, prios = _job_classes(sim)
-    level_of, _, tp_of, on_level, by_free = _class_index(sim)
+    lower, on_level, by_free, positions, need = _class_index(sim)
     # GPUs usable in whole TP groups for every (memory level, TP degree), counting on each node
-    # its free GPUs (row 0) and, in row p, also those held by preemptible jobs of priority < p:
-    # per node from a lookup by that count, summed over the nodes of each level.
-    held_below = np.cumsum(sim.node_preemptible[:, :-1], axis=1).T  # (priority - 1, nodes)
-    counts = np.concatenate([sim.node_free[None, :], sim.node_free + held_below])  # (priorities, nodes)
-    totals = on_level @ by_free[counts]  # (priorities, levels, TP degrees)
-    fits_aligned = need <= totals[0, level_of, tp_of]
-    # Preemption can only take from strictly lower priorities: a class of priority p counts row p.
-    fits_preempt = ~fits_aligned & (need <= totals[prios, level_of, tp_of])
+    # its free GPUs and, in row p, also those held by preemptible jobs of priority < p (row 0:
+    # free alone): per node from a lookup by that count, summed over the nodes of each level.
+    counts = sim.node_free + lower @ sim.node_preemptible.T  # (priorities, nodes)
+    fits = need <= (on_level @ by_free[counts]).take(positions)  # (priorities, levels, TP degrees), read per class
+    n = len(fits) // 2
+    fits_aligned = fits[:n]
+    fits_preempt = fits[n:] & ~fits_aligned
     cache["class_fits"] = hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt)
     return hit
 
