@@ -736,6 +736,8 @@ def _job_constants(sim: Simulator) -> list[tuple[float, float, float, float]]:
 _RULE_ONE_HOT = np.eye(len(RULES), dtype=np.float32)  # the rule columns of one window slot's rows
 _JOB_DYNAMIC = [_F["est_remaining_log"], _F["wait_log"], _F["progress"], _F["was_preempted"]]
 _PLACEMENT_BLOCK = slice(_F["predicted_rate"], _F["est_runtime_here_log"] + 1)  # columns filled per valid candidate
+assert _F["valid"] + 1 == _F["rule_binpack"] and _F["rule_preempt"] + 2 == _F["is_wait"] + 1 == _PLACEMENT_BLOCK.start
+_VALID_RULE_PREFIX = [(1.0, *np.eye(len(RULES))[r].tolist(), 0.0) for r in range(len(RULES))]  # valid, rule one-hot, is_wait
 
 
 def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
@@ -770,9 +772,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     per_geometry: dict[int, tuple] = sim.alloc_cache().setdefault("placement_columns", {})
     constants = _job_constants(sim)
     model = sim.config.speed_model
-    rows = cset.mask[:-1].nonzero()[0].tolist()
-    block = []
-    for i in rows:
+    for i in cset.mask[:-1].nonzero()[0].tolist():
         cd = cset.candidates[i]
         g = cd.geometry
         hit = per_geometry.get(id(g))
@@ -785,11 +785,10 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         rate = min_speed * eff * interf
         victims = cd.victims
         lost = _log_scale(float(sim.preemption_cost_gpu_s(np.array(victims)).sum())) if victims else 0.0
-        block.append((rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, min(len(victims) / 4.0, 1.0), min_speed,
-                      _log_scale(rem[i // R] / max(rate, 1e-6))))
-    if rows:
-        feats[rows, _PLACEMENT_BLOCK] = block
-        feats[rows, _F["valid"]] = 1.0
+        # valid, the rule's one-hot, is_wait, then the placement block.
+        feats[i, _F["valid"] : _PLACEMENT_BLOCK.stop] = _VALID_RULE_PREFIX[cd.rule] + (
+            rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, min(len(victims) / 4.0, 1.0), min_speed,
+            _log_scale(rem[i // R] / max(rate, 1e-6)))
     w = cset.wait_index
     next_event = next_event_s(sim)
     feats[w, _F["valid"]] = float(cset.mask[w])
@@ -805,7 +804,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     nxt = sim.next_arrival_s
     glob = [
         math.log10(1.0 + nq) / 3.0,
-        min(sim.gpus_req[q].sum() / n_gpus, 4.0) / 4.0 if nq else 0.0,
+        min(np.add.reduce(sim.gpus_req[q]) / n_gpus, 4.0) / 4.0 if nq else 0.0,
         (c.num_gpus - free_gpus) / n_gpus,  # = sim.allocated_gpus
         free_gpus / n_gpus,
         whole_nodes / c.num_nodes,
@@ -814,7 +813,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         min((len(sim.reserved) + len(sim.checkpointing)) / (nq + 1.0), 1.0),
         math.log10(1.0 + now) / 7.0,
         np.count_nonzero(sim.priority[q] == 2) / nq if nq else 0.0,
-        _log_scale(float((now - sim.queued_since[q]).sum() / nq)) if nq else 0.0,
+        _log_scale(float(np.add.reduce(now - sim.queued_since[q]) / nq)) if nq else 0.0,
         _log_scale(nxt - now) if nxt < np.inf else 1.0,
     ]
     return feats, np.array(glob, dtype=np.float32)
