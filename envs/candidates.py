@@ -128,15 +128,16 @@ def num_candidates(queue_window: int) -> int:
 
 def _pick_gpus_in_node(sim: Simulator, node: int, count: int, avail: np.ndarray) -> np.ndarray:
     """`count` available GPUs of one node, inside one NUMA socket when they fit in one
-    (memoised per node, count and the node's availability pattern)."""
+    (memoised per cluster by node, count and the node's availability pattern)."""
     c = sim.cluster
     lo = c.node_first_gpu[node]
     pattern = avail[lo : lo + c.node_gpus[node]]
-    memo = sim.episode_cache.setdefault("gpu_picks", {})
+    memo = _bounded(c.memo, "gpu_picks")
     key = (node, count, pattern.tobytes())
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = _pick_in_pattern(sim, lo, count, pattern)
+        hit.flags.writeable = False  # shared by every placement that picks it
     return hit
 
 
