@@ -409,15 +409,15 @@ def choose_victims(sim: Simulator, job: Job) -> tuple[np.ndarray, tuple[int, ...
 # ---------------------------------------------------------------- window and candidates
 
 
-def next_event_s(sim: Simulator) -> float:
-    """`sim.next_event_s()`, once per state version."""
-    return sim.cached("next_event_s", sim.next_event_s)
-
-
 def feasible_queue(sim: Simulator) -> np.ndarray:
-    """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs."""
-    q = sim.queue_ids()
-    return q[_class_fits(sim)[2][_job_classes(sim)[0][q]]]
+    """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs (once
+    per state: read it, do not change it)."""
+    cache = sim.state_cache()
+    feasible = cache.get("feasible_queue")
+    if feasible is None:
+        q = sim.queue_ids()
+        feasible = cache["feasible_queue"] = q[_class_fits(sim)[2][_job_classes(sim)[0][q]]]
+    return feasible
 
 
 def fit_status(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -620,7 +620,7 @@ def build_candidates(sim: Simulator, queue_window: int = DEFAULT_QUEUE_WINDOW) -
         _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % R))
     cands += _EMPTY_SLOTS[: (queue_window - len(window)) * R]
     # WAIT needs something to wait for; without a future event some placement is always valid.
-    cands.append(_WAIT if next_event_s(sim) < np.inf else _NO_WAIT)
+    cands.append(_WAIT if sim.next_event_s() < np.inf else _NO_WAIT)
     mask = np.array([cd.valid for cd in cands])
     return CandidateSet(window, cands, mask)
 
@@ -791,7 +791,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
             rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, min(len(victims) / 4.0, 1.0), min_speed,
             _log_scale(rem[i // R] / max(rate, 1e-6)))
     w = cset.wait_index
-    next_event = next_event_s(sim)
+    next_event = sim.next_event_s()
     feats[w, _F["valid"]] = float(cset.mask[w])
     feats[w, _F["is_wait"]] = 1.0
     feats[w, _F["next_event_log"]] = _log_scale(next_event - now) if next_event < np.inf else 1.0

@@ -215,14 +215,12 @@ class Simulator:
         """(G,) GPUs neither owned nor reserved (a copy: callers may change it)."""
         return self._free_mask.copy()
 
-    def cached(self, key, compute):
-        """`compute()` once per state version (callers' derived views of the state)."""
+    def state_cache(self) -> dict:
+        """A dict for callers' derived views of the current state; emptied on every change."""
         if self._cache_version != self.version:
-            self.cache.clear()
+            self.cache = {}
             self._cache_version = self.version
-        if key not in self.cache:
-            self.cache[key] = compute()
-        return self.cache[key]
+        return self.cache
 
     def alloc_cache(self) -> dict:
         """A dict for callers' views that depend only on which GPUs are owned or reserved (and
