@@ -322,16 +322,8 @@ def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) 
             free = by_memory[mem] = _eligible(c, _free_view(sim)[0], mem)
     else:
         free = _eligible(c, np.add.reduceat(avail.view(np.int8), c.node_first_gpu).tolist(), mem)
-    # How many GPUs on which nodes depends only on these counts: memoised per cluster.
-    memo = _bounded(c.memo, "node_take")
-    key = (rule, job.gpus, job.tp_degree, free)
-    take = memo.get(key, _MISSING)
-    if take is _MISSING:
-        take = memo[key] = _node_take(c, list(free), job.gpus, job.tp_degree, rule)
+    take = _node_take(c, free, job.gpus, job.tp_degree, rule)
     return None if take is None else _gpus_from_counts(sim, take, avail)
-
-
-_MISSING = object()
 
 
 def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
