@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -201,7 +202,7 @@ def _spread(free: list[int], need: int) -> dict[int, int] | None:
     unit goes to the node with the most left, lowest id on ties."""
     if sum(free) < need:
         return None
-    heap = [(-f, n) for n, f in enumerate(free)]
+    heap = list(zip(map(operator.neg, free), range(len(free))))
     heapq.heapify(heap)
     take: dict[int, int] = {}
     for _ in range(need):
@@ -329,7 +330,10 @@ def place(sim: Simulator, job: Job, rule: int, avail: np.ndarray | None = None) 
 def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
     """The per-node counts with 0 on nodes whose GPUs have less than `mem` GB (a node's GPUs all
     have its type's memory)."""
-    return tuple([f if m >= mem else 0 for f, m in zip(counts, c.node_lists.memory_gb)])
+    lists = c.node_lists
+    if mem <= lists.min_memory_gb:
+        return tuple(counts)
+    return tuple([f if m >= mem else 0 for f, m in zip(counts, lists.memory_gb)])
 
 
 def _node_take(c: Cluster, free: list[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
@@ -337,7 +341,7 @@ def _node_take(c: Cluster, free: list[int], need: int, tp: int, rule: int) -> di
     free = _single_type(c, free, need, rule, tp)
     if rule in (BINPACK, SPREAD):
         # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.
-        units = (_binpack if rule == BINPACK else _spread)([f // tp for f in free], need // tp)
+        units = (_binpack if rule == BINPACK else _spread)([f // tp for f in free] if tp > 1 else free, need // tp)
         return None if units is None else {n: k * tp for n, k in units.items()}
     return _topology(c, free, need, tp)  # TOPOLOGY, and PREEMPT: the topology rule over free and victims' GPUs
 
@@ -667,8 +671,8 @@ def _free_view(sim: Simulator) -> tuple[list[int], int, int, int]:
     hit = cache.get("free_view")
     if hit is None:
         free = sim.node_free.tolist()
-        gpus = sim.cluster.node_lists.gpus
-        hit = cache["free_view"] = (free, sum(free), sim.fragmented_free_gpus(), sum(f == n for f, n in zip(free, gpus)))
+        whole = int(np.count_nonzero(sim.node_free == sim.cluster.node_gpus))
+        hit = cache["free_view"] = (free, sum(free), sim.fragmented_free_gpus(), whole)
     return hit
 
 

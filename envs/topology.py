@@ -69,6 +69,7 @@ WHOLE_GANG_GPUS = 8  # the gang size fragmentation is measured against
 class NodeLists:
     gpu_type: list[int]
     memory_gb: list[float]
+    min_memory_gb: float
     speed: list[float]
     gpus: list[int]
     whole_gang: list[int]
@@ -144,6 +145,7 @@ class Cluster:
         return NodeLists(
             gpu_type=self.node_gpu_type.tolist(),
             memory_gb=self.node_memory_gb.tolist(),
+            min_memory_gb=float(self.node_memory_gb.min()) if self.num_nodes else float("inf"),
             speed=self.node_speed.tolist(),
             gpus=self.node_gpus.tolist(),
             whole_gang=self.node_whole_gang.tolist(),
