@@ -801,7 +801,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
     nxt = sim.next_arrival_s
     glob = [
         math.log10(1.0 + nq) / 3.0,
-        min(np.add.reduce(sim.gpus_req[q]) / n_gpus, 4.0) / 4.0 if nq else 0.0,
+        min(sim.queued_gpus / n_gpus, 4.0) / 4.0,
         (c.num_gpus - free_gpus) / n_gpus,  # = sim.allocated_gpus
         free_gpus / n_gpus,
         whole_nodes / c.num_nodes,
@@ -809,7 +809,7 @@ def candidate_features(sim: Simulator, cset: CandidateSet) -> tuple[np.ndarray, 
         running / (running + nq + 1.0),
         min((len(sim.reserved) + len(sim.checkpointing)) / (nq + 1.0), 1.0),
         math.log10(1.0 + now) / 7.0,
-        np.count_nonzero(sim.priority[q] == 2) / nq if nq else 0.0,
+        sim.queued_high_priority / nq if nq else 0.0,
         _log_scale(float(np.add.reduce(now - sim.queued_since[q]) / nq)) if nq else 0.0,
         _log_scale(nxt - now) if nxt < np.inf else 1.0,
     ]

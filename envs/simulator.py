@@ -24,7 +24,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from envs.jobs import PRIORITY_NAMES, Job
+from envs.jobs import PRIORITY_HIGH, PRIORITY_NAMES, Job
 from envs.speed import PlacementProfile, SpeedModel, congestion_shares, placement_profile
 from envs.topology import Cluster
 
@@ -148,6 +148,9 @@ class Simulator:
         self._queue_len = 0
         self.queued_remaining_s = np.zeros(n)  # remaining_estimate_s as of entering the queue; fixed while queued
         self._by_remaining: list[tuple[float, int, int]] = []  # (remaining, enqueue rank, job), sorted
+        self.queued_gpus = 0  # GPUs the queued jobs ask for, kept as jobs come and go
+        self.queued_high_priority = 0  # queued jobs of the high priority class
+        self._gpus, self._priority = self.gpus_req.tolist(), self.priority.tolist()  # per job, as Python ints
         self.reserved: list[int] = []
         self.running = np.zeros(0, dtype=np.int64)
         self._node_jobs: list[set[int]] = [set() for _ in range(c.num_nodes)]  # running jobs on each node
@@ -628,6 +631,8 @@ class Simulator:
         remaining = self.queued_remaining_s[job_id] = self._remaining_estimate(job_id)
         bisect.insort(self._by_remaining, (remaining, self._enqueued, job_id))
         self._queue_len += 1
+        self.queued_gpus += self._gpus[job_id]
+        self.queued_high_priority += self._priority[job_id] == PRIORITY_HIGH
         self.enqueue_seq[job_id] = self._enqueued
         self._enqueued += 1
 
@@ -638,6 +643,8 @@ class Simulator:
         i = int((ids[: self._queue_len] == job_id).argmax())  # its position (it is queued)
         ids[i : self._queue_len - 1] = ids[i + 1 : self._queue_len].copy()
         self._queue_len -= 1
+        self.queued_gpus -= self._gpus[job_id]
+        self.queued_high_priority -= self._priority[job_id] == PRIORITY_HIGH
 
     def _close_segment(self, job_id: int, preempted: bool) -> None:
         start = self._segment_start.pop(job_id)

@@ -174,6 +174,8 @@ def _check_invariants(sim: Simulator, last_now: float) -> None:
     q = sim.queue_ids()
     assert (np.diff(sim.enqueue_seq[q]) > 0).all()  # kept in (re)arrival order
     np.testing.assert_array_equal(sim.queued_remaining_s[q], sim.remaining_estimate_s(q))
+    assert sim.queued_gpus == sim.gpus_req[q].sum()
+    assert sim.queued_high_priority == np.count_nonzero(sim.priority[q] == PRIORITY_HIGH)
     by_remaining = sorted(q.tolist(), key=lambda j: (sim.queued_remaining_s[j], sim.enqueue_seq[j]))
     assert [j for _, _, j in sim.queue_by_remaining()] == by_remaining
     assert len(sim.finished_order) == len(set(sim.finished_order)) == sim.num_done
