@@ -18,13 +18,13 @@ from __future__ import annotations
 import heapq
 import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from envs.jobs import Job
 from envs.simulator import Simulator
-from envs.topology import Cluster
 from envs.speed import (
     PlacementGeometry,
     PlacementProfile,
@@ -34,6 +34,7 @@ from envs.speed import (
     job_profile,
     placement_geometry,
 )
+from envs.topology import Cluster
 
 RULES = ("binpack", "spread", "topology", "preempt")
 BINPACK, SPREAD, TOPOLOGY, PREEMPT = range(4)
@@ -165,7 +166,7 @@ def _gpus_from_counts(sim: Simulator, take: dict[int, int], avail: np.ndarray) -
     return np.concatenate([_pick_gpus_in_node(sim, n, k, avail) for n, k in take.items() if k > 0])
 
 
-def _best_fit(free: list[int] | tuple[int, ...], need: int) -> int | None:
+def _best_fit(free: Sequence[int], need: int) -> int | None:
     """The node with the fewest free GPUs among those with at least `need` (lowest id on ties):
     the first node holding each count from `need` up, found by C-level scans."""
     present = set(free)
@@ -175,7 +176,7 @@ def _best_fit(free: list[int] | tuple[int, ...], need: int) -> int | None:
     return None
 
 
-def _binpack(free: list[int], need: int) -> dict[int, int] | None:
+def _binpack(free: Sequence[int], need: int) -> dict[int, int] | None:
     """Fewest nodes, fullest first: best-fit single node, else fill from the nodes with the
     most free GPUs and best-fit the remainder (blind to switches)."""
     n = _best_fit(free, need)
@@ -197,7 +198,7 @@ def _binpack(free: list[int], need: int) -> dict[int, int] | None:
     return take
 
 
-def _spread(free: list[int], need: int) -> dict[int, int] | None:
+def _spread(free: Sequence[int], need: int) -> dict[int, int] | None:
     """Least-loaded first, one GPU at a time (how pods of a gang spread across nodes): each
     unit goes to the node with the most left, lowest id on ties."""
     if sum(free) < need:
@@ -254,7 +255,7 @@ def _aligned(free: np.ndarray, tp: int) -> np.ndarray:
     return free // tp * tp
 
 
-def _topology(c: Cluster, free: list[int], need: int, tp: int) -> dict[int, int] | None:
+def _topology(c: Cluster, free: Sequence[int], need: int, tp: int) -> dict[int, int] | None:
     """Smallest interconnect tier that fits the gang with every TP group inside one node; the
     tightest fit inside it (faster GPUs first among equal domains)."""
     lists = c.node_lists
@@ -283,7 +284,7 @@ def _topology(c: Cluster, free: list[int], need: int, tp: int) -> dict[int, int]
     return _fill_domain(usable, np.flatnonzero(usable > 0), need, tp, speed)
 
 
-def _single_type(c, free: list[int], need: int, rule: int, tp: int) -> list[int]:
+def _single_type(c: Cluster, free: Sequence[int], need: int, rule: int, tp: int) -> Sequence[int]:
     """Restrict `free` (per node) to one GPU type when one type alone can host the gang (in
     whole TP groups), as a job submitted with a GPU-model selector would be: spread takes the
     type with the most room, every other rule the tightest fit (lowest type id on ties)."""
@@ -303,7 +304,8 @@ def _single_type(c, free: list[int], need: int, rule: int, tp: int) -> list[int]
 _MEMO_LIMIT = 200_000  # entries per memo before it is emptied
 
 
-def _bounded(memo: dict, name: str) -> dict:
+def _bounded(memo: dict, name) -> dict:
+    """The table `name` of a memo dict, emptied once it holds more than _MEMO_LIMIT entries."""
     table = memo.get(name)
     if table is None or len(table) > _MEMO_LIMIT:
         table = memo[name] = {}
@@ -336,7 +338,7 @@ def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
     return tuple([f if m >= mem else 0 for f, m in zip(counts, lists.memory_gb)])
 
 
-def _node_take(c: Cluster, free: list[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
+def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
     """Per node, how many of its eligible available GPUs (`free`) the rule gives the gang."""
     free = _single_type(c, free, need, rule, tp)
     if rule in (BINPACK, SPREAD):
