@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.jobs import Job
-from envs.simulator import Simulator
+from envs.simulator import Simulator, fragmented_change
 from envs.speed import (
     PlacementGeometry,
     PlacementProfile,
@@ -689,11 +689,11 @@ def _geometry_columns(sim: Simulator, g: PlacementGeometry) -> tuple:
     frag_after = frag
     nodes, on_node = g.nodes.tolist(), g.gpus_on_node.tolist()
     for n, k in zip(nodes, on_node):
-        f, threshold = free[n], lists.whole_gang[n]
+        f = free[n]
         whole += f == lists.gpus[n]
         t = min(k, f)
         taken += t
-        frag_after += (f - t if f - t < threshold else 0) - (f if f < threshold else 0)
+        frag_after += fragmented_change(f, f - t, lists.whole_gang[n])
     left = total - taken
     frag_delta = (frag_after / left if left else 0.0) - (frag / total if total else 0.0)
     tp_congestion, dp_bw = g.congested(_congestion_if_added(sim, g))

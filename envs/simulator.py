@@ -25,7 +25,13 @@ from enum import IntEnum
 import numpy as np
 
 from envs.jobs import PRIORITY_HIGH, PRIORITY_NAMES, Job
-from envs.speed import PlacementProfile, SpeedModel, congestion_shares, placement_profile
+from envs.speed import (
+    PlacementProfile,
+    SpeedModel,
+    congestion_shares,
+    interference_from,
+    placement_profile,
+)
 from envs.topology import Cluster
 
 _EPS = 1e-9
@@ -60,6 +66,12 @@ class SimConfig:
     speed_model: SpeedModel = field(default_factory=SpeedModel)
     max_checkpoint_s: float = 60.0  # a graceful stop is bounded
     priority_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)  # low, normal, high
+
+
+def fragmented_change(was: int, now: int, whole_gang: int) -> int:
+    """How the fragmented free GPUs of a node change when its free GPUs go from `was` to `now`:
+    a node with fewer free than `whole_gang` (see Cluster.node_whole_gang) counts as fragmented."""
+    return (now if now < whole_gang else 0) - (was if was < whole_gang else 0)
 
 
 class _Placed:
@@ -133,13 +145,10 @@ class Simulator:
         # Per-node counts are replaced, never changed in place (callers may hold the old ones).
         self.node_free = c.node_gpus.copy()  # neither owned nor reserved
         self.node_owned = np.zeros(c.num_nodes, dtype=np.int64)
-        self._whole_gang = np.minimum(8, c.node_gpus)  # a node with fewer free GPUs is fragmented
         # Kept up to date with node_free (see _move_gpus; _recount_nodes recounts them all).
         self._free_mask = np.ones(c.num_gpus, dtype=bool)  # (G,) neither owned nor reserved
         self._num_free = c.num_gpus
         self._fragmented = 0  # fragmented_free_gpus(): none while every GPU is free
-        self._node_gpus: list[int] = c.node_gpus.tolist()
-        self._whole_gang_l: list[int] = self._whole_gang.tolist()
         self._mem_ok: dict[float, np.ndarray] = {}  # (G,) no GPU memory below the key, per requirement
         # GPUs held by running preemptible jobs, per node and priority: what preemption could free.
         self.node_preemptible = np.zeros((c.num_nodes, max(PRIORITY_NAMES) + 1), dtype=np.int64)
@@ -181,7 +190,7 @@ class Simulator:
         self.power_w = 0.0
         self._node_busy_w = np.array([t.power_busy_w for t in c.gpu_types])[c.node_gpu_type]  # per GPU
         self._node_idle_w = np.array([t.power_idle_w for t in c.gpu_types])[c.node_gpu_type]
-        self._power_terms = list(zip(c.node_power_base_w.tolist(), self._node_busy_w.tolist(), self._node_idle_w.tolist(), self._node_gpus))
+        self._power_terms = list(zip(c.node_power_base_w.tolist(), self._node_busy_w.tolist(), self._node_idle_w.tolist(), c.node_lists.gpus))
         self._node_power_w = np.zeros(c.num_nodes)  # (N,) what each node draws when powered on
         self._node_on = np.zeros(c.num_nodes, dtype=bool)  # (N,) any GPU held
         self._power_stale = True  # node_owned changed since power_w was summed
@@ -266,11 +275,6 @@ class Simulator:
         if not self._num_needs_restore:  # adding restore_s * False (+0.0) changes nothing
             return remaining
         return remaining + self.restore_s[job_id] * self.needs_restore[job_id]
-
-    def _remaining_estimate(self, job_id: int) -> float:
-        """remaining_estimate_s of one job in floats (the same operations)."""
-        done = float(self.work_total[job_id]) - float(self.work_left[job_id])
-        return max(float(self.estimate[job_id]) - done, 0.0) + float(self.restore_s[job_id]) * bool(self.needs_restore[job_id])
 
     # ------------------------------------------------------------------ decisions
 
@@ -402,6 +406,7 @@ class Simulator:
         self.alloc_version += 1
         node_owned = self.node_owned.copy()
         node_free = self.node_free.copy()
+        whole_gang = self.cluster.node_lists.whole_gang
         for n, k in zip(placed.nodes, placed.counts):
             if owned:
                 o = int(node_owned[n]) + owned * k
@@ -412,11 +417,9 @@ class Simulator:
                 self._power_stale = True
             if free:
                 was = int(node_free[n])
-                now = was + free * k
-                node_free[n] = now
+                node_free[n] = was + free * k
                 self._num_free += free * k
-                whole = self._whole_gang_l[n]
-                self._fragmented += (now if now < whole else 0) - (was if was < whole else 0)
+                self._fragmented += fragmented_change(was, was + free * k, whole_gang[n])
         self.node_owned, self.node_free = node_owned, node_free
 
     def _recount_nodes(self) -> None:
@@ -471,13 +474,13 @@ class Simulator:
         """(rate, interference factor) of a running job: envs.speed's formulas in floats, the same
         operations in the same order (speed.interference_factor, interference_from,
         congestion_shares, PlacementProfile.efficiency)."""
-        node_gpus = self._node_gpus
+        node_gpus = self.cluster.node_lists.gpus
         if len(placed.nodes) == 1:
             n = placed.nodes[0]
             others = (float(node_pressure[n]) - placed.pressure * placed.counts[0]) / node_gpus[n]
         else:
             others = max((float(node_pressure[n]) - placed.pressure * k) / node_gpus[n] for n, k in zip(placed.nodes, placed.counts))
-        interference = 1.0 / (1.0 + self.config.speed_model.interference_coeff * placed.sensitivity * max(others, 0.0))
+        interference = interference_from(others, placed.sensitivity, self.config.speed_model)
         if not placed.uplinks:
             return placed.base_rate * interference, interference
         p = placed.profile
@@ -628,7 +631,7 @@ class Simulator:
 
     def _enqueue(self, job_id: int) -> None:
         self._queue_ids[self._queue_len] = job_id
-        remaining = self.queued_remaining_s[job_id] = self._remaining_estimate(job_id)
+        remaining = self.queued_remaining_s[job_id] = float(self.remaining_estimate_s(job_id))
         bisect.insort(self._by_remaining, (remaining, self._enqueued, job_id))
         self._queue_len += 1
         self.queued_gpus += self._gpus[job_id]
@@ -655,7 +658,7 @@ class Simulator:
         (a kept count) or with `node_free` GPUs free per node."""
         if node_free is None:
             return self._fragmented
-        return int(node_free[node_free < self._whole_gang].sum())
+        return int(node_free[node_free < self.cluster.node_whole_gang].sum())
 
     def _record(self) -> None:
         self.timeline.append(
