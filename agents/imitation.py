@@ -41,7 +41,7 @@ def collect(env: GpuClusterEnv, baseline: str, episodes: int, gamma: float, seed
         rewards = []
         done = False
         while not done:
-            a = rule.select(env.sim, env.cset)
+            a = rule.select(env.state, env.cset)
             cands.append(obs["candidates"])
             globs.append(obs["global"])
             masks.append(obs["action_mask"].astype(bool))

@@ -1,7 +1,8 @@
 """What every heuristic baseline shares: the scheduler interface and the walk over the window.
 
 A baseline picks one candidate of an `envs.candidates.CandidateSet`; it never builds
-placements or masks of its own. Ordering keys read the simulator's per-job arrays.
+placements or masks of its own. Ordering keys read the decision state (`envs.state.ClusterState`):
+what a real scheduler knows, never the simulator.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from envs.candidates import TOPOLOGY, CandidateSet
-from envs.simulator import Simulator
+from envs.candidates import CandidateSet
+from envs.placement import TOPOLOGY
+from envs.state import ClusterState
 
 
 class Baseline:
@@ -22,16 +24,16 @@ class Baseline:
     def __init__(self, seed: int = 0):
         self.seed = seed  # only randomised baselines use it
 
-    def select(self, sim: Simulator, cset: CandidateSet) -> int:
+    def select(self, state: ClusterState, cset: CandidateSet) -> int:
         raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-def fifo_positions(sim: Simulator) -> np.ndarray:
+def fifo_positions(state: ClusterState) -> np.ndarray:
     """Job id -> FIFO rank (smaller first): the order jobs (re)entered the queue."""
-    return sim.enqueue_seq
+    return state.enqueue_seq
 
 
 def wait_or_any(cset: CandidateSet) -> int:
@@ -60,12 +62,12 @@ class OrderedBaseline(Baseline):
 
     rule: int = TOPOLOGY
 
-    def order_key(self, sim: Simulator, job_id: int) -> float:
+    def order_key(self, state: ClusterState, job_id: int) -> float:
         """Smaller goes first; the FIFO order (all keys equal) by default."""
         return 0.0
 
-    def select(self, sim: Simulator, cset: CandidateSet) -> int:
-        pos = fifo_positions(sim)
-        jobs = sorted(cset.window, key=lambda j: (self.order_key(sim, j), pos[j]))
+    def select(self, state: ClusterState, cset: CandidateSet) -> int:
+        pos = fifo_positions(state)
+        jobs = sorted(cset.window, key=lambda j: (self.order_key(state, j), pos[j]))
         i = first_valid(cset, jobs, (self.rule,))
         return wait_or_any(cset) if i is None else i

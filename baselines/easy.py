@@ -4,31 +4,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.candidates import TOPOLOGY, CandidateSet
-from envs.simulator import Simulator
+from envs.candidates import CandidateSet
+from envs.placement import TOPOLOGY
+from envs.state import ClusterState
 
 from baselines.base import Baseline, fifo_positions, wait_or_any
 
 
-def estimated_end_s(sim: Simulator, job_id: int, gpus: np.ndarray) -> float:
+def estimated_end_s(state: ClusterState, job_id: int, gpus: np.ndarray) -> float:
     """When `job_id` would finish on `gpus` by its estimate: remaining estimated work over the
     slowest GPU type's speed (placement and interference effects unknown to the scheduler)."""
-    return sim.now + sim.remaining_estimate_s(job_id) / float(sim.cluster.gpu_speed[gpus].min())
+    return state.now + state.remaining_estimate_s(job_id) / float(state.cluster.gpu_speed[gpus].min())
 
 
-def reservation(sim: Simulator, job_id: int) -> tuple[float, int]:
+def reservation(state: ClusterState, job_id: int) -> tuple[float, int]:
     """(shadow time s, spare GPUs) for a job that does not fit now: the earliest estimated time
     at which enough GPUs with its memory are free, and how many such GPUs are left over then.
     Running jobs release their GPUs at their estimated ends; GPUs of checkpointing or reserved
     jobs count as busy (EASY itself never preempts). (inf, 0) when that never suffices."""
-    c = sim.cluster
-    eligible = c.gpu_memory_gb >= sim.mem_req[job_id]
-    need = int(sim.gpus_req[job_id])
-    have = int((sim.free_gpu_mask() & eligible).sum())
-    run = sim.running
-    ends = np.array([estimated_end_s(sim, r, sim.placement[r]) + sim.overhead_left[r] for r in run])
+    c = state.cluster
+    eligible = c.gpu_memory_gb >= state.mem_per_gpu_gb[job_id]
+    need = int(state.num_gpus[job_id])
+    have = int((state.free_mask & eligible).sum())
+    run = state.running
+    ends = np.array([estimated_end_s(state, r, state.placement[r]) + state.restore_left_s[r] for r in run])
     for k in np.argsort(ends, kind="stable"):
-        have += int(eligible[sim.placement[run[k]]].sum())
+        have += int(eligible[state.placement[run[k]]].sum())
         if have >= need:
             return float(ends[k]), have - need
     return float("inf"), 0
@@ -41,19 +42,19 @@ class EasyBackfill(Baseline):
 
     name = "easy"
 
-    def select(self, sim: Simulator, cset: CandidateSet) -> int:
+    def select(self, state: ClusterState, cset: CandidateSet) -> int:
         slot_of = {j: s for s, j in enumerate(cset.window)}
-        head = int(sim.queue_ids()[0])
+        head = int(state.queue[0])
         if head in slot_of and cset.mask[cset.index(slot_of[head], TOPOLOGY)]:
             return cset.index(slot_of[head], TOPOLOGY)
-        shadow_s, spare = reservation(sim, head)
-        head_eligible = sim.cluster.gpu_memory_gb >= sim.mem_req[head]
-        pos = fifo_positions(sim)
+        shadow_s, spare = reservation(state, head)
+        head_eligible = state.cluster.gpu_memory_gb >= state.mem_per_gpu_gb[head]
+        pos = fifo_positions(state)
         for j in sorted(cset.window, key=pos.__getitem__):
             i = cset.index(slot_of[j], TOPOLOGY)
             if j == head or not cset.mask[i]:
                 continue
             gpus = cset.candidates[i].gpus
-            if estimated_end_s(sim, j, gpus) <= shadow_s or int(head_eligible[gpus].sum()) <= spare:
+            if estimated_end_s(state, j, gpus) <= shadow_s or int(head_eligible[gpus].sum()) <= spare:
                 return i
         return wait_or_any(cset)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from envs.candidates import PREEMPT, TOPOLOGY, CandidateSet
-from envs.simulator import Simulator
+from envs.candidates import CandidateSet
+from envs.placement import PREEMPT, TOPOLOGY
+from envs.state import ClusterState
 
 from baselines.base import Baseline, fifo_positions, first_valid, wait_or_any
 
@@ -14,9 +15,9 @@ class PriorityPreempt(Baseline):
 
     name = "priority"
 
-    def select(self, sim: Simulator, cset: CandidateSet) -> int:
-        pos = fifo_positions(sim)
-        jobs = sorted(cset.window, key=lambda j: (-int(sim.priority[j]), pos[j]))
+    def select(self, state: ClusterState, cset: CandidateSet) -> int:
+        pos = fifo_positions(state)
+        jobs = sorted(cset.window, key=lambda j: (-int(state.priority[j]), pos[j]))
         # The preempt candidate is only ever valid when the job does not fit on free GPUs.
         i = first_valid(cset, jobs, (TOPOLOGY, PREEMPT))
         return wait_or_any(cset) if i is None else i

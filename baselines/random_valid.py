@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs.candidates import CandidateSet
-from envs.simulator import Simulator
+from envs.state import ClusterState
 
 from baselines.base import Baseline
 
@@ -19,5 +19,5 @@ class RandomValid(Baseline):
         super().__init__(seed)
         self.rng = np.random.default_rng(seed)
 
-    def select(self, sim: Simulator, cset: CandidateSet) -> int:
+    def select(self, state: ClusterState, cset: CandidateSet) -> int:
         return int(self.rng.choice(np.flatnonzero(cset.mask)))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from envs.candidates import PREEMPT, CandidateSet, predicted_rate
-from envs.simulator import Simulator
+from envs.candidates import CandidateSet
+from envs.features import predicted_rate
+from envs.placement import PREEMPT
+from envs.state import ClusterState
 
 from baselines.base import Baseline, fifo_positions, wait_or_any
 
@@ -15,14 +17,14 @@ class ShortestExpectedCompletion(Baseline):
 
     name = "sect"
 
-    def select(self, sim: Simulator, cset: CandidateSet) -> int:
-        pos = fifo_positions(sim)
+    def select(self, state: ClusterState, cset: CandidateSet) -> int:
+        pos = fifo_positions(state)
         best: tuple[float, int] | None = None
         index = -1
         for i, cd in enumerate(cset.candidates[:-1]):
             if not cset.mask[i] or cd.rule == PREEMPT:
                 continue
-            key = (float(sim.remaining_estimate_s(cd.job_id)) / max(predicted_rate(sim, cd), 1e-6), pos[cd.job_id])
+            key = (float(state.remaining_estimate_s(cd.job_id)) / max(predicted_rate(state, cd), 1e-6), pos[cd.job_id])
             if best is None or key < best:
                 best, index = key, i
         return wait_or_any(cset) if best is None else index

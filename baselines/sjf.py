@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.simulator import Simulator
+from envs.state import ClusterState
 
 from baselines.base import OrderedBaseline
 
@@ -12,5 +12,5 @@ class ShortestJobFirst(OrderedBaseline):
 
     name = "sjf"
 
-    def order_key(self, sim: Simulator, job_id: int) -> float:
-        return sim.remaining_estimate_s(job_id)
+    def order_key(self, state: ClusterState, job_id: int) -> float:
+        return state.remaining_estimate_s(job_id)

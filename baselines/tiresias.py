@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.simulator import Simulator
+from envs.state import ClusterState
 
 from baselines.base import OrderedBaseline
 
@@ -12,5 +12,5 @@ class LeastAttainedService(OrderedBaseline):
 
     name = "tiresias"
 
-    def order_key(self, sim: Simulator, job_id: int) -> float:
-        return float(sim.attained_gpu_s[job_id])
+    def order_key(self, state: ClusterState, job_id: int) -> float:
+        return float(state.attained_gpu_s[job_id])

@@ -10,20 +10,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.candidates import (
-    NUM_CANDIDATE_FEATURES,
-    NUM_GLOBAL_FEATURES,
-    CandidateSet,
-    apply_candidate,
-    candidate_features,
-    num_candidates,
-)
+from envs.candidates import CandidateSet, apply_candidate, num_candidates
 from envs.config import load_cluster
+from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES, candidate_features
 from envs.jobs import Job
 from envs.metrics import episode_metrics
 from envs.replay import advance_to_decision
 from envs.rewards import RewardConfig, RewardTracker
 from envs.simulator import JobState, SimConfig, Simulator
+from envs.state import ClusterState
 from envs.speed import SpeedModel
 from envs.topology import Cluster
 from envs.workload import WorkloadSpec, check_workload_fits, load_workload_spec, make_workload
@@ -66,11 +61,13 @@ class GpuClusterEnv(gym.Env):
     `Dict`:
     | key | shape | content |
     |---|---|---|
-    | candidates | (K, 32) float32 in [-1, 1] | per-candidate features, `envs.candidates.CANDIDATE_FEATURES` |
-    | global | (12,) float32 in [-1, 1] | queue and cluster features, `envs.candidates.GLOBAL_FEATURES` |
+    | candidates | (K, 32) float32 in [-1, 1] | per-candidate features, `envs.features.CANDIDATE_SCHEMA` |
+    | global | (14,) float32 in [-1, 1] | queue, cluster and past-arrival features, `envs.features.GLOBAL_SCHEMA` |
     | action_mask | (K,) int8 in {0, 1} | 1 where the candidate is valid |
     Features are fractions, log-scaled durations and one-hots: none grows with cluster size.
-    Runtime features use the jobs' *estimates*; true durations never leak.
+    Everything comes from the decision state (`envs.state.ClusterState`): runtime features
+    use the jobs' *estimates*, arrival features the past; true durations and future arrivals
+    never reach the observation, the mask or a baseline.
 
     ## Rewards
     Minus the number of jobs in the system integrated over the time between two decisions,
@@ -193,6 +190,11 @@ class GpuClusterEnv(gym.Env):
             print(self.render_text())
         return self._observation(), float(reward), terminated, truncated, info
 
+    @property
+    def state(self) -> ClusterState:
+        """The decision state the current candidates were built from (what the scheduler knows)."""
+        return self.cset.state
+
     def action_masks(self) -> np.ndarray:
         """(K,) bool mask of valid actions (sb3-contrib's MaskablePPO reads this)."""
         return self.cset.mask.copy()
@@ -210,7 +212,7 @@ class GpuClusterEnv(gym.Env):
         self.cset = advance_to_decision(self.sim, self.queue_window)
 
     def _observation(self) -> dict[str, np.ndarray]:
-        feats, glob = candidate_features(self.sim, self.cset)
+        feats, glob = candidate_features(self.cset)
         mask = self.cset.mask.astype(np.int8)
         if not mask.any():  # terminal state: keep the mask non-empty for vectorised wrappers
             mask[-1] = 1

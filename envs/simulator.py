@@ -32,6 +32,7 @@ from envs.speed import (
     interference_from,
     placement_profile,
 )
+from envs.state import ClusterState, fragmented_change, remaining_estimate_s
 from envs.topology import Cluster
 
 _EPS = 1e-9
@@ -66,12 +67,6 @@ class SimConfig:
     speed_model: SpeedModel = field(default_factory=SpeedModel)
     max_checkpoint_s: float = 60.0  # a graceful stop is bounded
     priority_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)  # low, normal, high
-
-
-def fragmented_change(was: int, now: int, whole_gang: int) -> int:
-    """How the fragmented free GPUs of a node change when its free GPUs go from `was` to `now`:
-    a node with fewer free than `whole_gang` (see Cluster.node_whole_gang) counts as fragmented."""
-    return (now if now < whole_gang else 0) - (was if was < whole_gang else 0)
 
 
 class _Placed:
@@ -112,10 +107,15 @@ class Simulator:
         self.mem_req = np.array([j.mem_per_gpu_gb for j in jobs])
         self.priority = np.array([j.priority for j in jobs], dtype=np.int64)
         self.preemptible = np.array([j.preemptible for j in jobs], dtype=bool)
+        self.kind = np.array([int(j.kind) for j in jobs], dtype=np.int64)
+        self.comm_fraction = np.array([j.comm_fraction for j in jobs], dtype=float)
+        self.tp_comm_share = np.array([j.tp_comm_share for j in jobs], dtype=float)
         self.arrival = np.array([j.arrival_s for j in jobs])
         self.estimate = np.array([j.estimate_s for j in jobs])
         self.work_total = np.array([j.work_s for j in jobs], dtype=float)
-        self.work_left = self.work_total.copy()
+        self.work_left = self.work_total.copy()  # the truth: only the event loop reads it
+        self.work_done = np.zeros(n)  # work_total - work_left, what a scheduler can know
+        self.requested_gpu_s = self.gpus_req * self.estimate  # what each job asks for, by its estimate
         self.restore_s = np.array([j.restore_s for j in jobs], dtype=float)
         self.checkpoint_s = np.minimum([j.checkpoint_s for j in jobs], self.config.max_checkpoint_s) if n else np.zeros(0)
         self.overhead_left = np.zeros(n)
@@ -197,11 +197,8 @@ class Simulator:
         self._next_event = (-1, np.inf)  # (version, next_event_s()) cache
         self.uplink_demand = np.zeros(len(c.switch_names))  # (S,) GB/s the running jobs put on each uplink
         self.node_pressure = np.zeros(c.num_nodes)  # (N,) memory-bandwidth pressure of the running jobs
-        self.cache: dict = {}  # derived views of the current state, for callers; emptied on every change
-        self.episode_cache: dict = {}  # derived views that never change during the episode, for callers
-        self._cache_version = -1
-        self._alloc_cache: dict = {}
-        self._alloc_cache_version = -1
+        self._state: ClusterState | None = None  # the decision state, a view refreshed per version
+        self._state_arrived = -1  # arrivals its per-job views cover
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._node_power_w = self._per_node_power(self.node_owned)
         self._update_power()
@@ -226,21 +223,6 @@ class Simulator:
     def free_gpu_mask(self) -> np.ndarray:
         """(G,) GPUs neither owned nor reserved (a copy: callers may change it)."""
         return self._free_mask.copy()
-
-    def state_cache(self) -> dict:
-        """A dict for callers' derived views of the current state; emptied on every change."""
-        if self._cache_version != self.version:
-            self.cache = {}
-            self._cache_version = self.version
-        return self.cache
-
-    def alloc_cache(self) -> dict:
-        """A dict for callers' views that depend only on which GPUs are owned or reserved (and
-        so on the running set); emptied when that changes."""
-        if self._alloc_cache_version != self.alloc_version:
-            self._alloc_cache = {}
-            self._alloc_cache_version = self.alloc_version
-        return self._alloc_cache
 
     @property
     def next_arrival_s(self) -> float:
@@ -268,13 +250,44 @@ class Simulator:
         return t
 
     def remaining_estimate_s(self, job_id):
-        """The scheduler's estimate of remaining runtime at reference speed (never the truth):
-        the estimate minus the work done, plus the restore still owed. Takes an id or an array."""
-        done = self.work_total[job_id] - self.work_left[job_id]
-        remaining = np.maximum(self.estimate[job_id] - done, 0.0)
-        if not self._num_needs_restore:  # adding restore_s * False (+0.0) changes nothing
-            return remaining
-        return remaining + self.restore_s[job_id] * self.needs_restore[job_id]
+        """The scheduler's estimate of remaining runtime at reference speed (never the truth), as
+        `envs.state.remaining_estimate_s`. Takes an id or an array."""
+        return remaining_estimate_s(self.estimate, self.work_done, self.restore_s, self.needs_restore, job_id,
+                                    self._num_needs_restore > 0)
+
+    def decision_state(self) -> ClusterState:
+        """What a scheduler knows now, as a view over this simulator's arrays (no copy): valid
+        until the simulator changes, then refreshed in place. Per-job fields cover the jobs that
+        have arrived; nothing of a job's true work or of future arrivals is in it."""
+        s = self._state
+        if s is None:
+            s = self._state = ClusterState(cluster=self.cluster, speed_model=self.config.speed_model, names=None,
+                                           gpu_owner=self.gpu_owner, gpu_reserved=self.gpu_reserved,
+                                           node_preemptible=self.node_preemptible, node_pressure=self.node_pressure,
+                                           uplink_demand=self.uplink_demand, version=-1)
+        elif s.version == self.version:
+            return s
+        n = self._next_arrival
+        if self._state_arrived != n:  # the jobs known grow with arrivals: views of the arrived prefix
+            self._state_arrived = n
+            s.num_gpus, s.tp_degree, s.mem_per_gpu_gb = self.gpus_req[:n], self.tp_degree[:n], self.mem_req[:n]
+            s.kind, s.priority, s.preemptible = self.kind[:n], self.priority[:n], self.preemptible[:n]
+            s.comm_fraction, s.tp_comm_share = self.comm_fraction[:n], self.tp_comm_share[:n]
+            s.estimate_s, s.work_done_s, s.requested_gpu_s = self.estimate[:n], self.work_done[:n], self.requested_gpu_s[:n]
+            s.checkpoint_s, s.restore_s, s.needs_restore = self.checkpoint_s[:n], self.restore_s[:n], self.needs_restore[:n]
+            s.arrival_s, s.queued_since_s, s.wait_s = self.arrival[:n], self.queued_since[:n], self.wait_s[:n]
+            s.attained_gpu_s, s.preemptions, s.enqueue_seq = self.attained_gpu_s[:n], self.preemptions[:n], self.enqueue_seq[:n]
+            s.restore_left_s, s.checkpoint_end_s, s.rate = self.overhead_left[:n], self.checkpoint_end[:n], self.rate[:n]
+            s.arrival_times_s, s.arrival_requested_gpu_s = s.arrival_s, s.requested_gpu_s
+        s.now, s.version, s.alloc_version = self.now, self.version, self.alloc_version
+        s.queue = self._queue_ids[: self._queue_len]
+        s.queue_by_remaining = self._by_remaining
+        s.running, s.checkpointing, s.reserved = self.running, self.checkpointing, self.reserved
+        s.placement, s.profiles = self.placement, self.profiles
+        s.queued_gpus, s.queued_high_priority = self.queued_gpus, self.queued_high_priority
+        s.free_mask, s.node_free = self._free_mask, self.node_free
+        s.num_free, s.fragmented_free = self._num_free, self._fragmented
+        return s
 
     # ------------------------------------------------------------------ decisions
 
@@ -541,6 +554,7 @@ class Simulator:
             left = self.work_left[run]
             progress = np.minimum(progress, left)
             self.work_left[run] = left - progress
+            self.work_done[run] = self.work_total[run] - self.work_left[run]
             gpus = self.gpus_req[run]
             self.useful_work_s += float((progress * gpus).sum())
             self.attained_gpu_s[run] += gpus * dt
@@ -555,6 +569,7 @@ class Simulator:
         finished = run[(self.overhead_left[run] + self.work_left[run] / self.rate[run]) <= 1e-7]
         for j in finished:
             self.work_left[j] = 0.0
+            self.work_done[j] = self.work_total[j]
             self.state[j] = JobState.DONE
             self.end[j] = self.now
             self._close_segment(j, preempted=False)

@@ -185,17 +185,28 @@ def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model
 def job_constants(job: Job, model: SpeedModel) -> tuple[float, float, float, float]:
     """What a job brings to any placement: (TP share c_tp, DP share c_dp of its step time at
     ideal placement, memory-bandwidth pressure per GPU, sensitivity to neighbours' pressure)."""
-    c = job.comm_fraction
+    return job_constants_of(job.gpus, job.tp_degree, job.kind, job.comm_fraction, job.tp_comm_share, model)
+
+
+def job_constants_of(gpus: int, tp_degree: int, kind: int, comm_fraction: float, tp_comm_share: float,
+                     model: SpeedModel) -> tuple[float, float, float, float]:
+    """`job_constants` from a job's shape and communication profile (what a decision state holds)."""
+    c = comm_fraction
     return (
-        c * job.tp_comm_share if job.tp_degree > 1 else 0.0,
-        c * (1.0 - job.tp_comm_share) if job.gpus // job.tp_degree > 1 else 0.0,
-        model.pressure_by_kind[job.kind],
-        model.sensitivity_by_kind[job.kind],
+        c * tp_comm_share if tp_degree > 1 else 0.0,
+        c * (1.0 - tp_comm_share) if gpus // tp_degree > 1 else 0.0,
+        model.pressure_by_kind[kind],
+        model.sensitivity_by_kind[kind],
     )
 
 
 def job_profile(job: Job, geometry: PlacementGeometry, model: SpeedModel) -> PlacementProfile:
-    c_tp, c_dp, pressure, sensitivity = job_constants(job, model)
+    return job_profile_of(job_constants(job, model), geometry)
+
+
+def job_profile_of(constants: tuple[float, float, float, float], geometry: PlacementGeometry) -> PlacementProfile:
+    """A job with these `job_constants` on a placement of this geometry."""
+    c_tp, c_dp, pressure, sensitivity = constants
     return PlacementProfile(geometry=geometry, c_tp=c_tp, c_dp=c_dp, pressure=pressure, sensitivity=sensitivity)
 
 

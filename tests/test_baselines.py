@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from baselines import BASELINES, make_baseline
-from envs.candidates import PREEMPT, RULES, CandidateSet
+from envs.candidates import CandidateSet
+from envs.placement import PREEMPT, RULES
 from envs.config import cluster_from_dict, load_cluster
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, Job, JobKind
 from envs.metrics import episode_metrics
@@ -43,7 +44,7 @@ def job(job_id: int, gpus: int, *, arrival_s: float = 0.0, work_s: float = 3600.
 
 def choose(name: str, sim: Simulator) -> tuple[CandidateSet, int]:
     cset = advance_to_decision(sim, Q)
-    i = make_baseline(name).select(sim, cset)
+    i = make_baseline(name).select(cset.state, cset)
     assert cset.mask[i]
     return cset, i
 

@@ -7,20 +7,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.candidates import (
-    BINPACK,
-    PREEMPT,
-    RULES,
-    SPREAD,
-    TOPOLOGY,
-    _aligned,
-    _geometry_columns,
-    apply_candidate,
-    choose_victims,
-    fragmentation,
-    place,
-)
+from envs.cache import clear_cluster_memos
+from envs.candidates import apply_candidate
 from envs.config import load_cluster
+from envs.features import _geometry_columns, fragmentation
+from envs.placement import BINPACK, PREEMPT, RULES, SPREAD, TOPOLOGY, choose_victims, place
+from envs.window import aligned as _aligned
 from envs.replay import advance_to_decision
 from envs.simulator import Simulator
 from envs.workload import load_workload_spec, make_workload
@@ -35,7 +27,7 @@ def _random_states(cluster_name: str, workload: str, seed: int, data, steps: int
     for _ in range(steps):
         if sim.done:
             return
-        yield sim, cset
+        yield sim, sim.decision_state(), cset
         valid = np.flatnonzero(cset.mask)
         pick = data.integers(len(valid)) if isinstance(data, np.random.Generator) else data.draw(st.integers(0, len(valid) - 1), label="action")
         apply_candidate(sim, cset, int(valid[pick]))
@@ -47,60 +39,59 @@ def _random_states(cluster_name: str, workload: str, seed: int, data, steps: int
 def test_memoised_placements_equal_fresh_ones(seed, data):
     """The per-cluster placement memo is keyed by everything a placement depends on: emptying it
     never changes a placement."""
-    for sim, _ in _random_states("mixed-64gpu", "llm-mix-bursty", seed, data):
+    for sim, state, _ in _random_states("mixed-64gpu", "llm-mix-bursty", seed, data):
         cluster = sim.cluster
-        shapes = {(j.gpus, j.tp_degree, j.mem_per_gpu_gb): j.job_id for j in sim.jobs}  # one job of each gang shape
-        for j in shapes.values():
+        shapes = {(j.gpus, j.tp_degree, j.mem_per_gpu_gb) for j in sim.jobs}  # every gang shape
+        for gpus, tp, mem in shapes:
             for rule in (BINPACK, SPREAD, TOPOLOGY):
-                memoised = place(sim, sim.jobs[j], rule)  # the memo filled by every earlier call on this cluster
-                warm, cluster.memo = cluster.memo, {}
-                fresh = place(sim, sim.jobs[j], rule)
-                cluster.memo = warm
-                assert (memoised is None) == (fresh is None), (j, RULES[rule])
+                memoised = place(state, gpus, tp, mem, rule)  # the memo filled by every earlier call on this cluster
+                clear_cluster_memos(cluster)
+                fresh = place(state, gpus, tp, mem, rule)
+                assert (memoised is None) == (fresh is None), (gpus, tp, mem, RULES[rule])
                 if fresh is not None:
                     np.testing.assert_array_equal(memoised, fresh)
 
 
-def _victims_by_gpu(sim, job):
+def _victims_by_gpu(state, j):
     """Reference for choose_victims on per-GPU masks: cheapest useful lower-priority preemptible
     running jobs until the gang fits in whole TP groups, then the topology rule over their GPUs."""
-    c = sim.cluster
-    eligible = c.gpu_memory_gb >= job.mem_per_gpu_gb
-    tp = job.tp_degree
+    c = state.cluster
+    need, tp, mem = int(state.num_gpus[j]), int(state.tp_degree[j]), float(state.mem_per_gpu_gb[j])
+    eligible = c.gpu_memory_gb >= mem
 
     def aligned_total(avail):
         return int(_aligned(np.bincount(c.gpu_node[avail], minlength=c.num_nodes), tp).sum())
 
-    free = sim.free_gpu_mask() & eligible
-    if aligned_total(free) >= job.gpus:
+    free = state.free_mask & eligible
+    if aligned_total(free) >= need:
         return None
-    run = sim.running
-    pool = run[sim.preemptible[run] & (sim.priority[run] < job.priority)]
+    run = state.running
+    pool = run[state.preemptible[run] & (state.priority[run] < state.priority[j])]
     if not len(pool):
         return None
-    useful = np.array([int(eligible[sim.placement[v]].sum()) for v in pool])
-    cost = sim.preemption_cost_gpu_s(pool)
+    useful = np.array([int(eligible[state.placement[v]].sum()) for v in pool])
+    cost = state.preemption_cost_gpu_s(pool)
     avail = free.copy()
     chosen = []
     for i in [i for i in np.lexsort((-useful, cost)) if useful[i] > 0]:
-        if aligned_total(avail) >= job.gpus:
+        if aligned_total(avail) >= need:
             break
         chosen.append(int(pool[i]))
-        avail[sim.placement[pool[i]]] = True
+        avail[state.placement[pool[i]]] = True
         avail &= eligible
-    if aligned_total(avail) < job.gpus:
+    if aligned_total(avail) < need:
         return None
-    gpus = place(sim, job, PREEMPT, avail)
-    victims = tuple(v for v in chosen if np.isin(sim.placement[v], gpus).any())
+    gpus = place(state, need, tp, mem, PREEMPT, avail)
+    victims = tuple(v for v in chosen if np.isin(state.placement[v], gpus).any())
     return (gpus, victims) if victims else None
 
 
 def test_victims_on_node_counts_equal_the_per_gpu_reference():
     checked = 0
     for seed in range(4):
-        for sim, _ in _random_states("mixed-64gpu", "llm-mix-bursty", seed, np.random.default_rng(seed), steps=150, num_jobs=120):
-            for j in sim.queue_ids().tolist():
-                got, want = choose_victims(sim, sim.jobs[j]), _victims_by_gpu(sim, sim.jobs[j])
+        for _, state, _ in _random_states("mixed-64gpu", "llm-mix-bursty", seed, np.random.default_rng(seed), steps=150, num_jobs=120):
+            for j in state.queue.tolist():
+                got, want = choose_victims(state, j), _victims_by_gpu(state, j)
                 assert (got is None) == (want is None), j
                 if want is not None:
                     np.testing.assert_array_equal(got[0], want[0])
@@ -119,13 +110,13 @@ def _fragmented_share(sim, node_free):
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_placement_columns_equal_a_recount_of_the_nodes(seed, data):
     """Share of whole free nodes taken and change in fragmentation, from per-node arrays."""
-    for sim, cset in _random_states("mixed-64gpu", "llm-mix", seed, data):
-        assert fragmentation(sim) == _fragmented_share(sim, sim.node_free)
+    for sim, state, cset in _random_states("mixed-64gpu", "llm-mix", seed, data):
+        assert fragmentation(state) == _fragmented_share(sim, sim.node_free)
         for cd in cset.candidates[:-1]:
             if not cd.valid:
                 continue
             g = cd.geometry
-            _, nodes_per_gpu, whole, frag_delta, min_speed, *_ = _geometry_columns(sim, g)
+            _, nodes_per_gpu, whole, frag_delta, min_speed, *_ = _geometry_columns(state, g)
             free_now = sim.node_free[g.nodes]
             after = sim.node_free.copy()
             after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)

@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401  (registers the env)
-from envs.candidates import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
+from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
 from envs.env import GpuClusterEnv
 
 

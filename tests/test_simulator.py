@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.candidates import TOPOLOGY, PREEMPT, apply_candidate
+from envs.candidates import apply_candidate
+from envs.placement import PREEMPT, TOPOLOGY
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW
 from envs.replay import advance_to_decision
 from envs.simulator import JobState, SchedulingError, SimConfig, Simulator
@@ -224,9 +225,9 @@ def test_rates_of_many_multi_node_jobs_equal_the_reference(seed, data):
 
 def _window_by_full_sort(sim, q):
     """Reference for select_window: round-robin over four fully sorted orders."""
-    from envs.candidates import feasible_queue
+    from envs.window import feasible_queue
 
-    feasible = feasible_queue(sim)
+    feasible = feasible_queue(sim.decision_state())
     if len(feasible) <= q:
         return feasible.tolist()
     orders = [
@@ -248,7 +249,8 @@ def _window_by_full_sort(sim, q):
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), steps=st.integers(0, 30))
 def test_window_equals_round_robin_over_full_sorts(seed, steps):
-    from envs.candidates import _shortest_head, feasible_queue, select_window
+    from envs.window import feasible_queue, select_window
+    from envs.window import shortest_head as _shortest_head
 
     cluster = load_cluster("h100-4node")
     jobs = make_workload(load_workload_spec("llm-mix"), cluster, seed, num_jobs=80)
@@ -260,18 +262,18 @@ def test_window_equals_round_robin_over_full_sorts(seed, steps):
         apply_candidate(sim, cset, int(np.flatnonzero(cset.mask)[0]))
         cset = advance_to_decision(sim, 4)
         for q in (2, 4, 8):
-            assert select_window(sim, q) == _window_by_full_sort(sim, q)
+            assert select_window(sim.decision_state(), q) == _window_by_full_sort(sim, q)
         # The sorted-queue walk gives the shortest feasible jobs, or gives up (None) past its limit.
-        feasible = feasible_queue(sim)
+        feasible = feasible_queue(sim.decision_state())
         by_remaining = feasible[np.argsort(sim.remaining_estimate_s(feasible), kind="stable")].tolist()
         for k in (1, 4, 16):
-            assert _shortest_head(sim, k) == by_remaining[:k]
-            assert _shortest_head(sim, k, walk_limit=0) in (None, by_remaining[:k])
+            assert _shortest_head(sim.decision_state(), k) == by_remaining[:k]
+            assert _shortest_head(sim.decision_state(), k, walk_limit=0) in (None, by_remaining[:k])
 
 
 def _fit_by_job(sim):
     """Reference for fit_status: each queued job on its own, by GPU counts."""
-    from envs.candidates import _aligned
+    from envs.window import aligned as _aligned
 
     c = sim.cluster
     q = sim.queue_ids()
@@ -294,7 +296,7 @@ def _fit_by_job(sim):
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_fit_status_by_job_class_equals_each_job_on_its_own(seed, data):
-    from envs.candidates import fit_status
+    from envs.window import fit_status
 
     cluster = load_cluster("mixed-64gpu")
     jobs = make_workload(load_workload_spec("llm-mix-bursty"), cluster, seed, num_jobs=60)
@@ -303,7 +305,7 @@ def test_fit_status_by_job_class_equals_each_job_on_its_own(seed, data):
     for _ in range(40):
         if sim.done:
             break
-        for got, want in zip(fit_status(sim), _fit_by_job(sim)):
+        for got, want in zip(fit_status(sim.decision_state()), _fit_by_job(sim)):
             np.testing.assert_array_equal(got, want)
         valid = np.flatnonzero(cset.mask)
         apply_candidate(sim, cset, int(valid[data.draw(st.integers(0, len(valid) - 1), label="action")]))

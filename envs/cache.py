@@ -1,0 +1,117 @@
+"""The candidate layer's caches, keyed on the decision state's versions.
+
+A decision builds candidates, a mask and features from one `ClusterState`; much of that work
+depends only on part of the state and recurs across decisions. The caches that hold it belong
+here, in the layer above the state, never in the simulator or the cluster object:
+
+* `per_state(state)`: views of this exact state; emptied whenever `state.version` changes.
+* `per_alloc(state)`: views that depend only on which GPUs are owned or reserved (and so on the
+  running set); emptied whenever `state.alloc_version` changes.
+* `per_jobs(state)`: per-job tables fixed by what a job *is* (shape, priority, estimate), kept
+  for the life of the state object and extended as jobs arrive (`job_table`).
+* `per_cluster(cluster, name)`: what recurs across episodes on one cluster (GPU picks, placement
+  geometries), dropped with the cluster; each table is emptied past `MEMO_LIMIT` entries.
+
+They live in the state's `derived` slot, which nothing in envs.state or the simulator reads. A
+state from plain data starts with none.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from envs.state import ClusterState
+from envs.topology import Cluster
+
+MEMO_LIMIT = 200_000  # entries per cross-episode memo table before it is emptied
+
+
+class _Derived:
+    __slots__ = ("version", "alloc_version", "state", "alloc", "jobs")
+
+    def __init__(self):
+        self.version = self.alloc_version = None
+        self.state: dict = {}
+        self.alloc: dict = {}
+        self.jobs: dict = {}
+
+
+def _derived(state: ClusterState) -> _Derived:
+    d = state.derived
+    if d is None:
+        d = state.derived = _Derived()
+    return d
+
+
+def per_state(state: ClusterState) -> dict:
+    """A dict for views of this state; emptied whenever the state changes."""
+    d = _derived(state)
+    if d.version != state.version:
+        d.state = {}
+        d.version = state.version
+    return d.state
+
+
+def per_alloc(state: ClusterState) -> dict:
+    """A dict for views that depend only on GPU ownership and reservations."""
+    d = _derived(state)
+    if d.alloc_version != state.alloc_version:
+        d.alloc = {}
+        d.alloc_version = state.alloc_version
+    return d.alloc
+
+
+def per_jobs(state: ClusterState) -> dict:
+    """A dict for per-job tables of what jobs are (see `job_table`)."""
+    return _derived(state).jobs
+
+
+def job_table(state: ClusterState, name: str, build: Callable[[ClusterState, int, int], np.ndarray]) -> np.ndarray:
+    """The per-job table `name`, one row per job of the state: `build(state, lo, hi)` makes the
+    rows of jobs lo..hi-1, which never change once made. A simulator's state gains jobs as they
+    arrive; their rows are appended (capacity doubles, so appends are amortised)."""
+    tables = per_jobs(state)
+    m = state.num_jobs
+    hit = tables.get(name)
+    if hit is None:
+        rows = build(state, 0, m)
+        buf = np.empty((max(m, 16), *rows.shape[1:]), dtype=rows.dtype)
+        buf[:m] = rows
+        tables[name] = hit = [buf, m]
+    buf, have = hit
+    if have < m:
+        if len(buf) < m:
+            grown = np.empty((max(m, 2 * len(buf)), *buf.shape[1:]), dtype=buf.dtype)
+            grown[:have] = buf[:have]
+            buf = hit[0] = grown
+        buf[have:m] = build(state, have, m)
+        hit[1] = m
+    return buf[:m]
+
+
+_CLUSTER_MEMOS: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def per_cluster(cluster: Cluster, name: Any) -> dict:
+    """The memo table `name` of this cluster object (dropped when the cluster is), emptied once
+    it holds more than MEMO_LIMIT entries."""
+    key = id(cluster)
+    hit = _CLUSTER_MEMOS.get(key)
+    if hit is None or hit[0]() is not cluster:
+        hit = _CLUSTER_MEMOS[key] = (weakref.ref(cluster, lambda _, k=key: _CLUSTER_MEMOS.pop(k, None)), {})
+    tables = hit[1]
+    table = tables.get(name)
+    if table is None or len(table) > MEMO_LIMIT:
+        table = tables[name] = {}
+    return table
+
+
+def clear_cluster_memos(cluster: Cluster) -> None:
+    """Forget every memo of `cluster` (tests use it to compare memoised and fresh results)."""
+    hit = _CLUSTER_MEMOS.get(id(cluster))
+    if hit is not None:
+        hit[1].clear()

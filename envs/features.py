@@ -1,0 +1,280 @@
+"""The feature schema and the features: what a policy sees of a decision state.
+
+The schema is declared once, below, as tables of (name, meaning, scale); every column position
+comes from it (`CANDIDATE_COLUMNS["valid"]`), never a literal number. `FEATURE_SCHEMA_VERSION`
+changes whenever a column is added, removed, reordered or rescaled: an exported model records
+it and a model of another version refuses to load.
+
+Everything is computed from a `ClusterState` alone, so it holds only what a scheduler knows:
+runtime columns use the jobs' *estimates*, the WAIT row's time to the next event is the next
+*estimated* completion, and arrival columns describe the past (load that arrived over the last
+hours, time since the last arrival). Values are scaled to about [-1, 1] and none grows with the
+cluster's size: a policy trained on 64 GPUs runs on 1,024.
+
+Scales: `log` is log10(1 + seconds) / 6 (one second 0.05, one hour 0.59, eleven days 1.0);
+`share` is a fraction in [0, 1]; `onehot` is 0 or 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from envs.cache import job_table, per_alloc, per_state
+from envs.candidates import Candidate, CandidateSet, job_constants
+from envs.placement import RULES, free_view
+from envs.speed import PlacementGeometry, efficiency_of, interference_from
+from envs.state import ClusterState, fragmented_change
+
+FEATURE_SCHEMA_VERSION = 2  # 1: the first release (clairvoyant next_event_log and next_arrival_log)
+
+CANDIDATE_SCHEMA: tuple[tuple[str, str, str], ...] = (
+    # The job (the same on each rule's row of a window slot).
+    ("gang_log2", "log2(gang size) / 7", "log2"),
+    ("tp_log2", "log2(TP degree) / 3", "log2"),
+    ("kind_pretrain", "job kind is pretrain", "onehot"),
+    ("kind_finetune", "job kind is finetune", "onehot"),
+    ("kind_inference", "job kind is inference", "onehot"),
+    ("kind_batch", "job kind is batch", "onehot"),
+    ("priority", "priority class / 2 (low 0, normal 0.5, high 1)", "share"),
+    ("preemptible", "the job may be preempted", "onehot"),
+    ("est_remaining_log", "estimated remaining runtime at reference speed", "log"),
+    ("wait_log", "time queued so far (all stays)", "log"),
+    ("progress", "work done / (work done + estimated remaining)", "share"),
+    ("comm_fraction", "share of step time communicating at ideal placement", "share"),
+    ("mem_per_gpu", "GPU memory needed / 80 GB", "share"),
+    ("was_preempted", "preempted before: owes a restore", "onehot"),
+    # What the row is.
+    ("valid", "the candidate may be taken", "onehot"),
+    ("rule_binpack", "placement rule binpack", "onehot"),
+    ("rule_spread", "placement rule spread", "onehot"),
+    ("rule_topology", "placement rule topology", "onehot"),
+    ("rule_preempt", "placement rule preempt (after preempting victims)", "onehot"),
+    ("is_wait", "the WAIT row", "onehot"),
+    # The placement (valid rows only).
+    ("predicted_rate", "reference-s of work per s the job would get if started now", "share"),
+    ("placement_efficiency", "placement efficiency (topology, congestion if started)", "share"),
+    ("interference", "speed factor from the neighbours' memory-bandwidth pressure", "share"),
+    ("tier", "highest interconnect tier spanned / 3", "share"),
+    ("nodes_per_gpu", "nodes used / GPUs", "share"),
+    ("free_nodes_consumed", "share of its nodes that were wholly free", "share"),
+    ("fragmentation_delta", "change in the fragmented share of free GPUs", "share"),
+    ("preemption_cost_log", "GPU-s the victims' checkpoints and restores cost", "log"),
+    ("victims", "victims / 4, at most 1", "share"),
+    ("min_gpu_speed", "slowest GPU type's relative speed", "share"),
+    ("est_runtime_here_log", "estimated remaining runtime / predicted rate", "log"),
+    # The WAIT row.
+    ("next_event_est_log", "time to the next estimated completion or checkpoint end (1: none)", "log"),
+)
+GLOBAL_SCHEMA: tuple[tuple[str, str, str], ...] = (
+    ("queue_log", "log10(1 + queued jobs) / 3", "log10"),
+    ("queued_gpu_demand", "GPUs the queue asks for / cluster GPUs, / 4, at most 1", "share"),
+    ("allocated", "share of GPUs owned or reserved", "share"),
+    ("free", "share of GPUs free", "share"),
+    ("free_nodes", "share of nodes wholly free", "share"),
+    ("fragmentation", "share of free GPUs on nodes that cannot host a whole-node gang", "share"),
+    ("running_share", "running / (running + queued + 1)", "share"),
+    ("reserved_share", "(reserved + checkpointing) / (queued + 1), at most 1", "share"),
+    ("time_log", "log10(1 + now s) / 7", "log10"),
+    ("queued_high_priority", "share of the queue in the high class", "share"),
+    ("mean_wait_log", "mean time the queued jobs have waited in their current stay", "log"),
+    ("arrived_load_1h", "GPU-s requested by the last hour's arrivals / (1 h x cluster GPUs), / 4, at most 1", "share"),
+    ("arrived_load_6h", "the same over the last 6 hours", "share"),
+    ("since_arrival_log", "time since the last arrival (1: none yet)", "log"),
+)
+CANDIDATE_FEATURES = tuple(name for name, _, _ in CANDIDATE_SCHEMA)
+GLOBAL_FEATURES = tuple(name for name, _, _ in GLOBAL_SCHEMA)
+NUM_CANDIDATE_FEATURES = len(CANDIDATE_FEATURES)
+NUM_GLOBAL_FEATURES = len(GLOBAL_FEATURES)
+CANDIDATE_COLUMNS = {name: i for i, name in enumerate(CANDIDATE_FEATURES)}
+GLOBAL_COLUMNS = {name: i for i, name in enumerate(GLOBAL_FEATURES)}
+_C = CANDIDATE_COLUMNS
+
+# Column blocks, from the schema's order.
+_JOB_BLOCK = slice(_C["gang_log2"], _C["was_preempted"] + 1)
+_JOB_DYNAMIC = [_C["est_remaining_log"], _C["wait_log"], _C["progress"], _C["was_preempted"]]
+_RULE_BLOCK = slice(_C["rule_binpack"], _C["rule_binpack"] + len(RULES))
+_ROW_BLOCK = slice(_C["valid"], _C["is_wait"] + 1)  # valid, the rule one-hot, is_wait
+_PLACEMENT_BLOCK = slice(_C["predicted_rate"], _C["est_runtime_here_log"] + 1)
+assert _RULE_BLOCK.start == _ROW_BLOCK.start + 1 and _RULE_BLOCK.stop + 1 == _ROW_BLOCK.stop == _PLACEMENT_BLOCK.start
+_KINDS = [_C["kind_pretrain"], _C["kind_finetune"], _C["kind_inference"], _C["kind_batch"]]  # by JobKind
+_RULE_ONE_HOT = np.eye(len(RULES), dtype=np.float32)
+_ROW_PREFIX = [(1.0, *np.eye(len(RULES))[r].tolist(), 0.0) for r in range(len(RULES))]  # valid, rule one-hot, is_wait
+ARRIVAL_WINDOWS_S = (3600.0, 6 * 3600.0)  # arrived_load_1h, arrived_load_6h (envs.state reports 6 h of history)
+
+
+def log_scale(x: float) -> float:
+    """log10(1 + x) / 6: one second -> 0.05, one hour -> 0.59, eleven days -> 1."""
+    return math.log10(1.0 + max(x, 0.0)) / 6.0
+
+
+def fragmentation(state: ClusterState) -> float:
+    """Share of free GPUs that cannot host a whole-node gang (8 GPUs, or the node if smaller)."""
+    _, total, fragmented, _ = free_view(state)
+    return fragmented / total if total else 0.0
+
+
+def _static_job_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
+    """(hi - lo, job columns) the job columns that never change; dynamic ones filled per step."""
+    out = np.zeros((hi - lo, _JOB_BLOCK.stop), dtype=np.float32)
+    gpus = state.num_gpus[lo:hi].astype(float)
+    out[:, _C["gang_log2"]] = np.log2(gpus) / 7.0
+    out[:, _C["tp_log2"]] = np.log2(state.tp_degree[lo:hi].astype(float)) / 3.0
+    out[np.arange(hi - lo), np.array(_KINDS, dtype=np.int64)[state.kind[lo:hi]]] = 1.0
+    out[:, _C["priority"]] = state.priority[lo:hi] / 2.0
+    out[:, _C["preemptible"]] = state.preemptible[lo:hi]
+    out[:, _C["comm_fraction"]] = state.comm_fraction[lo:hi]
+    out[:, _C["mem_per_gpu"]] = state.mem_per_gpu_gb[lo:hi] / 80.0
+    return out
+
+
+def _geometry_columns(state: ClusterState, g: PlacementGeometry) -> tuple:
+    """Features of one placement that do not depend on which job of equal shape runs there:
+    (tier / 3, nodes per GPU, share of whole free nodes it takes, change in fragmentation,
+    min GPU speed, neighbours' pressure per GPU on its worst node, TP stretch, and the TP
+    congestion factor and DP bandwidth under the congestion its uplinks would have if it started)."""
+    lists = state.cluster.node_lists
+    free, total, frag, _ = free_view(state)
+    whole = taken = 0
+    frag_after = frag
+    nodes, on_node = g.nodes.tolist(), g.gpus_on_node.tolist()
+    for n, k in zip(nodes, on_node):
+        f = free[n]
+        whole += f == lists.gpus[n]
+        t = min(k, f)
+        taken += t
+        frag_after += fragmented_change(f, f - t, lists.whole_gang[n])
+    left = total - taken
+    frag_delta = (frag_after / left if left else 0.0) - (frag / total if total else 0.0)
+    tp_congestion, dp_bw = g.congested(_congestion_if_added(state, g))
+    return (float(g.tier) / 3.0, len(nodes) / sum(on_node), float(whole) / len(nodes), min(max(frag_delta, -1.0), 1.0),
+            g.min_speed, _neighbour_pressure(state, g), g.tp_stretch, tp_congestion, dp_bw)
+
+
+def _neighbour_pressure(state: ClusterState, g: PlacementGeometry) -> float:
+    """Memory-bandwidth pressure per GPU of the jobs already on the placement's worst node."""
+    pressure, node_gpus = state.node_pressure, state.cluster.node_gpus
+    if len(g.nodes) == 1:
+        return pressure[g.nodes[0]] / node_gpus[g.nodes[0]]
+    return float((pressure[g.nodes] / node_gpus[g.nodes]).max())
+
+
+def _congestion_if_added(state: ClusterState, g: PlacementGeometry) -> float:
+    if not len(g.uplinks):
+        return 1.0
+    added = state.uplink_demand[g.uplinks] + g.uplink_demand_GBps
+    return float(np.minimum(1.0, state.cluster.switch_uplink_GBps[g.uplinks] / added).min())
+
+
+def predicted_rate(state: ClusterState, cd: Candidate) -> float:
+    """Reference-seconds of work per second the candidate's job would get if started now."""
+    p = cd.profile
+    interf = interference_from(_neighbour_pressure(state, p.geometry), p.sensitivity, state.speed_model)
+    return p.min_speed * p.efficiency(_congestion_if_added(state, p.geometry)) * interf
+
+
+def _arrived_load(state: ClusterState, window_s: float) -> float:
+    """GPU-s requested by the arrivals of the last `window_s` / (window x cluster GPUs), / 4."""
+    times = state.arrival_times_s
+    lo = int(np.searchsorted(times, state.now - window_s, side="right"))
+    requested = float(np.add.reduce(state.arrival_requested_gpu_s[lo:])) if lo < len(times) else 0.0
+    return min(requested / (window_s * state.cluster.num_gpus), 4.0) / 4.0
+
+
+def global_features(state: ClusterState) -> np.ndarray:
+    """(NUM_GLOBAL_FEATURES,) float32: the queue, the cluster and the recent arrivals."""
+    c = state.cluster
+    now = state.now
+    _, free_gpus, _, whole_nodes = free_view(state)
+    n_gpus = float(c.num_gpus)
+    q = state.queue
+    nq = len(q)
+    running = len(state.running)
+    times = state.arrival_times_s
+    glob = [
+        math.log10(1.0 + nq) / 3.0,
+        min(state.queued_gpus / n_gpus, 4.0) / 4.0,
+        (c.num_gpus - free_gpus) / n_gpus,
+        free_gpus / n_gpus,
+        whole_nodes / c.num_nodes,
+        fragmentation(state),
+        running / (running + nq + 1.0),
+        min((len(state.reserved) + len(state.checkpointing)) / (nq + 1.0), 1.0),
+        math.log10(1.0 + now) / 7.0,
+        state.queued_high_priority / nq if nq else 0.0,
+        log_scale(float(np.add.reduce(now - state.queued_since_s[q]) / nq)) if nq else 0.0,
+        *(_arrived_load(state, w) for w in ARRIVAL_WINDOWS_S),
+        log_scale(now - float(times[-1])) if len(times) else 1.0,
+    ]
+    return np.array(glob, dtype=np.float32)
+
+
+def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
+    """(K, NUM_CANDIDATE_FEATURES) and (NUM_GLOBAL_FEATURES,) float32 for a candidate set,
+    scaled to about [-1, 1] and independent of the cluster's size. A typical decision has a few
+    window jobs and a few valid candidates, so their numbers are worked out in plain floats, row
+    by row, and written with one array assignment per block."""
+    state = cset.state
+    R = len(RULES)
+    feats = np.zeros((len(cset.candidates), NUM_CANDIDATE_FEATURES), dtype=np.float32)
+    now = state.now
+
+    # Job columns, the same on each rule's row of a window slot.
+    window = np.array(cset.window, dtype=np.int64)
+    nw = len(window)
+    rem = state.remaining_estimate_s(window).tolist()
+    if nw:
+        done = state.work_done_s[window].tolist()
+        wait = (now - state.queued_since_s[window] + state.wait_s[window]).tolist()
+        restore = state.needs_restore[window].tolist()
+        jrows = job_table(state, "static_job_features", _static_job_rows)[window]
+        jrows[:, _JOB_DYNAMIC] = [(log_scale(r), log_scale(w), d / (d + r) if d + r > 0 else 0.0, float(b))
+                                  for r, d, w, b in zip(rem, done, wait, restore)]
+        by_rule = feats[: nw * R].reshape(nw, R, NUM_CANDIDATE_FEATURES)
+        by_rule[:, :, _JOB_BLOCK] = jrows[:, None, :]
+        by_rule[:, :, _RULE_BLOCK] = _RULE_ONE_HOT
+
+    # Placement columns: per geometry (cached until the allocation changes), then per job.
+    per_geometry: dict[int, tuple] = per_alloc(state).setdefault("placement_columns", {})
+    constants = job_constants(state)
+    model = state.speed_model
+    for i in cset.mask[:-1].nonzero()[0].tolist():
+        cd = cset.candidates[i]
+        g = cd.geometry
+        hit = per_geometry.get(id(g))
+        if hit is None or hit[0] is not g:
+            hit = per_geometry[id(g)] = (g, *_geometry_columns(state, g))
+        _, tier, nodes_per_gpu, whole, frag_delta, min_speed, others, tp_stretch, tp_congestion, dp_bw = hit
+        c_tp, c_dp, _, sensitivity = constants[cd.job_id]
+        eff = efficiency_of(tp_stretch, tp_congestion, dp_bw, c_tp, c_dp)
+        interf = interference_from(others, sensitivity, model)
+        rate = min_speed * eff * interf
+        victims = cd.victims
+        lost = log_scale(float(state.preemption_cost_gpu_s(np.array(victims)).sum())) if victims else 0.0
+        feats[i, _ROW_BLOCK.start : _PLACEMENT_BLOCK.stop] = _ROW_PREFIX[cd.rule] + (
+            rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, min(len(victims) / 4.0, 1.0), min_speed,
+            log_scale(rem[i // R] / max(rate, 1e-6)))
+    w = cset.wait_index
+    feats[w, _C["valid"]] = float(cset.mask[w])
+    feats[w, _C["is_wait"]] = 1.0
+    feats[w, _C["next_event_est_log"]] = next_event_feature(state)
+    return feats, global_features(state)
+
+
+def next_event_feature(state: ClusterState) -> float:
+    """The WAIT row's time to the next estimated event, log-scaled (1.0 when none), once per state."""
+    cache = per_state(state)
+    hit = cache.get("next_event_est")
+    if hit is None:
+        t = state.next_event_estimate_s()
+        hit = cache["next_event_est"] = log_scale(t - state.now) if t < math.inf else 1.0
+    return hit
+
+
+def schema_table() -> str:
+    """The feature schema as a markdown table (for the README and docs)."""
+    lines = [f"Feature schema version {FEATURE_SCHEMA_VERSION}", "", "| block | column | name | meaning | scale |", "|---|---|---|---|---|"]
+    for block, schema in (("candidate", CANDIDATE_SCHEMA), ("global", GLOBAL_SCHEMA)):
+        lines += [f"| {block} | {i} | `{n}` | {m} | {s} |" for i, (n, m, s) in enumerate(schema)]
+    return "\n".join(lines)

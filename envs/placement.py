@@ -1,0 +1,310 @@
+"""The placement rules: which GPUs a gang gets, as pure functions of free GPU counts.
+
+Each rule turns per-node counts of available GPUs (those with enough memory for the job) into
+per-node counts for the gang, then picks concrete GPUs inside each node (one NUMA socket when
+they fit in one). A gang is a set of pods, one per TP group, and a TP group always sits on one
+node. The rules:
+
+* `binpack`: fewest nodes, fullest first (best-fit single node, else fill from the emptiest and
+  best-fit the rest), blind to switches;
+* `spread`: one pod at a time on the node with the most free GPUs;
+* `topology`: the smallest switch tier that holds the gang in whole TP groups, tightest fit
+  inside it, faster GPUs first among equal domains;
+* `preempt`: the topology rule over the free GPUs plus those of the cheapest lower-priority
+  preemptible running jobs (`choose_victims`).
+
+A gang stays on one GPU type whenever one type can host it. Inputs come from a `ClusterState`;
+nothing here reads a simulator.
+"""
+
+from __future__ import annotations
+
+import heapq
+import operator
+from collections.abc import Sequence
+
+import numpy as np
+
+from envs.cache import per_alloc, per_cluster
+from envs.speed import PlacementGeometry, placement_geometry
+from envs.state import ClusterState
+from envs.topology import Cluster
+
+RULES = ("binpack", "spread", "topology", "preempt")
+BINPACK, SPREAD, TOPOLOGY, PREEMPT = range(4)
+
+
+def _pick_gpus_in_node(c: Cluster, node: int, count: int, avail: np.ndarray) -> np.ndarray:
+    """`count` available GPUs of one node, inside one NUMA socket when they fit in one
+    (memoised per cluster by node, count and the node's availability pattern)."""
+    lo = c.node_first_gpu[node]
+    pattern = avail[lo : lo + c.node_gpus[node]]
+    memo = per_cluster(c, "gpu_picks")
+    key = (node, count, pattern.tobytes())
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _pick_in_pattern(c, lo, count, pattern)
+        hit.flags.writeable = False  # shared by every placement that picks it
+    return hit
+
+
+def _pick_in_pattern(c: Cluster, lo: int, count: int, pattern: np.ndarray) -> np.ndarray:
+    ids = lo + np.flatnonzero(pattern)
+    if count == len(ids):
+        return ids
+    sockets = c.gpu_socket[ids]
+    per_socket = np.bincount(sockets)
+    fits = np.flatnonzero(per_socket >= count)
+    if len(fits):
+        best = fits[np.argmin(per_socket[fits])]  # best-fit socket
+        return ids[sockets == best][:count]
+    order = np.argsort(-per_socket[sockets], kind="stable")
+    return np.sort(ids[order][:count])
+
+
+def _gpus_from_counts(c: Cluster, take: dict[int, int], avail: np.ndarray) -> np.ndarray:
+    """Concrete GPU ids for per-node counts, grouped by node (TP groups are consecutive runs)."""
+    if len(take) == 1:
+        (n, k), = take.items()
+        return _pick_gpus_in_node(c, n, k, avail)
+    return np.concatenate([_pick_gpus_in_node(c, n, k, avail) for n, k in take.items() if k > 0])
+
+
+def _best_fit(free: Sequence[int], need: int) -> int | None:
+    """The node with the fewest free GPUs among those with at least `need` (lowest id on ties):
+    the first node holding each count from `need` up, found by C-level scans."""
+    present = set(free)
+    for count in range(need, max(free, default=0) + 1):
+        if count in present:
+            return free.index(count)
+    return None
+
+
+def _binpack(free: Sequence[int], need: int) -> dict[int, int] | None:
+    """Fewest nodes, fullest first: best-fit single node, else fill from the nodes with the
+    most free GPUs and best-fit the remainder (blind to switches)."""
+    n = _best_fit(free, need)
+    if n is not None:
+        return {n: need}
+    if sum(free) < need:
+        return None
+    take: dict[int, int] = {}
+    left = list(free)
+    while need > 0:
+        n = _best_fit(left, need)
+        if n is not None:
+            take[n] = take.get(n, 0) + need
+            break
+        n = left.index(max(left))  # the most free, lowest id on ties
+        take[n] = left[n]
+        need -= left[n]
+        left[n] = 0
+    return take
+
+
+def _spread(free: Sequence[int], need: int) -> dict[int, int] | None:
+    """Least-loaded first, one GPU at a time (how pods of a gang spread across nodes): each
+    unit goes to the node with the most left, lowest id on ties."""
+    if sum(free) < need:
+        return None
+    heap = list(zip(map(operator.neg, free), range(len(free))))
+    heapq.heapify(heap)
+    take: dict[int, int] = {}
+    for _ in range(need):
+        f, n = heap[0]
+        take[n] = take.get(n, 0) + 1
+        heapq.heapreplace(heap, (f + 1, n))
+    return dict(sorted(take.items()))
+
+
+def _fill_domain(free: np.ndarray, nodes: np.ndarray, need: int, tp: int, speed: np.ndarray) -> dict[int, int]:
+    """Inside one switch domain: whole TP groups per node, fastest then emptiest nodes first,
+    best-fit the last groups; leftovers (only when groups cannot all align, which the aligned
+    topology rule never asks for) in the same order."""
+    take: dict[int, int] = {}
+    groups_left = need // tp
+    order = nodes[np.lexsort((-free[nodes], -speed[nodes]))]
+    cap = free.copy()
+    for n in order:
+        if groups_left == 0:
+            break
+        fits = order[(cap[order] // tp) >= groups_left]
+        if len(fits):
+            # Best fit among the fastest nodes that can take every remaining group.
+            fast = fits[speed[fits] == speed[fits].max()]
+            last = int(fast[np.argmin(cap[fast])])
+            take[last] = take.get(last, 0) + groups_left * tp
+            cap[last] -= groups_left * tp
+            groups_left = 0
+            break
+        g = int(cap[n] // tp)
+        if g:
+            take[int(n)] = take.get(int(n), 0) + g * tp
+            cap[n] -= g * tp
+            groups_left -= g
+    rest = groups_left * tp + need % tp
+    for n in order:
+        if rest == 0:
+            break
+        k = int(min(cap[n], rest))
+        if k:
+            take[int(n)] = take.get(int(n), 0) + k
+            cap[n] -= k
+            rest -= k
+    return take
+
+
+def _aligned(free: np.ndarray, tp: int) -> np.ndarray:
+    """Per node, the free GPUs usable in whole TP groups."""
+    return free // tp * tp
+
+
+def _topology(c: Cluster, free: Sequence[int], need: int, tp: int) -> dict[int, int] | None:
+    """Smallest interconnect tier that fits the gang with every TP group inside one node; the
+    tightest fit inside it (faster GPUs first among equal domains)."""
+    lists = c.node_lists
+    if lists.uniform_speed:
+        best = _best_fit(free, need)
+    else:  # fastest, then tightest, then lowest id
+        best = min(((-lists.speed[n], f, n) for n, f in enumerate(free) if f >= need), default=(0, 0, None))[2]
+    if best is not None:
+        return {best: need}
+    usable = np.array(free, dtype=np.int64) // tp * tp
+    if usable.sum() < need:
+        return None
+    speed = c.node_speed
+    for level in range(1, int(c.switch_level.max(initial=0)) + 1):
+        domains = np.flatnonzero(c.switch_level == level)
+        if not len(domains):
+            continue
+        under = c.node_under_switch[:, domains]
+        dom_free = usable @ under
+        ok = np.flatnonzero(dom_free >= need)
+        if len(ok):
+            # Mean speed of the domain's usable GPUs, then tightest fit.
+            dom_speed = (usable * speed) @ under[:, ok] / dom_free[ok]
+            d = domains[ok[np.lexsort((dom_free[ok], -dom_speed))[0]]]
+            return _fill_domain(usable, np.flatnonzero(c.node_under_switch[:, d] & (usable > 0)), need, tp, speed)
+    return _fill_domain(usable, np.flatnonzero(usable > 0), need, tp, speed)
+
+
+def _single_type(c: Cluster, free: Sequence[int], need: int, rule: int, tp: int) -> Sequence[int]:
+    """Restrict `free` (per node) to one GPU type when one type alone can host the gang (in
+    whole TP groups), as a job submitted with a GPU-model selector would be: spread takes the
+    type with the most room, every other rule the tightest fit (lowest type id on ties)."""
+    lists = c.node_lists
+    if lists.num_types == 1:
+        return free
+    per_type = [0] * lists.num_types
+    for f, t in zip(free, lists.gpu_type):
+        per_type[t] += f // tp * tp
+    fits = [t for t in range(lists.num_types) if per_type[t] >= need]
+    if not fits:
+        return free
+    t = (max if rule == SPREAD else min)(fits, key=per_type.__getitem__)
+    return [f if ty == t else 0 for f, ty in zip(free, lists.gpu_type)]
+
+
+def place(state: ClusterState, gpus: int, tp: int, mem: float, rule: int, avail: np.ndarray | None = None) -> np.ndarray | None:
+    """GPU ids for a gang of `gpus` GPUs in TP groups of `tp`, needing `mem` GB per GPU, under one
+    placement rule over the available GPUs (default: the free ones)."""
+    c = state.cluster
+    if avail is None:
+        avail = state.free_mask
+        by_memory = per_alloc(state).setdefault("eligible_free", {})
+        free = by_memory.get(mem)
+        if free is None:
+            free = by_memory[mem] = _eligible(c, free_view(state)[0], mem)
+    else:
+        free = _eligible(c, np.add.reduceat(avail.view(np.int8), c.node_first_gpu).tolist(), mem)
+    take = _node_take(c, free, gpus, tp, rule)
+    return None if take is None else _gpus_from_counts(c, take, avail)
+
+
+def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
+    """The per-node counts with 0 on nodes whose GPUs have less than `mem` GB (a node's GPUs all
+    have its type's memory)."""
+    lists = c.node_lists
+    if mem <= lists.min_memory_gb:
+        return tuple(counts)
+    return tuple([f if m >= mem else 0 for f, m in zip(counts, lists.memory_gb)])
+
+
+def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
+    """Per node, how many of its eligible available GPUs (`free`) the rule gives the gang."""
+    free = _single_type(c, free, need, rule, tp)
+    if rule in (BINPACK, SPREAD):
+        # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.
+        units = (_binpack if rule == BINPACK else _spread)([f // tp for f in free] if tp > 1 else free, need // tp)
+        return None if units is None else {n: k * tp for n, k in units.items()}
+    return _topology(c, free, need, tp)  # TOPOLOGY, and PREEMPT: the topology rule over free and victims' GPUs
+
+
+def free_view(state: ClusterState) -> tuple[list[int], int, int, int]:
+    """(free GPUs per node as a list, their total, the fragmented ones among them, nodes wholly
+    free), once per allocation."""
+    cache = per_alloc(state)
+    hit = cache.get("free_view")
+    if hit is None:
+        free = state.node_free.tolist()
+        whole = int(np.count_nonzero(state.node_free == state.cluster.node_gpus))
+        hit = cache["free_view"] = (free, sum(free), state.fragmented_free, whole)
+    return hit
+
+
+def _aligned_total(counts: list[int], tp: int) -> int:
+    """GPUs usable in whole TP groups over nodes with these available counts."""
+    return sum([f // tp * tp for f in counts])
+
+
+def choose_victims(state: ClusterState, j: int) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """Place-after-preempt for job `j`: the cheapest lower-priority preemptible running jobs
+    whose GPUs, with the free ones, hold the gang in whole TP groups per node; placement by the
+    topology rule. None when the job fits without preemption or cannot fit even with it."""
+    c = state.cluster
+    need, tp, mem, prio = int(state.num_gpus[j]), int(state.tp_degree[j]), float(state.mem_per_gpu_gb[j]), state.priority[j]
+    counts = list(_eligible(c, free_view(state)[0], mem))  # per node: free GPUs, then also the victims'
+    if _aligned_total(counts, tp) >= need:
+        return None
+    run = state.running
+    pool = run[state.preemptible[run] & (state.priority[run] < prio)]
+    if not len(pool):
+        return None
+    memory = c.node_lists.memory_gb
+    held = []  # per candidate victim: (node, GPUs) on nodes the job can use
+    for v in pool.tolist():
+        p = state.profiles[v]
+        held.append([(n, k) for n, k in zip(p.nodes.tolist(), p.gpus_on_node.tolist()) if memory[n] >= mem])
+    useful = np.array([sum(k for _, k in h) for h in held])
+    cost = state.preemption_cost_gpu_s(pool)
+    chosen: list[int] = []
+    for i in np.lexsort((-useful, cost)).tolist():
+        if _aligned_total(counts, tp) >= need:
+            break
+        if useful[i] > 0:
+            chosen.append(int(pool[i]))
+            for n, k in held[i]:
+                counts[n] += k
+    if _aligned_total(counts, tp) < need:
+        return None
+    avail = state.free_mask.copy()
+    for v in chosen:
+        avail[state.placement[v]] = True
+    gpus = place(state, need, tp, mem, PREEMPT, avail)
+    if gpus is None:
+        return None
+    used = np.zeros(c.num_gpus, dtype=bool)
+    used[gpus] = True
+    chosen_victims = tuple(v for v in chosen if used[state.placement[v]].any())
+    return (gpus, chosen_victims) if chosen_victims else None
+
+
+def geometry_of(state: ClusterState, gpus: np.ndarray, tp_degree: int) -> PlacementGeometry:
+    """`placement_geometry`, memoised per cluster and speed model (placements recur as the
+    cluster cycles, and across episodes)."""
+    memo = per_cluster(state.cluster, ("geometry", state.speed_model))
+    key = (gpus.tobytes(), tp_degree)
+    g = memo.get(key)
+    if g is None:
+        g = memo[key] = placement_geometry(state.cluster, gpus, tp_degree, state.speed_model)
+    return g

@@ -1,0 +1,507 @@
+"""The decision state: everything a scheduler knows at one moment, and nothing else.
+
+A `ClusterState` is what the candidates, the mask, the features, every baseline and the scoring
+service decide from. It holds the cluster, the time, the owner of every GPU, and for each job
+that has arrived and not finished what a real scheduler knows of it: its shape, its *estimate*,
+the work it has done so far, how long it has waited, its placement and checkpoint costs; and the
+past arrivals. Never in it: a job's true work, the true time of the next completion, or any job
+that has not arrived.
+
+Two sources feed the same type:
+* `Simulator.decision_state()` gives a live view over the simulator's own arrays (no copy on
+  the hot path). It is valid until the simulator changes and is refreshed in place after that:
+  take `to_dict()` for a snapshot.
+* `ClusterState.from_dict(data, cluster)` builds one from plain data, as a live cluster or the
+  scoring service would send it (JSON). Every field is checked and an error names it
+  (`running[3].gpus: GPU 70 does not exist on a 64-GPU cluster`).
+
+The plain-data form (what `from_dict` reads and `to_dict` writes)::
+
+    {
+      "time_s": 3600.0,                       # now, s since the scheduler's epoch
+      "running":       [JOB, ...],            # in the order they started
+      "checkpointing": [JOB, ...],            # preempted, still saving on their GPUs
+      "reserved":      [JOB, ...],            # placed, waiting for victims to leave
+      "queued":        [JOB, ...],            # in (re)arrival order: FIFO
+      "recent_arrivals": [{"time_s": t, "gpus": g, "estimate_s": e}, ...],   # past only
+    }
+    JOB = {
+      "id": "any string or int",              # unique
+      "num_gpus": 8,                          # gang size (all at once or none)
+      "tp_degree": 8,                         # TP group size; divides num_gpus
+      "mem_per_gpu_gb": 40.0,
+      "kind": "pretrain|finetune|inference|batch",
+      "priority": "low|normal|high",          # or 0, 1, 2
+      "preemptible": true,
+      "comm_fraction": 0.3, "tp_comm_share": 0.7,   # communication profile, [0, 1)
+      "estimate_s": 7200.0,                   # the user's runtime estimate at reference speed
+      "work_done_s": 1800.0,                  # reference-seconds of work done so far (default 0)
+      "checkpoint_s": 30.0, "restore_s": 60.0,
+      "arrival_s": 0.0,                       # default: time_s
+      "wait_s": 0.0,                          # time queued before the current queue stay
+      "queued_since_s": 3000.0,               # queued and reserved jobs (default time_s)
+      "attained_gpu_s": 14400.0,              # GPU-seconds received (default 0)
+      "preemptions": 0, "needs_restore": false,
+      "gpus": [0, 1, 2, 3],                   # running, checkpointing, reserved: GPU ids
+      "restore_left_s": 0.0,                  # running: restore time still owed
+      "checkpoint_end_s": 3630.0,             # checkpointing: when it frees its GPUs
+    }
+
+What the state derives (the same way a simulator does): per-node free GPUs, GPUs held by
+preemptible jobs, memory-bandwidth pressure, uplink demand and each running job's rate under the
+speed model. Rates are estimates of the model, not measurements.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+from envs.jobs import JOB_KIND_BY_NAME, JOB_KIND_NAMES, PRIORITY_BY_NAME, PRIORITY_HIGH, PRIORITY_NAMES, JobKind
+from envs.speed import (
+    PlacementProfile,
+    SpeedModel,
+    job_constants_of,
+    job_profile_of,
+    placement_geometry,
+    running_rates,
+)
+from envs.topology import Cluster
+
+ARRIVAL_HISTORY_S = 6 * 3600.0  # how far back `to_dict` reports arrivals (the features look back less)
+STATE_SECTIONS = ("running", "checkpointing", "reserved", "queued")
+
+
+class StateError(ValueError):
+    """Plain data that is not a valid cluster state; the message starts with the field's path."""
+
+
+def remaining_estimate_s(estimate_s: np.ndarray, work_done_s: np.ndarray, restore_s: np.ndarray,
+                         needs_restore: np.ndarray, ids, any_restore: bool = True):
+    """The scheduler's estimate of a job's remaining runtime at reference speed (never the
+    truth): its estimate minus the work done, at least 0, plus the restore still owed. `ids` is
+    an index or an index array. The one implementation (the simulator's queue uses it too)."""
+    remaining = np.maximum(estimate_s[ids] - work_done_s[ids], 0.0)
+    if not any_restore:  # adding restore_s * False (+0.0) changes nothing
+        return remaining
+    return remaining + restore_s[ids] * needs_restore[ids]
+
+
+class ClusterState:
+    """What a scheduler knows now. Shapes: m = jobs known (arrived, not necessarily live), G =
+    GPUs, N = nodes, S = switches, P = priority classes, k = past arrivals. Job fields are
+    indexed by the job's index in this state (its id in a simulator's state); only jobs listed
+    in `queue`, `running`, `checkpointing` and `reserved` are live, the others are history."""
+
+    __slots__ = (
+        # the cluster and the time
+        "cluster",  # Cluster: topology, GPU types, the arrays the hot path needs
+        "speed_model",  # SpeedModel: how placement changes speed (the scheduler's model)
+        "now",  # float, s
+        "version",  # int: changes whenever anything here changes (caches key on it)
+        "alloc_version",  # int: changes whenever GPU ownership or reservations change
+        "names",  # list of each job's external id (None: the index is the id)
+        # per job (m,)
+        "num_gpus",  # int64, gang size
+        "tp_degree",  # int64, GPUs per tensor-parallel group
+        "mem_per_gpu_gb",  # float64, GB
+        "kind",  # int64, JobKind
+        "priority",  # int64, 0 low, 1 normal, 2 high
+        "preemptible",  # bool
+        "comm_fraction",  # float64, share of step time communicating at ideal placement
+        "tp_comm_share",  # float64, share of that which is tensor-parallel
+        "estimate_s",  # float64, s: the runtime estimate at reference speed (not the truth)
+        "work_done_s",  # float64, reference-s of work done so far
+        "requested_gpu_s",  # float64, GPU-s: num_gpus x estimate_s
+        "checkpoint_s",  # float64, s: graceful-stop save time (bounded)
+        "restore_s",  # float64, s: paid before progress after a preemption
+        "needs_restore",  # bool: preempted, restore not yet paid
+        "arrival_s",  # float64, s
+        "queued_since_s",  # float64, s: start of the current queue stay (queued, reserved)
+        "wait_s",  # float64, s: time queued before the current queue stay
+        "attained_gpu_s",  # float64, GPU-s received (Tiresias' attained service)
+        "preemptions",  # int64
+        "enqueue_seq",  # int64: order of (re)entering the queue, the FIFO rank
+        "restore_left_s",  # float64, s: restore time a running job still owes
+        "checkpoint_end_s",  # float64, s: when a checkpointing job frees its GPUs (inf otherwise)
+        "rate",  # float64, reference-s of work per s of a running job under the speed model (0 otherwise)
+        # live sets
+        "queue",  # (q,) int64 queued job indices in FIFO order
+        "queue_by_remaining",  # list of (remaining estimate s, enqueue_seq, index), sorted: shortest first
+        "running",  # (r,) int64 running job indices in the order they started
+        "checkpointing",  # list of job indices
+        "reserved",  # list of job indices
+        "placement",  # dict index -> (gang,) int64 GPU ids, grouped so TP groups are consecutive runs
+        "profiles",  # dict index -> PlacementProfile of running and checkpointing jobs
+        "queued_gpus",  # int: GPUs the queue asks for
+        "queued_high_priority",  # int: queued jobs of the high class
+        # per GPU (G,), node (N,), switch (S,)
+        "gpu_owner",  # int64 job index holding the GPU, -1 none
+        "gpu_reserved",  # int64 job index the GPU is promised to, -1 none
+        "free_mask",  # bool: neither owned nor reserved
+        "node_free",  # (N,) int64 free GPUs
+        "node_preemptible",  # (N, P) int64 GPUs held by running preemptible jobs of each class
+        "node_pressure",  # (N,) float64 memory-bandwidth pressure of the running jobs
+        "uplink_demand",  # (S,) float64 GB/s the running jobs put on each switch's uplink
+        "num_free",  # int: free GPUs
+        "fragmented_free",  # int: free GPUs on nodes that cannot host a whole-node gang
+        # the past arrivals, oldest first (k,)
+        "arrival_times_s",  # float64, s
+        "arrival_requested_gpu_s",  # float64, GPU-s: gang size x estimate
+        # a cache slot for the candidate layer (envs.cache); nothing here reads it
+        "derived",
+    )
+
+    def __init__(self, **fields: Any):
+        for name in self.__slots__:
+            setattr(self, name, fields.get(name))
+        if self.derived is None:
+            self.derived = None
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def num_jobs(self) -> int:
+        return len(self.num_gpus)
+
+    @property
+    def queue_len(self) -> int:
+        return len(self.queue)
+
+    @property
+    def allocated_gpus(self) -> int:
+        return self.cluster.num_gpus - self.num_free
+
+    def remaining_estimate_s(self, ids):
+        """Estimated remaining runtime at reference speed of job index or index array `ids`."""
+        return remaining_estimate_s(self.estimate_s, self.work_done_s, self.restore_s, self.needs_restore, ids)
+
+    def preemption_cost_gpu_s(self, ids):
+        """GPU-seconds a preemption of these jobs costs: checkpoint (bounded) plus restore."""
+        return self.num_gpus[ids] * (self.checkpoint_s[ids] + self.restore_s[ids])
+
+    def next_event_estimate_s(self) -> float:
+        """When the scheduler expects the next thing to happen by its estimates: a running job
+        reaching its estimated end at its current rate, or a checkpoint ending. inf when nothing
+        runs or checkpoints. (A job past its estimate is expected to end now.)"""
+        t = math.inf
+        r = self.running
+        if len(r):
+            t = self.now + float((self.restore_left_s[r] + self.remaining_estimate_s(r) / self.rate[r]).min())
+        if self.checkpointing:
+            t = min(t, float(self.checkpoint_end_s[self.checkpointing].min()))
+        return t
+
+    def name_of(self, index: int):
+        """The external id of job `index`."""
+        return index if self.names is None else self.names[index]
+
+    # ------------------------------------------------------------------ plain data
+
+    def to_dict(self) -> dict:
+        """The plain-data form (JSON-ready): live jobs and the arrivals of the last
+        `ARRIVAL_HISTORY_S`. `from_dict(state.to_dict(), cluster)` decides exactly as `state`."""
+
+        def job(j: int, section: str) -> dict:
+            d = {
+                "id": self.name_of(j), "num_gpus": int(self.num_gpus[j]), "tp_degree": int(self.tp_degree[j]),
+                "mem_per_gpu_gb": float(self.mem_per_gpu_gb[j]), "kind": JOB_KIND_NAMES[JobKind(int(self.kind[j]))],
+                "priority": PRIORITY_NAMES[int(self.priority[j])], "preemptible": bool(self.preemptible[j]),
+                "comm_fraction": float(self.comm_fraction[j]), "tp_comm_share": float(self.tp_comm_share[j]),
+                "estimate_s": float(self.estimate_s[j]), "work_done_s": float(self.work_done_s[j]),
+                "checkpoint_s": float(self.checkpoint_s[j]), "restore_s": float(self.restore_s[j]),
+                "arrival_s": float(self.arrival_s[j]), "wait_s": float(self.wait_s[j]),
+                "attained_gpu_s": float(self.attained_gpu_s[j]), "preemptions": int(self.preemptions[j]),
+                "needs_restore": bool(self.needs_restore[j]),
+            }
+            if section in ("queued", "reserved"):
+                d["queued_since_s"] = float(self.queued_since_s[j])
+            if section != "queued":
+                d["gpus"] = self.placement[j].tolist()
+            if section == "running":
+                d["restore_left_s"] = float(self.restore_left_s[j])
+            if section == "checkpointing":
+                d["checkpoint_end_s"] = float(self.checkpoint_end_s[j])
+            return d
+
+        lo = bisect.bisect_right(self.arrival_times_s.tolist(), self.now - ARRIVAL_HISTORY_S)
+        per_gpu = self.arrival_requested_gpu_s
+        return {
+            "time_s": float(self.now),
+            "running": [job(int(j), "running") for j in self.running],
+            "checkpointing": [job(j, "checkpointing") for j in self.checkpointing],
+            "reserved": [job(j, "reserved") for j in self.reserved],
+            "queued": [job(int(j), "queued") for j in self.queue],
+            "recent_arrivals": [{"time_s": float(t), "requested_gpu_s": float(g)}
+                                for t, g in zip(self.arrival_times_s[lo:].tolist(), per_gpu[lo:].tolist())],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, cluster: Cluster, speed_model: SpeedModel | None = None,
+                  max_checkpoint_s: float = 60.0) -> ClusterState:
+        """Build a state from plain data (see the module docstring). Raises StateError naming
+        the field for anything invalid; nothing is half-built."""
+        return _from_dict(data, cluster, speed_model or SpeedModel(), max_checkpoint_s)
+
+
+def fragmented_change(was: int, now: int, whole_gang: int) -> int:
+    """How the fragmented free GPUs of a node change when its free GPUs go from `was` to `now`:
+    a node with fewer free than `whole_gang` (see Cluster.node_whole_gang) counts as fragmented."""
+    return (now if now < whole_gang else 0) - (was if was < whole_gang else 0)
+
+
+# ---------------------------------------------------------------------- from plain data
+
+
+def _fail(path: str, message: str):
+    raise StateError(f"{path}: {message}")
+
+
+def _number(d: dict, key: str, path: str, default=None, minimum: float | None = 0.0, integer: bool = False,
+            below: float | None = None):
+    if key not in d or d[key] is None:
+        if default is None:
+            _fail(f"{path}.{key}", "required")
+        return default
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, Integral if integer else Real):
+        _fail(f"{path}.{key}", f"must be {'an integer' if integer else 'a number'}, got {v!r}")
+    if not math.isfinite(v):
+        _fail(f"{path}.{key}", f"must be finite, got {v!r}")
+    if minimum is not None and v < minimum:
+        _fail(f"{path}.{key}", f"must be >= {minimum:g}, got {v!r}")
+    if below is not None and v >= below:
+        _fail(f"{path}.{key}", f"must be < {below:g}, got {v!r}")
+    return int(v) if integer else float(v)
+
+
+def _boolean(d: dict, key: str, path: str, default: bool) -> bool:
+    v = d.get(key, default)
+    if not isinstance(v, bool):
+        _fail(f"{path}.{key}", f"must be true or false, got {v!r}")
+    return v
+
+
+def _choice(d: dict, key: str, path: str, by_name: dict, default):
+    v = d.get(key, default)
+    if isinstance(v, str) and v in by_name:
+        return int(by_name[v])
+    if isinstance(v, Integral) and not isinstance(v, bool) and int(v) in by_name.values():
+        return int(v)
+    _fail(f"{path}.{key}", f"must be one of {', '.join(by_name)}, got {v!r}")
+
+
+_JOB_KEYS = {
+    "id", "num_gpus", "tp_degree", "mem_per_gpu_gb", "kind", "priority", "preemptible", "comm_fraction",
+    "tp_comm_share", "estimate_s", "work_done_s", "checkpoint_s", "restore_s", "arrival_s", "wait_s",
+    "queued_since_s", "attained_gpu_s", "preemptions", "needs_restore", "gpus", "restore_left_s", "checkpoint_end_s",
+}
+_SECTION_KEYS = {"running": {"gpus", "restore_left_s"}, "checkpointing": {"gpus", "checkpoint_end_s"},
+                 "reserved": {"gpus", "queued_since_s"}, "queued": {"queued_since_s"}}
+
+
+def _from_dict(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s: float) -> ClusterState:
+    if not isinstance(data, dict):
+        _fail("state", f"must be a mapping, got {type(data).__name__}")
+    unknown = sorted(set(data) - {"time_s", "recent_arrivals", *STATE_SECTIONS})
+    if unknown:
+        _fail(unknown[0], f"unknown field (known: time_s, recent_arrivals, {', '.join(STATE_SECTIONS)})")
+    now = _number(data, "time_s", "state", default=0.0)
+    G = cluster.num_gpus
+    rows: list[dict] = []
+    sections: dict[str, list[int]] = {s: [] for s in STATE_SECTIONS}
+    seen_ids: dict[Any, str] = {}
+    owner = np.full(G, -1, dtype=np.int64)
+    reserved_for = np.full(G, -1, dtype=np.int64)
+    node_memory = cluster.gpu_memory_gb
+    for section in STATE_SECTIONS:
+        items = data.get(section, [])
+        if not isinstance(items, list):
+            _fail(section, f"must be a list, got {type(items).__name__}")
+        for i, d in enumerate(items):
+            path = f"{section}[{i}]"
+            if not isinstance(d, dict):
+                _fail(path, f"must be a mapping, got {type(d).__name__}")
+            extra = sorted(set(d) - _JOB_KEYS)
+            if extra:
+                _fail(f"{path}.{extra[0]}", "unknown field")
+            misplaced = sorted((set(d) & set().union(*_SECTION_KEYS.values())) - _SECTION_KEYS[section])
+            if misplaced:
+                _fail(f"{path}.{misplaced[0]}", f"does not apply to a {section} job")
+            if "id" not in d or not isinstance(d["id"], (str, Integral)) or isinstance(d["id"], bool):
+                _fail(f"{path}.id", f"required: a string or an integer, got {d.get('id')!r}")
+            if d["id"] in seen_ids:
+                _fail(f"{path}.id", f"{d['id']!r} appears twice (also in {seen_ids[d['id']]})")
+            seen_ids[d["id"]] = path
+            index = len(rows)
+            row: dict[str, Any] = {"id": d["id"]}
+            gpu_ids = None
+            if section != "queued":
+                gpu_ids = d.get("gpus")
+                if not isinstance(gpu_ids, list) or not gpu_ids:
+                    _fail(f"{path}.gpus", f"required for a {section} job: a non-empty list of GPU ids")
+                for g in gpu_ids:
+                    if isinstance(g, bool) or not isinstance(g, Integral):
+                        _fail(f"{path}.gpus", f"GPU ids must be integers, got {g!r}")
+                    if not 0 <= g < G:
+                        _fail(f"{path}.gpus", f"GPU {g} does not exist on a {G}-GPU cluster")
+                if len(set(gpu_ids)) != len(gpu_ids):
+                    _fail(f"{path}.gpus", "lists a GPU twice")
+            row["num_gpus"] = n = _number(d, "num_gpus", path, default=len(gpu_ids) if gpu_ids else None,
+                                          minimum=1, integer=True)
+            if gpu_ids is not None and len(gpu_ids) != n:
+                _fail(f"{path}.gpus", f"lists {len(gpu_ids)} GPUs for a gang of num_gpus={n}")
+            if n > G:
+                _fail(f"{path}.num_gpus", f"{n} GPUs do not exist on a {G}-GPU cluster")
+            row["tp_degree"] = tp = _number(d, "tp_degree", path, default=1, minimum=1, integer=True)
+            if n % tp:
+                _fail(f"{path}.tp_degree", f"{tp} must divide num_gpus ({n})")
+            row["mem_per_gpu_gb"] = mem = _number(d, "mem_per_gpu_gb", path, default=1.0, minimum=0.0)
+            row["kind"] = _choice(d, "kind", path, JOB_KIND_BY_NAME, "finetune")
+            row["priority"] = _choice(d, "priority", path, PRIORITY_BY_NAME, "normal")
+            row["preemptible"] = _boolean(d, "preemptible", path, True)
+            row["comm_fraction"] = _number(d, "comm_fraction", path, default=0.0, below=1.0)
+            row["tp_comm_share"] = _number(d, "tp_comm_share", path, default=0.0)
+            if row["tp_comm_share"] > 1.0:
+                _fail(f"{path}.tp_comm_share", f"must be <= 1, got {row['tp_comm_share']!r}")
+            est = _number(d, "estimate_s", path)
+            if est <= 0:
+                _fail(f"{path}.estimate_s", f"must be > 0, got {est!r}")
+            row["estimate_s"] = est
+            row["work_done_s"] = _number(d, "work_done_s", path, default=0.0)
+            row["checkpoint_s"] = min(_number(d, "checkpoint_s", path, default=30.0), max_checkpoint_s)
+            row["restore_s"] = _number(d, "restore_s", path, default=60.0)
+            row["arrival_s"] = _number(d, "arrival_s", path, default=now, minimum=None)
+            if row["arrival_s"] > now:
+                _fail(f"{path}.arrival_s", f"{row['arrival_s']:g} is in the future (time_s {now:g}): a state holds arrived jobs only")
+            row["wait_s"] = _number(d, "wait_s", path, default=0.0)
+            since = math.nan
+            if section in ("queued", "reserved"):
+                since = _number(d, "queued_since_s", path, default=now, minimum=None)
+                if since > now:
+                    _fail(f"{path}.queued_since_s", f"{since:g} is after time_s {now:g}")
+            row["queued_since_s"] = since
+            row["attained_gpu_s"] = _number(d, "attained_gpu_s", path, default=0.0)
+            row["preemptions"] = _number(d, "preemptions", path, default=0, integer=True)
+            row["needs_restore"] = _boolean(d, "needs_restore", path, False)
+            if section == "running" and row["needs_restore"]:
+                _fail(f"{path}.needs_restore", "a running job has paid its restore (use restore_left_s)")
+            row["restore_left_s"] = _number(d, "restore_left_s", path, default=0.0) if section == "running" else 0.0
+            row["checkpoint_end_s"] = math.inf
+            if section == "checkpointing":
+                row["checkpoint_end_s"] = _number(d, "checkpoint_end_s", path, default=now, minimum=None)
+            if gpu_ids is not None:
+                gpus = np.array(gpu_ids, dtype=np.int64)
+                short = gpus[node_memory[gpus] < mem]
+                if len(short):
+                    _fail(f"{path}.gpus", f"GPU {int(short[0])} has {node_memory[short[0]]:g} GB, the job needs {mem:g} GB per GPU")
+                if tp > 1:
+                    nodes = cluster.gpu_node[gpus].reshape(-1, tp)
+                    split = np.flatnonzero((nodes != nodes[:, :1]).any(axis=1))
+                    if len(split):
+                        _fail(f"{path}.gpus", f"TP group {int(split[0])} (GPUs {gpus.reshape(-1, tp)[split[0]].tolist()}) spans nodes: "
+                                             "each run of tp_degree GPUs must sit on one node")
+                table = reserved_for if section == "reserved" else owner
+                clash = gpus[(owner[gpus] >= 0) | (reserved_for[gpus] >= 0) if section != "reserved" else reserved_for[gpus] >= 0]
+                if len(clash):
+                    holder = int(owner[clash[0]]) if owner[clash[0]] >= 0 else int(reserved_for[clash[0]])
+                    _fail(f"{path}.gpus", f"GPU {int(clash[0])} is already held by job {rows[holder]['id']!r}")
+                table[gpus] = index
+                row["gpus"] = gpus
+            rows.append(row)
+            sections[section].append(index)
+    for j in sections["reserved"]:
+        g = rows[j]["gpus"]
+        blockers = {int(o) for o in owner[g] if o >= 0}
+        if not blockers <= set(sections["checkpointing"]):
+            other = sorted(blockers - set(sections["checkpointing"]))[0]
+            _fail(f"reserved[{sections['reserved'].index(j)}].gpus",
+                  f"holds GPUs of job {rows[other]['id']!r}, which is not checkpointing: a reservation waits only for preempted jobs")
+
+    history = data.get("recent_arrivals", [])
+    if not isinstance(history, list):
+        _fail("recent_arrivals", f"must be a list, got {type(history).__name__}")
+    times, requested = [], []
+    for i, a in enumerate(history):
+        path = f"recent_arrivals[{i}]"
+        if not isinstance(a, dict):
+            _fail(path, f"must be a mapping, got {type(a).__name__}")
+        extra = sorted(set(a) - {"time_s", "requested_gpu_s", "gpus", "estimate_s"})
+        if extra:
+            _fail(f"{path}.{extra[0]}", "unknown field")
+        t = _number(a, "time_s", path, minimum=None)
+        if t > now:
+            _fail(f"{path}.time_s", f"{t:g} is in the future (time_s {now:g}): only past arrivals are known")
+        if times and t < times[-1]:
+            _fail(f"{path}.time_s", "arrivals must be in time order")
+        if "requested_gpu_s" in a:
+            req = _number(a, "requested_gpu_s", path)
+        else:
+            req = _number(a, "gpus", path, minimum=1, integer=True) * _number(a, "estimate_s", path)
+        times.append(t)
+        requested.append(req)
+    return _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, requested)
+
+
+def _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, requested) -> ClusterState:
+    m = len(rows)
+
+    def col(name, dtype=float):
+        return np.array([r[name] for r in rows], dtype=dtype) if m else np.zeros(0, dtype=dtype)
+
+    num_gpus, tp, kind, prio = col("num_gpus", np.int64), col("tp_degree", np.int64), col("kind", np.int64), col("priority", np.int64)
+    preemptible = col("preemptible", bool)
+    comm, tp_share = col("comm_fraction"), col("tp_comm_share")
+    placement = {j: rows[j]["gpus"] for s in ("running", "checkpointing", "reserved") for j in sections[s]}
+    profiles: dict[int, PlacementProfile] = {}
+    for j in sections["running"] + sections["checkpointing"]:
+        geometry = placement_geometry(cluster, placement[j], int(tp[j]), model)
+        profiles[j] = job_profile_of(job_constants_of(int(num_gpus[j]), int(tp[j]), int(kind[j]), float(comm[j]), float(tp_share[j]), model), geometry)
+    running = np.array(sections["running"], dtype=np.int64)
+    rate = np.zeros(m)
+    node_pressure = np.zeros(cluster.num_nodes)
+    uplink_demand = np.zeros(len(cluster.switch_names))
+    run_profiles = [profiles[j] for j in running.tolist()]
+    for p in run_profiles:
+        node_pressure[p.nodes] += p.pressure * p.gpus_on_node
+        if len(p.uplinks):
+            uplink_demand[p.uplinks] += p.uplink_demand_GBps
+    if len(running):
+        rate[running] = running_rates(cluster, run_profiles, uplink_demand, node_pressure, model)[0]
+    node_preemptible = np.zeros((cluster.num_nodes, max(PRIORITY_NAMES) + 1), dtype=np.int64)
+    for j in running.tolist():
+        if preemptible[j]:
+            p = profiles[j]
+            node_preemptible[p.nodes, prio[j]] += p.gpus_on_node
+    free = (owner < 0) & (reserved_for < 0)
+    first = cluster.node_first_gpu
+    node_free = np.add.reduceat(free.view(np.int8), first).astype(np.int64) if cluster.num_gpus else np.zeros(0, np.int64)
+    whole = cluster.node_whole_gang
+    estimate, done, restore_s = col("estimate_s"), col("work_done_s"), col("restore_s")
+    needs = col("needs_restore", bool)
+    queue = np.array(sections["queued"], dtype=np.int64)
+    any_restore = bool(needs.any())
+    seq = np.zeros(m, dtype=np.int64)
+    seq[queue] = np.arange(len(queue))
+    remaining = remaining_estimate_s(estimate, done, restore_s, needs, queue, any_restore).tolist() if len(queue) else []
+    return ClusterState(
+        cluster=cluster, speed_model=model, now=now, version=0, alloc_version=0, names=[r["id"] for r in rows],
+        num_gpus=num_gpus, tp_degree=tp, mem_per_gpu_gb=col("mem_per_gpu_gb"), kind=kind, priority=prio,
+        preemptible=preemptible, comm_fraction=comm, tp_comm_share=tp_share, estimate_s=estimate, work_done_s=done,
+        requested_gpu_s=num_gpus * estimate, checkpoint_s=col("checkpoint_s"), restore_s=restore_s, needs_restore=needs,
+        arrival_s=col("arrival_s"), queued_since_s=col("queued_since_s"), wait_s=col("wait_s"),
+        attained_gpu_s=col("attained_gpu_s"), preemptions=col("preemptions", np.int64), enqueue_seq=seq,
+        restore_left_s=col("restore_left_s"), checkpoint_end_s=col("checkpoint_end_s"), rate=rate,
+        queue=queue, queue_by_remaining=sorted(zip(remaining, range(len(queue)), queue.tolist())),
+        running=running, checkpointing=sections["checkpointing"], reserved=sections["reserved"],
+        placement=placement, profiles=profiles, queued_gpus=int(num_gpus[queue].sum()),
+        queued_high_priority=int((prio[queue] == PRIORITY_HIGH).sum()),
+        gpu_owner=owner, gpu_reserved=reserved_for, free_mask=free, node_free=node_free,
+        node_preemptible=node_preemptible, node_pressure=node_pressure, uplink_demand=uplink_demand,
+        num_free=int(free.sum()), fragmented_free=int(node_free[node_free < whole].sum()),
+        arrival_times_s=np.array(times, dtype=float), arrival_requested_gpu_s=np.array(requested, dtype=float),
+    )

@@ -1,0 +1,209 @@
+"""Which queued jobs can be placed now, and the queue window the candidates are built for.
+
+Feasibility is decided by GPU counts alone, per job class (gang size, TP degree, memory level,
+priority): a class fits when the nodes' free GPUs usable in whole TP groups add up to the gang,
+or would after preempting every lower-priority preemptible job (every placement rule finds a
+placement exactly when its count allows one). A trace of 80,000 jobs has a few dozen classes,
+so this is worked out once per allocation for every class.
+
+The window: queued jobs that have at least one valid placement, taken round-robin from the
+heads of four orders, so that each classic rule's favourite job is always present: arrival
+(FIFO), shortest estimated remaining time, highest priority, least attained service.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.cache import job_table, per_alloc, per_jobs, per_state
+from envs.state import ClusterState
+
+WINDOW_ORDERS = ("arrival", "shortest", "priority", "least_attained")
+DEFAULT_QUEUE_WINDOW = 8
+
+
+def aligned(free: np.ndarray, tp: int) -> np.ndarray:
+    """Per node, the free GPUs usable in whole TP groups."""
+    return free // tp * tp
+
+
+class _Classes:
+    """Job classes in order of first appearance: per class the gang size, TP degree, memory
+    level and priority, and `index` (what `_class_fits` looks up) for the current class count."""
+
+    __slots__ = ("ids", "need", "tp", "level", "priority", "index", "index_for")
+
+    def __init__(self):
+        self.ids: dict[tuple, int] = {}
+        self.need: list[int] = []
+        self.tp: list[int] = []
+        self.level: list[float] = []
+        self.priority: list[int] = []
+        self.index: tuple | None = None
+        self.index_for = -1  # the class count `index` was made for
+
+
+def _memory_levels(state: ClusterState) -> tuple[np.ndarray, np.ndarray]:
+    """(each node's GPU memory, the distinct memory sizes): a job can use the nodes whose memory
+    is at least the smallest size that satisfies it."""
+    c = state.cluster
+    node_memory = c.node_memory_gb
+    return node_memory, np.unique(node_memory)
+
+
+def _classes(state: ClusterState) -> _Classes:
+    tables = per_jobs(state)
+    cls = tables.get("classes")
+    if cls is None:
+        cls = tables["classes"] = _Classes()
+    return cls
+
+
+def job_classes(state: ClusterState) -> np.ndarray:
+    """(m,) each job's class (see `_Classes`); new classes are added as jobs arrive."""
+    cls = _classes(state)
+
+    def build(s: ClusterState, lo: int, hi: int) -> np.ndarray:
+        _, levels = _memory_levels(s)
+        job_level = levels[np.minimum(np.searchsorted(levels, s.mem_per_gpu_gb[lo:hi]), len(levels) - 1)]
+        out = np.empty(hi - lo, dtype=np.int64)
+        for i, key in enumerate(zip(s.num_gpus[lo:hi].tolist(), s.tp_degree[lo:hi].tolist(), job_level.tolist(), s.priority[lo:hi].tolist())):
+            k = cls.ids.get(key)
+            if k is None:
+                k = cls.ids[key] = len(cls.need)
+                cls.need.append(key[0])
+                cls.tp.append(key[1])
+                cls.level.append(key[2])
+                cls.priority.append(key[3])
+            out[i] = k
+        return out
+
+    return job_table(state, "job_class", build)
+
+
+def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
+    """What `_class_fits` looks up for the current classes: (priorities, priorities) 1 where the
+    column's priority is strictly below the row's; (levels, nodes) whether a node's GPUs have a
+    memory level's size; (free count, TP degrees) the GPUs usable in whole TP groups on a node
+    with that many free; and the flat positions in the (priorities, levels, TP degrees) totals
+    that each job class reads, without preemption and then with it (the row of its priority)."""
+    cls = _classes(state)
+    if cls.index_for != len(cls.need):
+        node_memory, levels = _memory_levels(state)
+        need, tps, mems, prios = (np.array(x) for x in (cls.need, cls.tp, cls.level, cls.priority))
+        tp_values, tp_of = np.unique(tps, return_inverse=True)
+        on_level = (node_memory[None, :] >= levels[:, None]).astype(np.int64)
+        counts = np.arange(int(state.cluster.node_gpus.max()) + 1)
+        by_free = aligned(counts[:, None], tp_values[None, :])
+        n_priorities = state.node_preemptible.shape[1]
+        lower = np.tril(np.ones((n_priorities, n_priorities), dtype=np.int64), -1)
+        cell = np.searchsorted(levels, mems) * len(tp_values) + tp_of.reshape(-1)
+        positions = np.concatenate([cell, prios.astype(np.int64) * len(levels) * len(tp_values) + cell]).astype(np.int64)
+        cls.index = (lower, on_level, by_free, positions, np.concatenate([need, need]).astype(np.int64))
+        cls.index_for = len(cls.need)
+    return cls.index
+
+
+def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per job class: fits now in whole TP groups per node, fits that way only after
+    preempting lower-priority preemptible jobs, and either. Depends on the allocation and the
+    classes alone, so it is worked out once per allocation for every class."""
+    job_classes(state)  # classes of every job of the state exist
+    n_classes = len(_classes(state).need)
+    cache = per_alloc(state)
+    hit = cache.get("class_fits")
+    if hit is not None and len(hit[0]) == n_classes:
+        return hit
+    lower, on_level, by_free, positions, need = _class_index(state)
+    if not n_classes:
+        empty = np.zeros(0, dtype=bool)
+        cache["class_fits"] = hit = (empty, empty, empty)
+        return hit
+    # GPUs usable in whole TP groups for every (memory level, TP degree), counting on each node
+    # its free GPUs and, in row p, also those held by preemptible jobs of priority < p (row 0:
+    # free alone): per node from a lookup by that count, summed over the nodes of each level.
+    counts = state.node_free + lower @ state.node_preemptible.T  # (priorities, nodes)
+    fits = need <= (on_level @ by_free[counts]).take(positions)  # (priorities, levels, TP degrees), read per class
+    fits_aligned = fits[:n_classes]
+    fits_preempt = fits[n_classes:] & ~fits_aligned
+    cache["class_fits"] = hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt)
+    return hit
+
+
+def feasible_queue(state: ClusterState) -> np.ndarray:
+    """Queued jobs that fit now, or fit after preempting lower-priority preemptible jobs (once
+    per state: read it, do not change it)."""
+    cache = per_state(state)
+    feasible = cache.get("feasible_queue")
+    if feasible is None:
+        q = state.queue
+        feasible = cache["feasible_queue"] = q[class_fits(state)[2][job_classes(state)[q]]]
+    return feasible
+
+
+def fit_status(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(queue, fits now with whole TP groups per node, fits in whole groups only after
+    preemption), by GPU counts alone."""
+    q = state.queue.copy()
+    cls = job_classes(state)[q]
+    fits_aligned, fits_preempt, _ = class_fits(state)
+    return q, fits_aligned[cls], fits_preempt[cls]
+
+
+def shortest_head(state: ClusterState, k: int, walk_limit: int = 256) -> list[int] | None:
+    """The first k feasible jobs by remaining estimate (ties in queue order), walked from the
+    state's sorted queue; None when more than `walk_limit` infeasible jobs come first."""
+    feasible_class = class_fits(state)[2].tolist()
+    job_class = job_classes(state)
+    out: list[int] = []
+    for n, (_, _, j) in enumerate(state.queue_by_remaining):
+        if feasible_class[job_class[j]]:
+            out.append(j)
+            if len(out) == k:
+                break
+        elif n - len(out) > walk_limit:
+            return None
+    return out
+
+
+def select_window(state: ClusterState, queue_window: int) -> list[int]:
+    """Up to `queue_window` feasible queued jobs, round-robin from the heads of WINDOW_ORDERS."""
+    feasible = feasible_queue(state)
+    if len(feasible) <= queue_window:
+        return feasible.tolist()
+
+    def head(key: np.ndarray) -> np.ndarray:
+        """The first 2Q jobs of a stable sort by `key` (ties in queue order), in O(n): no order
+        is walked further than that, since at most Q picks and Q skips happen in each."""
+        k = 2 * queue_window
+        if len(key) <= k:
+            return feasible[np.argsort(key, kind="stable")]
+        lowest = np.flatnonzero(key == key.min())
+        if len(lowest) >= k:  # common: equal priorities, nothing attained yet
+            return feasible[lowest[:k]]
+        cut = np.partition(key, k - 1)[k - 1]
+        less = np.flatnonzero(key < cut)
+        ties = np.flatnonzero(key == cut)[: k - len(less)]
+        top = np.concatenate([less, ties])
+        top = top[np.lexsort((top, key[top]))]
+        return feasible[top]
+
+    shortest = shortest_head(state, 2 * queue_window)
+    orders = [
+        feasible,  # the queue is kept in (re)arrival order
+        head(state.remaining_estimate_s(feasible)) if shortest is None else shortest,
+        head(-state.priority[feasible].astype(float)),
+        head(state.attained_gpu_s[feasible]),
+    ]
+    window: list[int] = []
+    seen: set[int] = set()
+    heads = [0] * len(orders)
+    while len(window) < queue_window:
+        for k, order in enumerate(orders):
+            while heads[k] < len(order) and int(order[heads[k]]) in seen:
+                heads[k] += 1
+            if heads[k] < len(order) and len(window) < queue_window:
+                j = int(order[heads[k]])
+                window.append(j)
+                seen.add(j)
+    return window
