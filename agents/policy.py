@@ -25,6 +25,8 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from stable_baselines3.common.utils import obs_as_tensor
 from torch import nn
 
+from envs.features import FEATURE_SCHEMA_VERSION, NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
+
 CANDIDATES_KEY = "candidates"
 GLOBAL_KEY = "global"
 MASK_KEY = "action_mask"
@@ -177,7 +179,10 @@ class CandidateScoringPolicy(MaskableActorCriticPolicy):
         ortho_init: bool = True,
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
+        feature_schema_version: int = FEATURE_SCHEMA_VERSION,
     ):
+        if feature_schema_version != FEATURE_SCHEMA_VERSION:
+            raise ValueError(schema_mismatch(feature_schema_version))
         candidate_dim, global_dim = observation_dims(observation_space, action_space)
         if optimizer_kwargs is None:
             # SB3's default for Adam in actor-critic policies, against NaNs.
@@ -205,6 +210,7 @@ class CandidateScoringPolicy(MaskableActorCriticPolicy):
             activation_fn=activation_fn,
         )
         self.ortho_init = ortho_init
+        self.feature_schema_version = feature_schema_version
         self.candidate_dim = candidate_dim
         self.global_dim = global_dim
         self.scorer = CandidateScorer(candidate_dim, global_dim, **self.scorer_kwargs)
@@ -224,6 +230,7 @@ class CandidateScoringPolicy(MaskableActorCriticPolicy):
             ortho_init=self.ortho_init,
             optimizer_class=self.optimizer_class,
             optimizer_kwargs=self.optimizer_kwargs,
+            feature_schema_version=self.feature_schema_version,
             **self.scorer_kwargs,
         )
 
@@ -296,3 +303,35 @@ class CandidateScoringPolicy(MaskableActorCriticPolicy):
             if arrays[key].shape != shape:
                 raise ValueError(f"observation[{key!r}] has shape {arrays[key].shape}; expected {shape}")
         return obs_as_tensor(arrays, self.device), vectorized
+
+
+def schema_mismatch(version: int | None) -> str:
+    recorded = "no feature schema version (a model of schema 1)" if version is None else f"feature schema version {version}"
+    return (f"the model was trained on {recorded}, but this code computes feature schema version "
+            f"{FEATURE_SCHEMA_VERSION} (envs.features): its inputs would be misread; retrain it with this code")
+
+
+def load_model(path, **kwargs):
+    """`MaskablePPO.load` that refuses a model trained on another feature schema: a
+    `CandidateScoringPolicy` records the version it was trained on in its `policy_kwargs`
+    (models from before the record are schema 1); another policy class must at least expect the
+    current feature sizes. Raises ValueError naming the file."""
+    from sb3_contrib import MaskablePPO
+
+    try:
+        model = MaskablePPO.load(path, **kwargs)
+    except ValueError as e:
+        if "feature schema" in str(e):
+            raise ValueError(f"{path}: {e}") from None
+        raise
+    if isinstance(model.policy, CandidateScoringPolicy):
+        version = model.policy_kwargs.get("feature_schema_version")
+        if version != FEATURE_SCHEMA_VERSION:
+            raise ValueError(f"{path}: {schema_mismatch(version)}")
+    else:  # another policy class records no version: its input sizes must at least match
+        space = model.observation_space
+        dims = (space[CANDIDATES_KEY].shape[-1], space[GLOBAL_KEY].shape[-1]) if isinstance(space, spaces.Dict) else None
+        if dims != (NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES):
+            raise ValueError(f"{path}: the model's observation has {dims} (candidate, global) features, this code computes "
+                             f"{(NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES)} (feature schema version {FEATURE_SCHEMA_VERSION}); retrain it")
+    return model

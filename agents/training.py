@@ -30,9 +30,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 import envs  # noqa: F401  (registers the env)
 from agents.config import TrainConfig
 from agents.device import resolve_device
-from agents.policy import CandidateScoringPolicy
+from agents.evaluation import model_actor, run_actor, run_baseline
+from agents.policy import CandidateScoringPolicy, load_model
 from envs.config import parse_seeds
 from envs.env import TRAIN_SEEDS, GpuClusterEnv
+from envs.features import FEATURE_SCHEMA_VERSION
 from envs.metrics import episode_metrics
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +67,7 @@ def make_vec_env(cfg: TrainConfig) -> VecEnv:
 
 
 def build_model(cfg: TrainConfig, vec: VecEnv, device: th.device, tensorboard_log: str | None) -> MaskablePPO:
-    policy_kwargs = dict(cfg.policy)
+    policy_kwargs = dict(cfg.policy, feature_schema_version=FEATURE_SCHEMA_VERSION)  # recorded in the saved model
     for k in ("encoder_hidden", "head_hidden", "value_hidden"):
         if k in policy_kwargs:
             policy_kwargs[k] = tuple(policy_kwargs[k])
@@ -90,16 +92,12 @@ def _eval_setting(cfg: TrainConfig) -> tuple:
 
 def run_policy_episode(model: MaskablePPO, cfg: TrainConfig, seed: int) -> dict:
     """Metrics of one deterministic evaluation episode of `model` on workload `seed`."""
-    from evaluate import model_actor, run_actor
-
     cluster, spec, num_jobs, window = _eval_setting(cfg)
     return episode_metrics(run_actor(model_actor(model), cluster, spec, seed, num_jobs, window)[0])
 
 
 def best_baseline(cfg: TrainConfig, seeds: list[int]) -> tuple[str, float]:
     """The baseline with the lowest mean average JCT on `seeds` (or the configured one)."""
-    from evaluate import run_baseline
-
     cluster, spec, num_jobs, window = _eval_setting(cfg)
     names = cfg.eval["baselines"] if cfg.eval["baseline"] == "auto" else [cfg.eval["baseline"]]
     scores = {n: float(np.mean([episode_metrics(run_baseline(n, cluster, spec, s, num_jobs, window)[0])["avg_jct_s"] for s in seeds])) for n in names}
@@ -206,7 +204,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
             raise FileNotFoundError(f"--resume {out}: no checkpoint at {ck / 'latest.zip'}")
         if cfg.normalize_reward and (ck / "vecnormalize.pkl").exists():
             vec = VecNormalize.load(str(ck / "vecnormalize.pkl"), vec)
-        model = MaskablePPO.load(ck / "latest.zip", env=vec, device=device)
+        model = load_model(ck / "latest.zip", env=vec, device=device)
         model.tensorboard_log = str(out / "tb")
     else:
         if cfg.normalize_reward:

@@ -3,7 +3,7 @@ acts through the same interface (and the same mask) as the learned policy.
 
     from baselines import make_baseline
     from envs.replay import replay
-    replay(state, make_baseline("easy").select, queue_window=8)
+    replay(sim, make_baseline("easy").select, queue_window=8)
 """
 
 from __future__ import annotations

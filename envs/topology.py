@@ -111,9 +111,6 @@ class Cluster:
     gpu_memory_gb: np.ndarray  # (G,)
     tier_bandwidth_GBps: np.ndarray  # (max_tier + 1,) nominal per-GPU bottleneck of each tier
     extra: dict = field(default_factory=dict)
-    # Results of pure functions of the cluster (placements by free counts, geometries), shared
-    # by every simulator on it; callers key their entries fully and bound their size.
-    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:

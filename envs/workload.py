@@ -5,6 +5,10 @@ mix, then its gang size, tensor-parallel degree, memory, work, communication pro
 priority from that kind's distributions; arrivals follow a Poisson process, optionally
 modulated by bursts (a two-state Markov-modulated Poisson process), and are rescaled so the
 offered load on the target cluster equals `target_load` exactly.
+
+A workload YAML with a `trace:` mapping replays a trace instead (`make_workload` hands it to
+`envs.traces.workload_from_trace`). This module imports envs.traces, never the reverse: the
+capacity measures both use live in envs.capacity (and are re-exported here).
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.capacity import capacity_ref_gpus, job_fits_cluster, offered_load  # noqa: F401  (the last two re-exported)
 from envs.config import ConfigError, Fields, read_yaml, resolve_config
 from envs.jobs import JOB_KIND_BY_NAME, PRIORITY_BY_NAME, Job, JobKind
 from envs.topology import Cluster
+from envs.traces import workload_from_trace
 
 
 @dataclass(frozen=True)
@@ -56,32 +62,6 @@ class WorkloadSpec:
     trace: dict | None = None  # replay a trace instead of generating (see envs.traces)
     source: str = "<inline>"
     extra: dict = field(default_factory=dict)
-
-
-def capacity_ref_gpus(cluster: Cluster) -> float:
-    """Cluster capacity in reference-GPU equivalents (sum of relative speeds)."""
-    return float(cluster.gpu_speed.sum())
-
-
-def offered_load(jobs: list[Job], cluster: Cluster) -> float:
-    """Offered load: GPU-work per second of arrivals over the cluster's capacity.
-
-    sum(gpus * work_s) / (arrival span * capacity), with the span stretched by n/(n-1) so a
-    Poisson stream's expected load is what this returns.
-    """
-    if len(jobs) < 2:
-        return 0.0
-    arrivals = [j.arrival_s for j in jobs]
-    span = (max(arrivals) - min(arrivals)) * len(jobs) / (len(jobs) - 1)
-    if span <= 0:
-        return float("inf")
-    return sum(j.gpus * j.work_s for j in jobs) / (span * capacity_ref_gpus(cluster))
-
-
-def job_fits_cluster(job: Job, cluster: Cluster) -> bool:
-    """Whether the job could ever run on the empty cluster (enough GPUs with enough memory)."""
-    eligible = cluster.gpu_memory_gb >= job.mem_per_gpu_gb
-    return int(eligible.sum()) >= job.gpus
 
 
 def _cdf(dist: dict) -> tuple[list, list[float]]:
@@ -337,8 +317,6 @@ def make_workload(spec: WorkloadSpec, cluster: Cluster, seed: int, num_jobs: int
     if num_jobs is not None and spec.trace is None:
         spec = replace(spec, num_jobs=num_jobs)
     if spec.trace is not None:
-        from envs.traces import workload_from_trace
-
         trace = dict(spec.trace)
         if num_jobs is not None:
             trace["max_jobs"] = num_jobs

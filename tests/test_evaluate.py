@@ -1,5 +1,6 @@
-"""evaluate.py: argument parsing, statistics, the results.json schema, paired seeds, the CLI
-end to end (real runs, tiny budgets) and its one-line errors on bad input."""
+"""evaluate.py and its library agents.evaluation: argument parsing, statistics, the
+results.json schema, paired seeds, the CLI end to end (real runs, tiny budgets), its one-line
+errors on bad input, and no torch at import."""
 
 import json
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import evaluate
+from agents.evaluation import mean_ci95, schema_errors, t_quantile, workload_sha256
 from envs.config import load_cluster
 from envs.workload import load_workload_spec, make_workload
 
@@ -32,20 +34,34 @@ def test_parse_seeds_rejects(text: str, message: str) -> None:
 def test_t_quantile_matches_tables() -> None:
     # Two-sided 95% critical values from standard t tables.
     for df, value in ((1, 12.706), (2, 4.303), (9, 2.262), (30, 2.042), (100, 1.984)):
-        assert evaluate.t_quantile(0.975, df) == pytest.approx(value, abs=1e-3)
+        assert t_quantile(0.975, df) == pytest.approx(value, abs=1e-3)
 
 
 def test_mean_ci95() -> None:
-    s = evaluate.mean_ci95([1.0, 2.0, 3.0, float("nan")])  # NaN (e.g. no job of a kind) is skipped
+    s = mean_ci95([1.0, 2.0, 3.0, float("nan")])  # NaN (e.g. no job of a kind) is skipped
     assert s["n"] == 3 and s["mean"] == 2.0
     assert s["ci95_high"] - 2.0 == pytest.approx(4.303 * 1.0 / 3**0.5, abs=1e-3)
-    assert evaluate.mean_ci95([5.0]) == {"mean": 5.0, "ci95_low": None, "ci95_high": None, "n": 1}
+    assert mean_ci95([5.0]) == {"mean": 5.0, "ci95_low": None, "ci95_high": None, "n": 1}
 
 
 def test_workload_hash_is_a_fingerprint_of_the_seed() -> None:
     cluster, spec = load_cluster("h100-4node"), load_workload_spec("llm-mix")
-    h = [evaluate.workload_sha256(make_workload(spec, cluster, s, 10)) for s in (0, 0, 1)]
+    h = [workload_sha256(make_workload(spec, cluster, s, 10)) for s in (0, 0, 1)]
     assert h[0] == h[1] != h[2]
+
+
+def test_library_and_baseline_episodes_do_not_import_torch() -> None:
+    # A fresh interpreter: the test session itself has torch loaded already.
+    code = "\n".join([
+        "import agents.evaluation, evaluate, sys; assert 'torch' not in sys.modules",
+        "from agents.evaluation import cluster_and_spec, run_baseline",
+        "sim, decisions = run_baseline('topology', *cluster_and_spec('h100-4node', 'llm-mix'), seed=0, num_jobs=6)",
+        "assert sim.done and decisions > 0",
+        "heavy = sorted({'torch', 'stable_baselines3', 'sb3_contrib'} & set(sys.modules))",
+        "assert not heavy, heavy",
+    ])
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -71,7 +87,7 @@ def test_cli_smoke_writes_every_output(smoke) -> None:
 def test_results_json_follows_the_schema(smoke) -> None:
     out, _ = smoke
     doc = json.loads((out / "results.json").read_text())
-    assert evaluate.schema_errors(doc) == []
+    assert schema_errors(doc) == []
     assert doc["seeds"] == [0, 1] and doc["reference"] == "topology"
     assert set(doc["policies"]) == {"binpack", "topology"} and set(doc["paired_vs_reference"]) == {"binpack"}
     assert doc["policies"]["topology"]["summary"]["avg_jct_s"]["n"] == 2
@@ -95,7 +111,7 @@ def test_schema_errors_name_the_problem(smoke) -> None:
     doc = json.loads((out / "results.json").read_text())
     del doc["policies"]["binpack"]["summary"]["p95_jct_s"]
     doc["seeds"] = ["0"]
-    assert evaluate.schema_errors(doc) == ["$.seeds[0]: expected integer, got str", "$.policies.binpack.summary.p95_jct_s: missing"]
+    assert schema_errors(doc) == ["$.seeds[0]: expected integer, got str", "$.policies.binpack.summary.p95_jct_s: missing"]
 
 
 @pytest.mark.parametrize(
@@ -134,7 +150,7 @@ def test_ppo_policy_is_loaded_and_acts_through_the_env(tmp_path: Path) -> None:
     spec = f"ppo={model_path}"
     assert evaluate.main(["--cluster", "h100-4node", "--policies", f"topology,{spec}", "--seeds", "3", "--num-jobs", "6", "--out", str(out)]) == 0
     doc = json.loads((out / "results.json").read_text())
-    assert evaluate.schema_errors(doc) == []
+    assert schema_errors(doc) == []
     runs = doc["policies"][spec]["runs"]
     assert runs[0]["metrics"]["finished_jobs"] == 6 and runs[0]["decisions"] >= 6
     assert runs[0]["jobs_sha256"] == doc["policies"]["topology"]["runs"][0]["jobs_sha256"]

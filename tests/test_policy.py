@@ -206,3 +206,25 @@ def test_resolve_device() -> None:
         for spec in ("cuda", "cuda:0"):
             with pytest.raises(ValueError, match="no CUDA device is available \\(torch .*build\\)"):
                 resolve_device(spec)
+
+
+def test_a_model_of_another_feature_schema_refuses_to_load(tmp_path):
+    """Saved models record the feature schema they were trained on; a model without the record
+    (schema 1, before it existed) or with another version is refused with the file named."""
+    from sb3_contrib import MaskablePPO
+
+    from agents.policy import CandidateScoringPolicy, load_model
+    from envs.env import GpuClusterEnv
+    from envs.features import FEATURE_SCHEMA_VERSION
+
+    env = GpuClusterEnv(cluster="h100-4node", workload="llm-mix", num_jobs=10)
+    current = MaskablePPO(CandidateScoringPolicy, env, n_steps=16, batch_size=16,
+                          policy_kwargs={"d_model": 16, "feature_schema_version": FEATURE_SCHEMA_VERSION})
+    current.save(tmp_path / "current.zip")
+    assert load_model(tmp_path / "current.zip").policy.feature_schema_version == FEATURE_SCHEMA_VERSION
+    old = MaskablePPO(CandidateScoringPolicy, env, n_steps=16, batch_size=16, policy_kwargs={"d_model": 16})
+    old.save(tmp_path / "old.zip")
+    with pytest.raises(ValueError, match=r"old\.zip: the model was trained on no feature schema version .* retrain"):
+        load_model(tmp_path / "old.zip")
+    with pytest.raises(ValueError, match="feature schema version 1"):
+        CandidateScoringPolicy(env.observation_space, env.action_space, lambda _: 1e-3, feature_schema_version=1)

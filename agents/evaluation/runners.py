@@ -1,0 +1,172 @@
+"""Episodes: baselines through the bare replay loop, actors (loaded models) through the
+Gymnasium env, and every (policy, seed) episode of an evaluation in a process pool.
+
+Workload seed `s` is the same job list for every policy (`workload_sha256` fingerprints it),
+so runs are paired per seed. Learned policies run to the end (`EPISODE_STEP_CAP`), no
+truncation. Nothing here imports torch: a loaded policy's framework comes in with its loader's
+`load`, inside the worker that runs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agents.evaluation.policies import POLICY_LOADERS, Actor, PolicySpec
+from baselines import make_baseline
+from envs import ENV_ID
+from envs.config import load_cluster
+from envs.jobs import JOB_KIND_NAMES, Job
+from envs.metrics import episode_metrics
+from envs.replay import replay
+from envs.simulator import Simulator
+from envs.topology import Cluster
+from envs.workload import WorkloadSpec, load_workload_spec, make_workload
+
+EPISODE_STEP_CAP = 10_000_000  # learned policies run to the end; no truncation in evaluation
+
+
+@dataclass(frozen=True)
+class RunTask:
+    policy: PolicySpec
+    seed: int
+    cluster: str
+    workload: str
+    num_jobs: int | None
+    queue_window: int
+    keep_trace: bool  # return the timeline and segments for plots
+
+
+def workload_sha256(jobs: list[Job]) -> str:
+    """Fingerprint of a job list: equal for every policy of one seed (the pairing property)."""
+    text = json.dumps([j.to_dict() for j in jobs], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def cluster_and_spec(cluster: str, workload: str) -> tuple[Cluster, WorkloadSpec]:
+    """The cluster and workload spec of two config names (or YAML paths), loaded once per process."""
+    return load_cluster(cluster), load_workload_spec(workload)
+
+
+@functools.lru_cache(maxsize=None)
+def _actor(loader: str, arg: str) -> Actor:
+    return POLICY_LOADERS[loader].load(arg)
+
+
+def run_baseline(name: str, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8) -> tuple[Simulator, int]:
+    """A baseline on workload `seed`, through the bare replay loop: the finished simulator and
+    the number of decisions taken."""
+    sim = Simulator(cluster, make_workload(spec, cluster, seed, num_jobs))
+    return sim, replay(sim, make_baseline(name, seed=seed).select, queue_window)
+
+
+def run_actor(act: Actor, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8) -> tuple[Simulator, int]:
+    """An actor (env, observation) -> action on workload `seed`, through the Gymnasium env."""
+    import gymnasium as gym
+
+    env = gym.make(ENV_ID, cluster=cluster, workload=spec, num_jobs=num_jobs, queue_window=queue_window, max_steps=EPISODE_STEP_CAP)
+    obs, _ = env.reset(seed=seed)
+    steps, done = 0, env.unwrapped.sim.done
+    while not done:
+        obs, _, terminated, truncated, _ = env.step(act(env, obs))
+        steps += 1
+        done = terminated or truncated
+    sim = env.unwrapped.sim
+    env.close()
+    return sim, steps
+
+
+def _run_episode(task: RunTask) -> tuple[Simulator, int]:
+    """The finished simulator and the number of decisions taken."""
+    cluster, spec = cluster_and_spec(task.cluster, task.workload)
+    if task.policy.loader is None:
+        return run_baseline(task.policy.arg, cluster, spec, task.seed, task.num_jobs, task.queue_window)
+    return run_actor(_actor(task.policy.loader, task.policy.arg), cluster, spec, task.seed, task.num_jobs, task.queue_window)
+
+
+def run_one(task: RunTask) -> dict:
+    """One (policy, seed) episode: its run record for results.json plus data for plots."""
+    start = time.perf_counter()
+    sim, decisions = _run_episode(task)
+    done = ~np.isnan(sim.end)
+    out: dict[str, Any] = {
+        "run": {
+            "seed": task.seed,
+            "jobs_sha256": workload_sha256(sim.jobs),
+            "decisions": decisions,
+            "wall_s": time.perf_counter() - start,
+            "metrics": episode_metrics(sim),
+        },
+        "jct_s": (sim.end - sim.arrival)[done].tolist(),
+    }
+    if task.keep_trace:
+        out["timeline"] = [list(row) for row in sim.timeline]
+        out["segments"] = [(s.job_id, s.gpus.tolist(), s.start_s, s.end_s, s.preempted) for s in sim.segments]
+        out["job_kinds"] = [JOB_KIND_NAMES[j.kind] for j in sim.jobs]
+    return out
+
+
+def _worker_init() -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core per worker, also for torch
+
+
+def run_all(
+    policies: list[PolicySpec],
+    seeds: list[int],
+    *,
+    cluster: str,
+    workload: str,
+    num_jobs: int | None,
+    queue_window: int,
+    workers: int,
+    workload_hashes: dict[int, str],
+    trace_seed: int,
+) -> tuple[dict[str, list[dict]], dict[str, list[float]], dict[str, dict]]:
+    """Every (policy, seed) episode, in a process pool when workers > 1, with a progress bar on
+    stderr. `workload_hashes` (seed -> `workload_sha256`, drawn beforehand) must match every
+    run's workload, else RuntimeError: the runs would not be paired. Returns runs per policy
+    label (sorted as `seeds`), pooled JCTs per policy, and the `trace_seed` episode's output
+    per policy (with its timeline and segments, for plots)."""
+    from tqdm import tqdm
+
+    tasks = [
+        RunTask(p, s, cluster, workload, num_jobs, queue_window, keep_trace=s == trace_seed)
+        for p in policies
+        for s in seeds
+    ]
+    outputs: dict[tuple[str, int], dict] = {}
+    with tqdm(total=len(tasks), desc="episodes", unit="ep", file=sys.stderr) as bar:
+        if workers == 1:
+            for t in tasks:
+                outputs[(t.policy.label, t.seed)] = run_one(t)
+                bar.update()
+        else:
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
+                futures = {pool.submit(run_one, t): t for t in tasks}
+                for f in as_completed(futures):
+                    t = futures[f]
+                    outputs[(t.policy.label, t.seed)] = f.result()
+                    bar.update()
+    runs, jcts, traces = {}, {}, {}
+    for p in policies:
+        outs = [outputs[(p.label, s)] for s in seeds]
+        for o in outs:
+            if o["run"]["jobs_sha256"] != workload_hashes[o["run"]["seed"]]:
+                raise RuntimeError(f"{p.label} saw a different workload for seed {o['run']['seed']}: runs are not paired")
+        runs[p.label] = [o["run"] for o in outs]
+        jcts[p.label] = [x for o in outs for x in o["jct_s"]]
+        traces[p.label] = outputs[(p.label, trace_seed)]
+    return runs, jcts, traces
