@@ -31,12 +31,11 @@ MEMO_LIMIT = 200_000  # entries per cross-episode memo table before it is emptie
 
 
 class _Derived:
-    __slots__ = ("version", "alloc_version", "state", "alloc", "jobs")
+    __slots__ = ("versions", "views", "jobs")
 
     def __init__(self):
-        self.version = self.alloc_version = None
-        self.state: dict = {}
-        self.alloc: dict = {}
+        self.versions: list = [None, None]  # what views[0] (the state) and views[1] (the allocation) were made for
+        self.views: list[dict] = [{}, {}]
         self.jobs: dict = {}
 
 
@@ -47,50 +46,76 @@ def _derived(state: ClusterState) -> _Derived:
     return d
 
 
+def _views(state: ClusterState, which: int, version) -> dict:
+    d = state.derived or _derived(state)
+    if d.versions[which] != version:
+        d.views[which] = {}
+        d.versions[which] = version
+    return d.views[which]
+
+
 def per_state(state: ClusterState) -> dict:
     """A dict for views of this state; emptied whenever the state changes."""
-    d = _derived(state)
-    if d.version != state.version:
-        d.state = {}
-        d.version = state.version
-    return d.state
+    return _views(state, 0, state.version)
 
 
 def per_alloc(state: ClusterState) -> dict:
     """A dict for views that depend only on GPU ownership and reservations."""
-    d = _derived(state)
-    if d.alloc_version != state.alloc_version:
-        d.alloc = {}
-        d.alloc_version = state.alloc_version
-    return d.alloc
+    return _views(state, 1, state.alloc_version)
 
 
 def per_jobs(state: ClusterState) -> dict:
-    """A dict for per-job tables of what jobs are (see `job_table`)."""
-    return _derived(state).jobs
+    """A dict for per-job tables of what jobs are (see `job_table`), and for what recurs
+    across every decision on the state object (its cluster's memo tables)."""
+    return (state.derived or _derived(state)).jobs
 
 
 def job_table(state: ClusterState, name: str, build: Callable[[ClusterState, int, int], np.ndarray]) -> np.ndarray:
     """The per-job table `name`, one row per job of the state: `build(state, lo, hi)` makes the
     rows of jobs lo..hi-1, which never change once made. A simulator's state gains jobs as they
     arrive; their rows are appended (capacity doubles, so appends are amortised)."""
-    tables = per_jobs(state)
-    m = state.num_jobs
+    tables = (state.derived or _derived(state)).jobs
+    m = len(state.num_gpus)
     hit = tables.get(name)
+    if hit is not None and hit[1] == m:  # the common case: no job arrived since the last call
+        return hit[2]
     if hit is None:
         rows = build(state, 0, m)
         buf = np.empty((max(m, 16), *rows.shape[1:]), dtype=rows.dtype)
         buf[:m] = rows
-        tables[name] = hit = [buf, m]
-    buf, have = hit
-    if have < m:
-        if len(buf) < m:
-            grown = np.empty((max(m, 2 * len(buf)), *buf.shape[1:]), dtype=buf.dtype)
-            grown[:have] = buf[:have]
-            buf = hit[0] = grown
-        buf[have:m] = build(state, have, m)
-        hit[1] = m
-    return buf[:m]
+        tables[name] = hit = [buf, m, buf[:m]]
+        return hit[2]
+    buf, have, _ = hit
+    if len(buf) < m:
+        grown = np.empty((max(m, 2 * len(buf)), *buf.shape[1:]), dtype=buf.dtype)
+        grown[:have] = buf[:have]
+        buf = hit[0] = grown
+    buf[have:m] = build(state, have, m)
+    hit[1], hit[2] = m, buf[:m]
+    return hit[2]
+
+
+def job_table_list(state: ClusterState, name: str, values: np.ndarray) -> list:
+    """`values` (a per-job or per-arrival array that only ever grows at its end while the state
+    object lives) as a Python list, extended as it grows."""
+    tables = (state.derived or _derived(state)).jobs
+    out = tables.get(name)
+    if out is None:
+        out = tables[name] = values.tolist()
+    elif len(out) < len(values):
+        out.extend(values[len(out):].tolist())
+    return out
+
+
+def memo_of(state: ClusterState, name: Any) -> dict:
+    """`per_cluster(state.cluster, name)`, looked up once per state object and again only when
+    the table was emptied for its size."""
+    tables = (state.derived or _derived(state)).jobs
+    key = ("memo", name)
+    table = tables.get(key)
+    if table is None or len(table) > MEMO_LIMIT:
+        table = tables[key] = per_cluster(state.cluster, name)
+    return table
 
 
 _CLUSTER_MEMOS: dict[int, tuple[weakref.ref, dict]] = {}

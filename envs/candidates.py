@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.cache import per_alloc
+from envs.cache import per_alloc, per_jobs
 from envs.placement import PREEMPT, RULES, choose_victims, geometry_of, place
 from envs.speed import PlacementGeometry, PlacementProfile, job_constants_of, job_profile_of
 from envs.state import ClusterState
@@ -98,14 +98,12 @@ def num_candidates(queue_window: int) -> int:
 
 def job_constants(state: ClusterState) -> list[tuple[float, float, float, float]]:
     """`speed.job_constants` of every job of the state, made once per job."""
-    from envs.cache import per_jobs
-
     tables = per_jobs(state)
     out = tables.get("job_constants")
     if out is None:
         out = tables["job_constants"] = []
-    if len(out) < state.num_jobs:
-        lo, hi, model = len(out), state.num_jobs, state.speed_model
+    if len(out) < len(state.num_gpus):
+        lo, hi, model = len(out), len(state.num_gpus), state.speed_model
         out.extend(job_constants_of(g, t, k, c, s, model) for g, t, k, c, s in zip(
             state.num_gpus[lo:hi].tolist(), state.tp_degree[lo:hi].tolist(), state.kind[lo:hi].tolist(),
             state.comm_fraction[lo:hi].tolist(), state.tp_comm_share[lo:hi].tolist()))
@@ -152,7 +150,7 @@ def wait_valid(state: ClusterState) -> bool:
 def build_candidates(state: ClusterState, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
     """The candidate list and its mask for a decision state."""
     window = select_window(state, queue_window)
-    fits_aligned, fits_preempt, _ = class_fits(state)
+    fits_aligned, fits_preempt, _, _ = class_fits(state)
     cls = job_classes(state)[window]
     R = len(RULES)
     placer = _Placer(state)

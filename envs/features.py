@@ -17,11 +17,12 @@ Scales: `log` is log10(1 + seconds) / 6 (one second 0.05, one hour 0.59, eleven 
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
 
-from envs.cache import job_table, per_alloc, per_state
+from envs.cache import job_table, job_table_list, per_alloc, per_state
 from envs.candidates import Candidate, CandidateSet, job_constants
 from envs.placement import RULES, free_view
 from envs.speed import PlacementGeometry, efficiency_of, interference_from
@@ -116,17 +117,24 @@ def fragmentation(state: ClusterState) -> float:
 
 
 def _static_job_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
-    """(hi - lo, job columns) the job columns that never change; dynamic ones filled per step."""
-    out = np.zeros((hi - lo, _JOB_BLOCK.stop), dtype=np.float32)
-    gpus = state.num_gpus[lo:hi].astype(float)
-    out[:, _C["gang_log2"]] = np.log2(gpus) / 7.0
-    out[:, _C["tp_log2"]] = np.log2(state.tp_degree[lo:hi].astype(float)) / 3.0
-    out[np.arange(hi - lo), np.array(_KINDS, dtype=np.int64)[state.kind[lo:hi]]] = 1.0
-    out[:, _C["priority"]] = state.priority[lo:hi] / 2.0
-    out[:, _C["preemptible"]] = state.preemptible[lo:hi]
-    out[:, _C["comm_fraction"]] = state.comm_fraction[lo:hi]
-    out[:, _C["mem_per_gpu"]] = state.mem_per_gpu_gb[lo:hi] / 80.0
-    return out
+    """(hi - lo, job columns) the job columns that never change; dynamic ones filled per step.
+    Jobs arrive one or a few at a time, so rows are made in plain Python numbers."""
+    width = _JOB_BLOCK.stop
+    rows = []
+    for g, tp, kind, prio, pre, comm, mem in zip(
+            state.num_gpus[lo:hi].tolist(), state.tp_degree[lo:hi].tolist(), state.kind[lo:hi].tolist(),
+            state.priority[lo:hi].tolist(), state.preemptible[lo:hi].tolist(), state.comm_fraction[lo:hi].tolist(),
+            state.mem_per_gpu_gb[lo:hi].tolist()):
+        row = [0.0] * width
+        row[_C["gang_log2"]] = math.log2(g) / 7.0
+        row[_C["tp_log2"]] = math.log2(tp) / 3.0
+        row[_KINDS[kind]] = 1.0
+        row[_C["priority"]] = prio / 2.0
+        row[_C["preemptible"]] = float(pre)
+        row[_C["comm_fraction"]] = comm
+        row[_C["mem_per_gpu"]] = mem / 80.0
+        rows.append(row)
+    return np.array(rows, dtype=np.float32).reshape(hi - lo, width)
 
 
 def _geometry_columns(state: ClusterState, g: PlacementGeometry) -> tuple:
@@ -174,12 +182,18 @@ def predicted_rate(state: ClusterState, cd: Candidate) -> float:
     return p.min_speed * p.efficiency(_congestion_if_added(state, p.geometry)) * interf
 
 
-def _arrived_load(state: ClusterState, window_s: float) -> float:
-    """GPU-s requested by the arrivals of the last `window_s` / (window x cluster GPUs), / 4."""
-    times = state.arrival_times_s
-    lo = int(np.searchsorted(times, state.now - window_s, side="right"))
-    requested = float(np.add.reduce(state.arrival_requested_gpu_s[lo:])) if lo < len(times) else 0.0
-    return min(requested / (window_s * state.cluster.num_gpus), 4.0) / 4.0
+def _arrived_loads(state: ClusterState) -> list[float]:
+    """Per window of ARRIVAL_WINDOWS_S: GPU-s requested by its arrivals / (window x cluster
+    GPUs), / 4, at most 1. Sums are exact (math.fsum), so they do not depend on how much
+    history the state holds."""
+    times = job_table_list(state, "arrival_times", state.arrival_times_s)
+    requested = job_table_list(state, "arrival_requested", state.arrival_requested_gpu_s)
+    n_gpus = state.cluster.num_gpus
+    out = []
+    for window_s in ARRIVAL_WINDOWS_S:
+        total = math.fsum(requested[bisect.bisect_right(times, state.now - window_s):])
+        out.append(min(total / (window_s * n_gpus), 4.0) / 4.0)
+    return out
 
 
 def global_features(state: ClusterState) -> np.ndarray:
@@ -204,7 +218,7 @@ def global_features(state: ClusterState) -> np.ndarray:
         math.log10(1.0 + now) / 7.0,
         state.queued_high_priority / nq if nq else 0.0,
         log_scale(float(np.add.reduce(now - state.queued_since_s[q]) / nq)) if nq else 0.0,
-        *(_arrived_load(state, w) for w in ARRIVAL_WINDOWS_S),
+        *_arrived_loads(state),
         log_scale(now - float(times[-1])) if len(times) else 1.0,
     ]
     return np.array(glob, dtype=np.float32)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from envs.cache import per_alloc, per_cluster
+from envs.cache import memo_of, per_alloc
 from envs.speed import PlacementGeometry, placement_geometry
 from envs.state import ClusterState
 from envs.topology import Cluster
@@ -34,12 +34,12 @@ RULES = ("binpack", "spread", "topology", "preempt")
 BINPACK, SPREAD, TOPOLOGY, PREEMPT = range(4)
 
 
-def _pick_gpus_in_node(c: Cluster, node: int, count: int, avail: np.ndarray) -> np.ndarray:
+def _pick_gpus_in_node(c: Cluster, node: int, count: int, avail: np.ndarray, memo: dict) -> np.ndarray:
     """`count` available GPUs of one node, inside one NUMA socket when they fit in one
-    (memoised per cluster by node, count and the node's availability pattern)."""
+    (memoised in `memo`, the cluster's "gpu_picks" table, by node, count and the node's
+    availability pattern)."""
     lo = c.node_first_gpu[node]
     pattern = avail[lo : lo + c.node_gpus[node]]
-    memo = per_cluster(c, "gpu_picks")
     key = (node, count, pattern.tobytes())
     hit = memo.get(key)
     if hit is None:
@@ -62,12 +62,12 @@ def _pick_in_pattern(c: Cluster, lo: int, count: int, pattern: np.ndarray) -> np
     return np.sort(ids[order][:count])
 
 
-def _gpus_from_counts(c: Cluster, take: dict[int, int], avail: np.ndarray) -> np.ndarray:
+def _gpus_from_counts(c: Cluster, take: dict[int, int], avail: np.ndarray, memo: dict) -> np.ndarray:
     """Concrete GPU ids for per-node counts, grouped by node (TP groups are consecutive runs)."""
     if len(take) == 1:
         (n, k), = take.items()
-        return _pick_gpus_in_node(c, n, k, avail)
-    return np.concatenate([_pick_gpus_in_node(c, n, k, avail) for n, k in take.items() if k > 0])
+        return _pick_gpus_in_node(c, n, k, avail, memo)
+    return np.concatenate([_pick_gpus_in_node(c, n, k, avail, memo) for n, k in take.items() if k > 0])
 
 
 def _best_fit(free: Sequence[int], need: int) -> int | None:
@@ -218,7 +218,7 @@ def place(state: ClusterState, gpus: int, tp: int, mem: float, rule: int, avail:
     else:
         free = _eligible(c, np.add.reduceat(avail.view(np.int8), c.node_first_gpu).tolist(), mem)
     take = _node_take(c, free, gpus, tp, rule)
-    return None if take is None else _gpus_from_counts(c, take, avail)
+    return None if take is None else _gpus_from_counts(c, take, avail, memo_of(state, "gpu_picks"))
 
 
 def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
@@ -302,7 +302,7 @@ def choose_victims(state: ClusterState, j: int) -> tuple[np.ndarray, tuple[int, 
 def geometry_of(state: ClusterState, gpus: np.ndarray, tp_degree: int) -> PlacementGeometry:
     """`placement_geometry`, memoised per cluster and speed model (placements recur as the
     cluster cycles, and across episodes)."""
-    memo = per_cluster(state.cluster, ("geometry", state.speed_model))
+    memo = memo_of(state, ("geometry", state.speed_model))
     key = (gpus.tobytes(), tp_degree)
     g = memo.get(key)
     if g is None:

@@ -21,8 +21,10 @@ def advance_to_decision(sim: Simulator, queue_window: int) -> CandidateSet:
     """Advance until some queued job can be placed (a real choice) or the workload is done;
     return the candidates there."""
     while not sim.done:
-        if sim.queue_len and len(feasible_queue(sim.decision_state())):
-            return build_candidates(sim.decision_state(), queue_window)
+        if sim.queue_len:
+            state = sim.decision_state()
+            if len(feasible_queue(state)):
+                return build_candidates(state, queue_window)
         sim.advance()
     return build_candidates(sim.decision_state(), queue_window)
 

@@ -190,8 +190,9 @@ class ClusterState:
         runs or checkpoints. (A job past its estimate is expected to end now.)"""
         t = math.inf
         r = self.running
-        if len(r):
-            t = self.now + float((self.restore_left_s[r] + self.remaining_estimate_s(r) / self.rate[r]).min())
+        if len(r):  # a running job owes no restore beyond restore_left_s
+            remaining = np.maximum(self.estimate_s[r] - self.work_done_s[r], 0.0)
+            t = self.now + float((self.restore_left_s[r] + remaining / self.rate[r]).min())
         if self.checkpointing:
             t = min(t, float(self.checkpoint_end_s[self.checkpointing].min()))
         return t

@@ -13,6 +13,8 @@ heads of four orders, so that each classic rule's favourite job is always presen
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from envs.cache import job_table, per_alloc, per_jobs, per_state
@@ -29,11 +31,13 @@ def aligned(free: np.ndarray, tp: int) -> np.ndarray:
 
 class _Classes:
     """Job classes in order of first appearance: per class the gang size, TP degree, memory
-    level and priority, and `index` (what `_class_fits` looks up) for the current class count."""
+    level and priority, and `index` (what `_class_fits` looks up) for the current class count.
+    `levels` are the cluster's distinct GPU memory sizes."""
 
-    __slots__ = ("ids", "need", "tp", "level", "priority", "index", "index_for")
+    __slots__ = ("ids", "need", "tp", "level", "priority", "index", "index_for", "levels")
 
-    def __init__(self):
+    def __init__(self, levels: list[float]):
+        self.levels = levels
         self.ids: dict[tuple, int] = {}
         self.need: list[int] = []
         self.tp: list[int] = []
@@ -55,7 +59,7 @@ def _classes(state: ClusterState) -> _Classes:
     tables = per_jobs(state)
     cls = tables.get("classes")
     if cls is None:
-        cls = tables["classes"] = _Classes()
+        cls = tables["classes"] = _Classes(_memory_levels(state)[1].tolist())
     return cls
 
 
@@ -64,10 +68,11 @@ def job_classes(state: ClusterState) -> np.ndarray:
     cls = _classes(state)
 
     def build(s: ClusterState, lo: int, hi: int) -> np.ndarray:
-        _, levels = _memory_levels(s)
-        job_level = levels[np.minimum(np.searchsorted(levels, s.mem_per_gpu_gb[lo:hi]), len(levels) - 1)]
+        levels = cls.levels
+        top = len(levels) - 1
+        job_level = [levels[min(bisect.bisect_left(levels, mem), top)] for mem in s.mem_per_gpu_gb[lo:hi].tolist()]
         out = np.empty(hi - lo, dtype=np.int64)
-        for i, key in enumerate(zip(s.num_gpus[lo:hi].tolist(), s.tp_degree[lo:hi].tolist(), job_level.tolist(), s.priority[lo:hi].tolist())):
+        for i, key in enumerate(zip(s.num_gpus[lo:hi].tolist(), s.tp_degree[lo:hi].tolist(), job_level, s.priority[lo:hi].tolist())):
             k = cls.ids.get(key)
             if k is None:
                 k = cls.ids[key] = len(cls.need)
@@ -104,20 +109,24 @@ def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
     return cls.index
 
 
-def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Per job class: fits now in whole TP groups per node, fits that way only after
-    preempting lower-priority preemptible jobs, and either. Depends on the allocation and the
+    preempting lower-priority preemptible jobs, and either (and the job count it covers). Depends on the allocation and the
     classes alone, so it is worked out once per allocation for every class."""
-    job_classes(state)  # classes of every job of the state exist
-    n_classes = len(_classes(state).need)
     cache = per_alloc(state)
     hit = cache.get("class_fits")
-    if hit is not None and len(hit[0]) == n_classes:
+    m = len(state.num_gpus)
+    if hit is not None and hit[3] == m:  # no job (so no class) came since
+        return hit
+    job_classes(state)  # classes of every job of the state exist
+    n_classes = len(_classes(state).need)
+    if hit is not None and len(hit[0]) == n_classes:  # jobs came, but of known classes
+        cache["class_fits"] = hit = (*hit[:3], m)
         return hit
     lower, on_level, by_free, positions, need = _class_index(state)
     if not n_classes:
         empty = np.zeros(0, dtype=bool)
-        cache["class_fits"] = hit = (empty, empty, empty)
+        cache["class_fits"] = hit = (empty, empty, empty, len(state.num_gpus))
         return hit
     # GPUs usable in whole TP groups for every (memory level, TP degree), counting on each node
     # its free GPUs and, in row p, also those held by preemptible jobs of priority < p (row 0:
@@ -126,7 +135,7 @@ def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     fits = need <= (on_level @ by_free[counts]).take(positions)  # (priorities, levels, TP degrees), read per class
     fits_aligned = fits[:n_classes]
     fits_preempt = fits[n_classes:] & ~fits_aligned
-    cache["class_fits"] = hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt)
+    cache["class_fits"] = hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt, len(state.num_gpus))
     return hit
 
 
@@ -146,7 +155,7 @@ def fit_status(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     preemption), by GPU counts alone."""
     q = state.queue.copy()
     cls = job_classes(state)[q]
-    fits_aligned, fits_preempt, _ = class_fits(state)
+    fits_aligned, fits_preempt, _, _ = class_fits(state)
     return q, fits_aligned[cls], fits_preempt[cls]
 
 

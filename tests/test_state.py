@@ -176,3 +176,11 @@ def test_bad_plain_data_is_refused_with_the_field_named():
     assert _refused([]) == "state: must be a mapping, got list"
     # The valid original still builds, and nothing of the refused edits leaked into it.
     assert ClusterState.from_dict(base, load_cluster("mixed-64gpu")).to_dict() == base
+
+
+def test_the_docs_show_the_feature_schema_as_declared():
+    from pathlib import Path
+
+    from envs.features import schema_table
+
+    assert schema_table() in (Path(__file__).parent.parent / "docs" / "state.md").read_text()
