@@ -99,3 +99,26 @@ def test_scan_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
     graph = import_graph(tmp_path)
     assert set(graph.edges) == {("envs.a", "envs.sub.b"), ("envs.sub.b", "envs.a")}
     assert find_cycle(graph) in (["envs.a", "envs.sub.b", "envs.a"], ["envs.sub.b", "envs.a", "envs.sub.b"])
+
+
+def test_decisions_are_made_from_the_state_alone() -> None:
+    """The candidate layer and the baselines import neither the simulator nor the env: they
+    can only see what the decision state holds."""
+    graph = import_graph(ROOT)
+    for module in ("envs.state", "envs.cache", "envs.placement", "envs.window", "envs.candidates", "envs.features"):
+        reachable = nx.descendants(graph, module)
+        assert not reachable & {"envs.simulator", "envs.env", "envs.workload", "envs.traces"}, (module, sorted(reachable))
+    for path in sorted((ROOT / "baselines").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not imported & {"envs.simulator", "envs.env"}, (path.name, sorted(imported))
+
+
+def test_simulator_and_candidate_layer_import_without_gymnasium_or_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['gymnasium'] = None; sys.modules['torch'] = None\n"
+            "import envs.simulator, envs.candidates, envs.features, envs.replay, envs.workload, baselines")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
