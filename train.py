@@ -6,6 +6,7 @@
 Every hyper-parameter, the cluster and the workload come from the YAML config; flags override
 it. `--resume runs/NAME` continues a killed run from its last checkpoint (its own config).
 `--compare` evaluates the trained model beside every baseline afterwards and prints the table.
+The best model is exported for serving into runs/NAME/export/ (agents/export.py, docs/export.md).
 """
 
 from __future__ import annotations
@@ -72,6 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"best validation avg JCT {summary['best_validation_avg_jct_h']:.2f} h vs {summary['baseline']} {summary['baseline_avg_jct_h']:.2f} h")
     for key in ("model", "last_model", "config", "tensorboard", "checkpoint"):
         print(f"  {key:11s} {summary[key]}")
+    from agents.export import export_model
+
+    export_dir = out / "export"
+    try:  # the serving files of the best model: policy.onnx and policy.json (docs/export.md)
+        export_model(summary["model"], export_dir)
+    except (ValueError, RuntimeError, ImportError, OSError) as e:
+        print(f"error: the model is saved, but exporting it to {export_dir} failed: {e}", file=sys.stderr)
+        return 1
+    print(f"  {'export':11s} {export_dir} (policy.onnx, policy.json)")
     if args.compare:
         from evaluate import main as evaluate_main
 

@@ -8,6 +8,7 @@ A run directory holds:
     model.zip          the best model on the validation seeds (what evaluate.py should load)
     last_model.zip     the weights at the end of training
     eval.json          every periodic evaluation
+    export/            policy.onnx + policy.json of model.zip, for serving (written by train.py: agents/export.py)
 """
 
 from __future__ import annotations

@@ -65,6 +65,11 @@ def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
     assert {"time/fps", "train/value_loss", "eval/avg_jct_h", "episode/avg_jct_h"} <= tags
     assert any(t.startswith("text:config") for t in tags)
     assert str(out / "model.zip") in r.stdout  # prints where everything was written
+    assert str(out / "export") in r.stdout  # the serving export of model.zip (tests/test_export.py)
+    meta = json.loads((out / "export" / "policy.json").read_text())
+    assert (out / "export" / "policy.onnx").is_file() and meta["source_model"] == str(out / "model.zip")
+    commit = json.loads((out / "version.json").read_text())["commit"]
+    assert meta["train_config"]["cluster"] == "h100-4node" and meta["git_commit"] == (None if commit == "unknown" else commit)
     first = json.loads((out / "summary.json").read_text())["timesteps"]
     assert first >= 128
 

@@ -1,0 +1,364 @@
+"""The HTTP face of the scoring service: FastAPI routes over service.scoring and service.k8s.
+
+Contract (docs/service.md has the full API):
+* `POST /v1/score`: {"state": <plain-data ClusterState>, "queue_window"?: 1..64} -> ranked valid
+  candidates (service.scoring.describe). Stateless. A state that is not valid -> 422 whose
+  `detail` names the field (`body.state.running[3].gpus: GPU 70 does not exist ...`).
+* `PUT /v1/state`, `GET /v1/state`, `DELETE /v1/bindings/{namespace}/{name}`: the extender's
+  occupancy (what runs where), see service.k8s.
+* `POST /scheduler/{filter,prioritize,preempt,bind}`: the kube-scheduler extender verbs in their
+  wire format. A body that is not JSON -> 400, a body whose parts are not valid objects -> 400
+  with `{"Error": "<request part>: <why>"}` (filter and bind answer 200 with their own `Error`
+  field set, as the protocol wants).
+* `GET /healthz` (alive), `GET /readyz` (policy loaded and a warm-up decision made),
+  `GET /metrics` (Prometheus), `GET /v1/info` (policy, cluster, and whether torch is imported:
+  it never is), `GET /docs` (OpenAPI).
+* Every request body is read by `BodyGuard` first: more than `max_body_bytes` -> 413, not all
+  received within `body_timeout_s` -> 408. Bad input never gets a 5xx; the service keeps serving.
+* All decision work runs on one worker thread, in arrival order: the candidate layer's caches are
+  not shared between threads, and the event loop stays free for health checks and slow clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from pydantic import BaseModel, Field, ValidationError
+
+from envs.candidates import build_candidates
+from envs.state import ClusterState, StateError
+from envs.topology import Cluster
+from service.k8s import Extender, ExtenderError, KubeBinder
+from service.scoring import Scorer, describe
+from service.wire import WireError
+
+log = logging.getLogger("gangsched.service")
+MAX_QUEUE_WINDOW = 64
+
+VERBS = {
+    "/v1/score": "score", "/v1/state": "state", "/scheduler/filter": "filter", "/scheduler/prioritize": "prioritize",
+    "/scheduler/preempt": "preempt", "/scheduler/bind": "bind", "/healthz": "healthz", "/readyz": "readyz",
+    "/metrics": "metrics", "/v1/info": "info",
+}
+
+
+class ScoreRequest(BaseModel):
+    state: dict[str, Any] = Field(description="A cluster state in the plain-data form of envs.state (docs/state.md)")
+    queue_window: int | None = Field(None, ge=1, le=MAX_QUEUE_WINDOW, description="Queued jobs considered (default: the service's)")
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry):
+        self.requests = Counter("gangsched_requests", "HTTP requests by verb and status code", ["verb", "code"], registry=registry)
+        self.latency = Histogram("gangsched_request_seconds", "Request latency by verb (body read to response)", ["verb"],
+                                 registry=registry,
+                                 buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0))
+        self.fallbacks = Counter("gangsched_fallbacks", "Decisions that fell back to the baseline because inference failed",
+                                 ["reason"], registry=registry)
+        self.model = Gauge("gangsched_model_info", "The policy served (value 1)",
+                           ["policy", "sha256", "feature_schema_version", "baseline", "cluster"], registry=registry)
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(json.dumps(obj, separators=(",", ":")).encode(), status_code=status, media_type="application/json")
+
+
+class BodyGuard:
+    """ASGI middleware: reads each request body whole (limit, deadline), then replays it; counts
+    and times every request by verb."""
+
+    def __init__(self, app, metrics: Metrics, max_body_bytes: int, body_timeout_s: float):
+        self.app, self.metrics = app, metrics
+        self.max_body_bytes, self.body_timeout_s = max_body_bytes, body_timeout_s
+
+    async def _reject(self, send, status: int, message: str) -> None:
+        body = json.dumps({"detail": message, "Error": message}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        verb = VERBS.get(path) or ("bindings" if path.startswith("/v1/bindings/") else "other")
+        start = time.perf_counter()
+        status = [500]
+
+        async def send_counted(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            limit = self.max_body_bytes
+            declared = dict(scope.get("headers") or []).get(b"content-length")
+            too_big = False
+            if declared is not None:
+                try:
+                    too_big = int(declared) > limit
+                except ValueError:
+                    return await self._reject(send_counted, 400, "request headers: Content-Length is not a number")
+            chunks, size, more = [], 0, True
+            deadline = start + self.body_timeout_s
+            drain_limit = min(4 * limit, 256 << 20)
+            while more:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return await self._reject(send_counted, 408, f"request body: not received within {self.body_timeout_s:g} s")
+                try:
+                    message = await asyncio.wait_for(receive(), left)
+                except asyncio.TimeoutError:
+                    return await self._reject(send_counted, 408, f"request body: not received within {self.body_timeout_s:g} s")
+                if message["type"] == "http.disconnect":
+                    status[0] = 499
+                    return
+                part = message.get("body", b"")
+                size += len(part)
+                more = message.get("more_body", False)
+                if size > limit:
+                    too_big = True
+                if too_big:
+                    chunks = []
+                    if size > drain_limit:  # stop reading a hostile stream; the connection is closed
+                        break
+                    continue
+                chunks.append(part)
+            if too_big:
+                return await self._reject(send_counted, 413, f"request body: more than {limit} bytes "
+                                                             f"(the service's --max-body-mb)")
+            body = b"".join(chunks)
+            replayed = False
+
+            async def replay():
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            await self.app(scope, replay, send_counted)
+        finally:
+            self.metrics.requests.labels(verb, str(status[0])).inc()
+            self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
+
+
+def _parse_json(body: bytes, what: str) -> tuple[Any, str | None]:
+    if not body.strip():
+        return None, f"{what}: empty body, expected a JSON object"
+    try:
+        return json.loads(body), None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return None, f"{what}: invalid JSON ({e})"
+    except RecursionError:
+        return None, f"{what}: JSON nested too deeply"
+
+
+def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body_bytes: int = 16 << 20,
+               body_timeout_s: float = 10.0, gang_ttl_s: float = 600.0, binder: KubeBinder | None = None) -> FastAPI:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    scorer.on_fallback = lambda reason: metrics.fallbacks.labels(reason).inc()
+    info = scorer.model_info
+    metrics.model.labels(scorer.policy_name, info.sha256 if info else "", str(info.feature_schema_version) if info else "",
+                         scorer.baseline_name, cluster.name).set(1)
+    extender = Extender(cluster, scorer, queue_window, gang_ttl_s, binder)
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
+    ready = {"ok": False, "why": "warming up"}
+
+    async def run(fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(worker, fn, *args)
+
+    async def warm_up() -> None:
+        def decide_once():
+            state = ClusterState.from_dict({"time_s": 0.0, "queued": [{"id": "warm-up", "num_gpus": 1, "estimate_s": 60.0}]}, cluster)
+            cset = build_candidates(state, queue_window)
+            scorer.decide(state, cset)
+        try:
+            await run(decide_once)
+            ready.update(ok=True, why="")
+        except Exception as e:  # reported by /readyz
+            ready.update(ok=False, why=f"warm-up decision failed: {type(e).__name__}: {e}")
+            log.exception("warm-up failed")
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        await warm_up()
+        yield
+        worker.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="gangsched scoring service",
+                  description="Ranks gang placements of queued jobs with an exported policy (onnxruntime) or a baseline, "
+                              "and answers the Kubernetes scheduler-extender verbs. See docs/service.md.",
+                  version="1", lifespan=lifespan)
+    app.state.extender = extender
+    app.state.scorer = scorer
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError):
+        errors = [{"loc": ".".join(str(p) for p in e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                  for e in exc.errors()]
+        detail = "; ".join(f"{e['loc']}: {e['msg']}" for e in errors) or "invalid request"
+        status = 400 if any(e["type"] == "json_invalid" for e in errors) else 422
+        return _json({"detail": detail, "errors": errors}, status)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(request: Request, exc: RecursionError):
+        return _json({"detail": "request body: JSON nested too deeply"}, 400)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    async def readyz():
+        if ready["ok"]:
+            return {"status": "ready", "policy": scorer.policy_name}
+        return _json({"status": "not ready", "detail": ready["why"]}, 503)
+
+    @app.get("/metrics", tags=["health"])
+    async def prometheus() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/v1/info", tags=["native"])
+    async def service_info() -> dict:
+        return {"policy": scorer.policy_name, "baseline": scorer.baseline_name, "cluster": cluster.name,
+                "num_gpus": cluster.num_gpus, "nodes": cluster.num_nodes, "queue_window": queue_window,
+                "model": None if info is None else {"directory": info.directory, "onnx_sha256": info.sha256,
+                                                    "feature_schema_version": info.feature_schema_version},
+                "torch_imported": "torch" in sys.modules, "python": sys.version.split()[0]}
+
+    def score_sync(data: dict, qw: int) -> tuple[int, dict]:
+        try:
+            state = ClusterState.from_dict(data, cluster)
+        except StateError as e:
+            msg = str(e)
+            return 422, {"detail": f"body.{msg}" if msg.startswith("state") else f"body.state.{msg}"}
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
+            return 422, {"detail": f"body.state: cannot be read ({type(e).__name__}: {e})"}
+        cset = build_candidates(state, qw)
+        return 200, describe(state, cset, scorer.decide(state, cset))
+
+    score_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": ScoreRequest.model_json_schema()}}}}
+
+    @app.post("/v1/score", tags=["native"], summary="Rank the candidate placements of a cluster state's queued jobs",
+              openapi_extra=score_body)
+    async def score(request: Request) -> Response:
+        data, error = _parse_json(await request.body(), "body")
+        if error:
+            return _json({"detail": error}, 400)
+        try:
+            req = ScoreRequest.model_validate(data)
+        except ValidationError as e:
+            errors = [{"loc": ".".join(["body", *(str(p) for p in x.get("loc", ()))]), "msg": str(x.get("msg", ""))}
+                      for x in e.errors()]
+            return _json({"detail": "; ".join(f"{x['loc']}: {x['msg']}" for x in errors), "errors": errors}, 422)
+        status, body = await run(score_sync, req.state, req.queue_window or queue_window)
+        return _json(body, status)
+
+    def put_state_sync(data: Any) -> tuple[int, dict]:
+        if isinstance(data, dict) and set(data) == {"state"}:
+            data = data["state"]
+        try:
+            state = extender.put_state(data)
+        except StateError as e:
+            msg = str(e)
+            return 422, {"detail": f"body.{msg}" if msg.startswith("state") else f"body.state.{msg}"}
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
+            return 422, {"detail": f"body: cannot be read ({type(e).__name__}: {e})"}
+        return 200, {"status": "ok", "time_s": state.now, "running": len(state.running), "queued": len(state.queue),
+                     "free_gpus": state.num_free}
+
+    @app.put("/v1/state", tags=["extender"], summary="Replace the extender's occupancy by a plain-data cluster state",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                 "type": "object", "description": "a plain-data ClusterState (docs/state.md), or {\"state\": ...}"}}}}})
+    async def put_state(request: Request) -> Response:
+        data, error = _parse_json(await request.body(), "body")
+        if error:
+            return _json({"detail": error}, 400)
+        status, body = await run(put_state_sync, data)
+        return _json(body, status)
+
+    @app.get("/v1/state", tags=["extender"], summary="The extender's occupancy in plain data (synced state + binds + gang plans)")
+    async def get_state() -> Response:
+        return _json(await run(lambda: dict(extender.occupancy_dict(),
+                                            gang_plans={g: {"slots": p.slots, "domain": p.domain, "gpus_per_pod": p.gpus_per_pod}
+                                                        for g, p in extender._live_plans().items()})))
+
+    @app.delete("/v1/bindings/{namespace}/{name}", tags=["extender"], summary="Forget a bound pod (it finished or was deleted)")
+    async def release(namespace: str, name: str) -> Response:
+        found = await run(extender.release, f"{namespace}/{name}")
+        return _json({"released": found}, 200 if found else 404)
+
+    def body_schema(schema: dict) -> dict:
+        return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+    strings = {"type": "object", "additionalProperties": {"type": "string"}}
+    pod_schema = {"type": "object", "description": "a v1 Pod (only metadata and spec are read)", "required": ["metadata"], "properties": {
+        "metadata": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string", "minLength": 1}, "namespace": {"type": "string"},
+                                                      "uid": {"type": "string"}, "labels": strings, "annotations": strings}},
+        "spec": {"type": "object", "properties": {"priority": {"type": "integer"}, "containers": {"type": "array", "items": {
+            "type": "object", "properties": {"resources": {"type": "object", "properties": {"limits": strings, "requests": strings}}}}}}}}}
+    node_schema = {"type": "object", "properties": {"metadata": {"type": "object", "properties": {"name": {"type": "string"}, "labels": strings}},
+                                                    "status": {"type": "object", "properties": {"allocatable": strings}}}}
+    extender_args = {"type": "object", "description": "ExtenderArgs (k8s.io/kube-scheduler/extender/v1); keys case-insensitive",
+                     "required": ["Pod"],
+                     "properties": {"Pod": pod_schema, "Nodes": {"type": "object", "nullable": True, "properties": {
+                         "items": {"type": "array", "items": node_schema}}},
+                                    "NodeNames": {"type": "array", "nullable": True, "items": {"type": "string"}}}}
+    victims = {"type": "object", "properties": {"Pods": {"type": "array", "items": {"type": "object", "properties": {"UID": {"type": "string"}}}},
+                                                "NumPDBViolations": {"type": "integer"}}}
+    schemas = {
+        "filter": extender_args, "prioritize": extender_args,
+        "preempt": {"type": "object", "description": "ExtenderPreemptionArgs", "required": ["Pod"], "properties": {
+            "Pod": pod_schema, "NodeNameToMetaVictims": {"type": "object", "additionalProperties": victims},
+            "NodeNameToVictims": {"type": "object", "additionalProperties": victims}}},
+        "bind": {"type": "object", "description": "ExtenderBindingArgs", "properties": {
+            "PodName": {"type": "string"}, "PodNamespace": {"type": "string"}, "PodUID": {"type": "string"}, "Node": {"type": "string"}}},
+    }
+
+    def verb_route(name: str, fn, error_shape: str):
+        def sync(data: Any) -> tuple[int, Any]:
+            try:
+                return 200, fn(data)
+            except (WireError, ExtenderError) as e:
+                if error_shape == "result":  # filter and bind carry an Error field
+                    return 200, ({"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
+                                  "Error": str(e)} if name == "filter" else {"Error": str(e)})
+                return 400, {"Error": str(e)}
+
+        async def endpoint(request: Request) -> Response:
+            data, error = _parse_json(await request.body(), f"{name} request body")
+            if error:
+                return _json({"Error": error}, 400)
+            status, body = await run(sync, data)
+            return _json(body, status)
+
+        app.add_api_route(f"/scheduler/{name}", endpoint, methods=["POST"], tags=["extender"], openapi_extra=body_schema(schemas[name]),
+                          summary=f"kube-scheduler extender verb {name}")
+
+    verb_route("filter", extender.filter, "result")
+    verb_route("prioritize", extender.prioritize, "status")
+    verb_route("preempt", extender.preempt, "status")
+    verb_route("bind", extender.bind, "result")
+    app.add_middleware(BodyGuard, metrics=metrics, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
+    return app

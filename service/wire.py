@@ -1,0 +1,322 @@
+"""Reading Kubernetes objects as kube-scheduler sends them to an extender, leniently and safely.
+
+Contract:
+* Keys are read case-insensitively (`Pod`, `pod`, `POD`), so the Go field names of
+  `k8s.io/kube-scheduler/extender/v1`, the lower-case JSON tags of older schedulers and extender
+  forks, and the camelCase of the Kubernetes API all read the same. JSON null reads as absent
+  wherever Go writes one (nil maps, slices and pointers).
+* Anything that cannot be a valid object raises `WireError`, whose message starts with the path
+  of the offending part of the request (`ExtenderArgs.Pod.spec.containers[1].resources.limits
+  [nvidia.com/gpu]: must be a non-negative integer, got '-2'`). The extender turns it into an
+  `Error` answer or a 4xx; it never becomes a 5xx.
+* GPUs a pod requests: the sum of `nvidia.com/gpu` over its containers (limits, else requests),
+  or the largest of an init container if that is more (Kubernetes' effective request).
+* A node's GPUs: `status.allocatable[nvidia.com/gpu]`, else the GPU Feature Discovery label
+  `nvidia.com/gpu.count`; its GPU type from `nvidia.com/gpu.product` (and `nvidia.com/gpu.memory`,
+  MiB) matched to the project's GPU catalogue (envs.topology.GPU_CATALOGUE).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from envs.jobs import JOB_KIND_BY_NAME, PRIORITY_BY_NAME
+from envs.topology import GPU_CATALOGUE, GpuType
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GFD_PRODUCT, GFD_COUNT, GFD_MEMORY = "nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory"
+GANG_NAME_KEYS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name", "pod-group.scheduling.sigs.k8s.io")
+MIN_MEMBER_KEYS = ("gangsched.io/gang-size", "scheduling.k8s.io/group-min-member", "scheduling.volcano.sh/group-min-member")
+ANNOTATION_PREFIX = "gangsched.io/"
+TOPOLOGY_NODE_LABEL = "gangsched.io/topology-node"
+MAX_GPUS_PER_POD = 1024  # more is not a request any node can hold: refused as an error
+MAX_GANG_SIZE = 4096
+HIGH_PRIORITY_FROM = 1000  # spec.priority >= this: the high class; < 0: low; else normal
+
+
+class WireError(ValueError):
+    """A request part that is not a valid object; the message starts with its path."""
+
+
+def get(d: Any, key: str, path: str = "") -> Any:
+    """d[key] read case-insensitively; None when absent or null. `d` None reads as empty."""
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise WireError(f"{path or 'request'}: must be an object, got {type(d).__name__}")
+    if key in d:
+        return d[key]
+    k = key.lower()
+    for name, value in d.items():
+        if isinstance(name, str) and name.lower() == k:
+            return value
+    return None
+
+
+def get_any(d: Any, keys: tuple[str, ...], path: str = "") -> Any:
+    for k in keys:
+        v = get(d, k, path)
+        if v is not None:
+            return v
+    return None
+
+
+def get_dict(d: Any, key: str, path: str) -> dict:
+    v = get(d, key, path)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise WireError(f"{path}.{key}: must be an object, got {type(v).__name__}")
+    return v
+
+
+def get_list(d: Any, key: str, path: str) -> list:
+    v = get(d, key, path)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise WireError(f"{path}.{key}: must be a list, got {type(v).__name__}")
+    return v
+
+
+def get_str(d: Any, key: str, path: str, default: str = "") -> str:
+    v = get(d, key, path)
+    if v is None:
+        return default
+    if not isinstance(v, str):
+        raise WireError(f"{path}.{key}: must be a string, got {type(v).__name__}")
+    return v
+
+
+def string_map(d: Any, key: str, path: str) -> dict[str, str]:
+    m = get_dict(d, key, path)
+    for k, v in m.items():
+        if not isinstance(v, str):
+            raise WireError(f"{path}.{key}[{k}]: must be a string, got {type(v).__name__}")
+    return m
+
+
+_INT = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
+def count(value: Any, path: str, maximum: int) -> int:
+    """A non-negative integer quantity (`8`, `"8"`); refuses fractions, negatives and more than
+    `maximum`, naming `path`."""
+    if isinstance(value, bool):
+        raise WireError(f"{path}: must be a non-negative integer, got {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and _INT.match(value) and len(value) < 30:
+        value = int(value)
+    if not isinstance(value, int) or value < 0:
+        raise WireError(f"{path}: must be a non-negative integer, got {value!r}")
+    if value > maximum:
+        raise WireError(f"{path}: {value} is more than {maximum}")
+    return value
+
+
+def _number(value: str, path: str, lo: float, hi: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise WireError(f"{path}: must be a number, got {value!r}") from None
+    if not lo <= v <= hi:  # also refuses NaN
+        raise WireError(f"{path}: must be in [{lo:g}, {hi:g}], got {value!r}")
+    return v
+
+
+# ---------------------------------------------------------------------- GPU types
+
+
+@lru_cache(maxsize=1024)
+def gpu_type_from_product(product: str | None, memory_mib: str | None = None) -> GpuType | None:
+    """The catalogue type of a GFD product label (`NVIDIA-H100-80GB-HBM3`, `Tesla-V100-SXM2-16GB`,
+    `NVIDIA-L40S`); None when no family matches."""
+    if not product:
+        return None
+    tokens = [t for t in re.split(r"[-_\s]+", product.upper()) if t]
+    mem_gb = None
+    for t in tokens:
+        m = re.fullmatch(r"(\d+)GB", t)
+        if m:
+            mem_gb = int(m.group(1))
+    if mem_gb is None and memory_mib:
+        try:
+            mem_gb = round(float(memory_mib) / 1024)
+        except ValueError:
+            mem_gb = None
+    family = [t for name, t in GPU_CATALOGUE.items() if name.rsplit("-", 1)[0].upper() in tokens]
+    if not family:
+        return None
+    if mem_gb is not None:
+        return min(family, key=lambda t: abs(t.memory_gb - mem_gb))
+    return max(family, key=lambda t: t.memory_gb)
+
+
+def gpu_type_named(name: str, path: str) -> GpuType:
+    """A GPU type a pod asks for: a catalogue name (`H100-80GB`) or a GFD product string."""
+    t = GPU_CATALOGUE.get(name) or gpu_type_from_product(name)
+    if t is None:
+        raise WireError(f"{path}: unknown GPU type {name!r} (known: {', '.join(GPU_CATALOGUE)})")
+    return t
+
+
+# ---------------------------------------------------------------------- pods
+
+
+@dataclass
+class PodInfo:
+    key: str  # namespace/name: the job id in the decision state
+    name: str
+    namespace: str
+    uid: str
+    gpus: int  # GPUs requested by the pod
+    priority: int  # spec.priority (0 when absent)
+    priority_class: int  # 0 low, 1 normal, 2 high (envs.jobs)
+    preemptible: bool
+    estimate_s: float
+    kind: str
+    mem_per_gpu_gb: float
+    comm_fraction: float | None  # None: the default for its gang size
+    gpu_type: GpuType | None
+    gang: str | None  # namespace/group name
+    gang_size: int  # pods of the gang (1: not a gang)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def _container_gpus(containers: list, path: str) -> list[int]:
+    out = []
+    for i, c in enumerate(containers):
+        cp = f"{path}[{i}]"
+        res = get_dict(c, "resources", cp)
+        total = None
+        for part in ("limits", "requests"):
+            q = get_dict(res, part, f"{cp}.resources")
+            v = get(q, GPU_RESOURCE, f"{cp}.resources.{part}")
+            if v is not None:
+                total = count(v, f"{cp}.resources.{part}[{GPU_RESOURCE}]", MAX_GPUS_PER_POD)
+                break
+        out.append(total or 0)
+    return out
+
+
+def parse_pod(pod: Any, path: str) -> PodInfo:
+    if not isinstance(pod, dict):
+        raise WireError(f"{path}: required: a v1 Pod object, got {type(pod).__name__ if pod is not None else 'null'}")
+    meta = get_dict(pod, "metadata", path)
+    spec = get_dict(pod, "spec", path)
+    name = get_str(meta, "name", f"{path}.metadata")
+    if not name:
+        raise WireError(f"{path}.metadata.name: required")
+    namespace = get_str(meta, "namespace", f"{path}.metadata", "default") or "default"
+    labels = string_map(meta, "labels", f"{path}.metadata")
+    notes = string_map(meta, "annotations", f"{path}.metadata")
+    sp = f"{path}.spec"
+    gpus = sum(_container_gpus(get_list(spec, "containers", sp), f"{sp}.containers"))
+    init = _container_gpus(get_list(spec, "initContainers", sp), f"{sp}.initContainers")
+    gpus = max([gpus, *init])
+    if gpus > MAX_GPUS_PER_POD:
+        raise WireError(f"{sp}.containers: {gpus} GPUs in total is more than {MAX_GPUS_PER_POD}")
+    prio_raw = get(spec, "priority", sp)
+    if prio_raw is None:
+        priority = 0
+    elif isinstance(prio_raw, bool) or not isinstance(prio_raw, int) or abs(prio_raw) > 2**31:
+        raise WireError(f"{sp}.priority: must be a 32-bit integer, got {prio_raw!r}")
+    else:
+        priority = prio_raw
+
+    def note(key: str) -> str | None:
+        v = notes.get(ANNOTATION_PREFIX + key)
+        return v if v is None else v.strip()
+
+    ap = f"{path}.metadata.annotations[{ANNOTATION_PREFIX}"
+    cls_name = note("priority")
+    if cls_name is not None:
+        if cls_name not in PRIORITY_BY_NAME:
+            raise WireError(f"{ap}priority]: must be one of {', '.join(PRIORITY_BY_NAME)}, got {cls_name!r}")
+        priority_class = PRIORITY_BY_NAME[cls_name]
+    else:
+        priority_class = 0 if priority < 0 else 2 if priority >= HIGH_PRIORITY_FROM else 1
+    pre = note("preemptible")
+    if pre is not None and pre.lower() not in ("true", "false"):
+        raise WireError(f"{ap}preemptible]: must be true or false, got {pre!r}")
+    kind = note("kind") or "finetune"
+    if kind not in JOB_KIND_BY_NAME:
+        raise WireError(f"{ap}kind]: must be one of {', '.join(JOB_KIND_BY_NAME)}, got {kind!r}")
+    est = _number(note("estimate-s"), f"{ap}estimate-s]", 1.0, 1e9) if note("estimate-s") is not None else 3600.0
+    mem = _number(note("mem-per-gpu-gb"), f"{ap}mem-per-gpu-gb]", 0.0, 1e4) if note("mem-per-gpu-gb") is not None else 1.0
+    comm = _number(note("comm-fraction"), f"{ap}comm-fraction]", 0.0, 0.99) if note("comm-fraction") is not None else None
+    gtype = gpu_type_named(note("gpu-type"), f"{ap}gpu-type]") if note("gpu-type") else None
+    group = None
+    for k in GANG_NAME_KEYS:
+        group = labels.get(k) or notes.get(k)
+        if group:
+            break
+    size = 1
+    if group:
+        for k in MIN_MEMBER_KEYS:
+            v = notes.get(k, labels.get(k))
+            if v is not None:
+                where = f"{path}.metadata.annotations[{k}]" if k in notes else f"{path}.metadata.labels[{k}]"
+                size = count(v, where, MAX_GANG_SIZE)
+                if size < 1:
+                    raise WireError(f"{where}: must be at least 1, got {v!r}")
+                break
+    return PodInfo(
+        key=f"{namespace}/{name}", name=name, namespace=namespace, uid=get_str(meta, "uid", f"{path}.metadata"),
+        gpus=gpus, priority=priority, priority_class=priority_class,
+        preemptible=(pre or "true").lower() == "true", estimate_s=est, kind=kind, mem_per_gpu_gb=mem,
+        comm_fraction=comm, gpu_type=gtype, gang=f"{namespace}/{group}" if group else None, gang_size=size, labels=labels,
+    )
+
+
+# ---------------------------------------------------------------------- nodes
+
+
+@dataclass
+class NodeInfo:
+    name: str
+    labels: dict[str, str]
+    allocatable_gpus: int | None  # None: not given
+    gpu_type: GpuType | None  # from the GFD labels
+    raw: Any = None  # the object as received (echoed back by filter)
+
+
+def parse_node(node: Any, path: str) -> NodeInfo:
+    if not isinstance(node, dict):
+        raise WireError(f"{path}: must be a v1 Node object, got {type(node).__name__ if node is not None else 'null'}")
+    meta = get_dict(node, "metadata", path)
+    name = get_str(meta, "name", f"{path}.metadata")
+    if not name:
+        raise WireError(f"{path}.metadata.name: required")
+    labels = string_map(meta, "labels", f"{path}.metadata")
+    status = get_dict(node, "status", path)
+    alloc = get_dict(status, "allocatable", f"{path}.status")
+    v = get(alloc, GPU_RESOURCE, f"{path}.status.allocatable")
+    gpus = None
+    if v is not None:
+        gpus = count(v, f"{path}.status.allocatable[{GPU_RESOURCE}]", 1 << 16)
+    elif labels.get(GFD_COUNT) is not None:
+        gpus = count(labels[GFD_COUNT], f"{path}.metadata.labels[{GFD_COUNT}]", 1 << 16)
+    return NodeInfo(name, labels, gpus, gpu_type_from_product(labels.get(GFD_PRODUCT), labels.get(GFD_MEMORY)), node)
+
+
+def node_list(args: dict, path: str) -> tuple[list[NodeInfo] | None, list[str] | None]:
+    """`Nodes` (a v1 NodeList, or a bare list of nodes) and `NodeNames` of ExtenderArgs."""
+    nodes = get(args, "Nodes", path)
+    names = get(args, "NodeNames", path)
+    parsed = None
+    if nodes is not None:
+        items = nodes if isinstance(nodes, list) else get(nodes, "items", f"{path}.Nodes")
+        if items is None:
+            items = []
+        if not isinstance(items, list):
+            raise WireError(f"{path}.Nodes.items: must be a list, got {type(items).__name__}")
+        parsed = [parse_node(n, f"{path}.Nodes.items[{i}]") for i, n in enumerate(items)]
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise WireError(f"{path}.NodeNames: must be a list of node names")
+    return parsed, names

@@ -1,0 +1,114 @@
+"""The service serving an exported model (onnxruntime), against a real process: its choice is
+the torch model's deterministic action on the env, torch is never imported by the server, and a
+model directory whose checksum or feature schema does not match its metadata is refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from envs.features import FEATURE_SCHEMA_VERSION
+from service.testing import REPO_ROOT, ServiceProcess
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("agents.policy_file")
+from test_policy import (  # tests/ is on sys.path
+    SMALL_POLICY,
+    make_env,
+    make_model,
+    spread_score_head,
+)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[object, Path]:
+    """A tiny MaskablePPO model (score head spread so that logits differ widely) and its export."""
+    root = tmp_path_factory.mktemp("model")
+    model = make_model(policy_kwargs=dict(SMALL_POLICY, feature_schema_version=FEATURE_SCHEMA_VERSION))
+    spread_score_head(model.policy)
+    model.save(root / "model.zip")
+    out = root / "export"
+    r = subprocess.run([sys.executable, "-m", "agents.export", str(root / "model.zip"), "--out", str(out)], cwd=REPO_ROOT,
+                       check=False, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return model, out
+
+
+def test_served_choice_equals_the_torch_models_deterministic_action(exported):
+    model, out = exported
+    env = make_env(queue_window=8)
+    obs, _ = env.reset(seed=5)
+    compared = placements = 0
+    with ServiceProcess(["--model", str(out), "--cluster", "h100-4node"]) as svc, httpx.Client(base_url=svc.url, timeout=30) as c:
+        info = c.get("/v1/info").json()
+        assert info["policy"].startswith("onnx:") and info["torch_imported"] is False
+        assert info["model"]["feature_schema_version"] == FEATURE_SCHEMA_VERSION
+        for _ in range(60):
+            mask = env.unwrapped.action_masks()
+            action, _ = model.predict(obs, deterministic=True, action_masks=mask)
+            action = int(action)
+            state = env.unwrapped.state
+            body = c.post("/v1/score", json={"state": state.to_dict(), "queue_window": 8}).json()
+            assert body["policy"] == info["policy"] and body["fallback"] is False
+            ranked = sorted(body["candidates"] + ([dict(body["wait"], index=len(mask) - 1)] if body["wait"]["valid"] else []),
+                            key=lambda x: x["rank"])
+            assert ranked[0]["index"] == action, (ranked[:3], action)
+            probs = [x["probability"] for x in ranked]
+            assert probs == sorted(probs, reverse=True) and sum(probs) == pytest.approx(1.0, abs=1e-6)
+            compared += 1
+            placements += action != len(mask) - 1
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                obs, _ = env.reset()
+        text = c.get("/metrics").text
+        assert f'policy="{info["policy"]}"' in text and "sha256=" in text
+    assert compared == 60 and placements >= 10
+
+
+def _refusal(directory: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "service", "--model", str(directory), "--cluster", "h100-4node", "--port", "1"],
+                          cwd=REPO_ROOT, check=False, capture_output=True, text=True, timeout=120)
+
+
+def test_a_model_whose_checksum_or_schema_does_not_match_refuses_to_load(exported, tmp_path):
+    _, out = exported
+    tampered = tmp_path / "tampered"
+    shutil.copytree(out, tampered)
+    with open(tampered / "policy.onnx", "ab") as f:
+        f.write(b"\0")
+    r = _refusal(tampered)
+    assert r.returncode == 2 and "sha256" in r.stderr and "does not match" in r.stderr, r.stderr
+
+    old = tmp_path / "old-schema"
+    shutil.copytree(out, old)
+    meta = json.loads((old / "policy.json").read_text())
+    meta["feature_schema_version"] = FEATURE_SCHEMA_VERSION - 1
+    (old / "policy.json").write_text(json.dumps(meta))
+    r = _refusal(old)
+    assert r.returncode == 2 and "feature_schema_version" in r.stderr, r.stderr
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = _refusal(empty)
+    assert r.returncode == 2 and "policy.json" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_logits_give_softmax_probabilities_and_distinct_scores(exported):
+    _, out = exported
+    state = {"time_s": 10.0, "queued": [{"id": f"j{k}", "num_gpus": g, "tp_degree": 1, "estimate_s": 600.0 * (k + 1)}
+                                          for k, g in enumerate([1, 2, 4, 8])]}
+    with ServiceProcess(["--model", str(out), "--cluster", "h100-4node"]) as svc, httpx.Client(base_url=svc.url) as c:
+        body = c.post("/v1/score", json={"state": state}).json()
+    scores = np.array([x["score"] for x in body["candidates"]])
+    probs = np.array([x["probability"] for x in body["candidates"]])
+    assert np.all(np.diff(scores) <= 0)
+    np.testing.assert_allclose(probs, np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum(), rtol=1e-6)
+    assert body["wait"]["valid"] is False and body["wait"]["rank"] is None
