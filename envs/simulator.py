@@ -13,26 +13,35 @@ set is plain Python over floats and ints where numpy's per-call cost would domin
 state (per-node counts, free GPUs, power) is kept up to date by the changes instead of being
 recounted. Every float is computed by the same operations in the same order as the vectorised
 formulas of envs.speed, so episodes are bit-for-bit those of a full recomputation.
+
+The `Simulator` keeps the jobs' records and the event loop (advance, start, preempt_and_start and
+what they change); the bookkeeping it keeps up to date is in one component per concern, each
+changed only by the simulator:
+
+* `job_queue` (envs.sim_queue.JobQueue): the queued jobs in FIFO and remaining-estimate order,
+* `ledger` (envs.ledger.AllocationLedger): GPU ownership, reservations and per-node counts,
+* `load` (envs.load.LoadModel): node and uplink load of the running jobs, and their rates,
+* `power` (envs.power.PowerMeter): the power the cluster draws.
+
+What schedulers and tests read of them stays readable on the simulator (`sim.queue`,
+`sim.node_free`, `sim.gpu_owner`, `sim.power_w`, ...) as read-only properties.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
 
-from envs.jobs import PRIORITY_HIGH, PRIORITY_NAMES, Job
-from envs.speed import (
-    PlacementProfile,
-    SpeedModel,
-    congestion_shares,
-    interference_from,
-    placement_profile,
-)
-from envs.state import ClusterState, fragmented_change, remaining_estimate_s
+from envs.jobs import Job
+from envs.ledger import AllocationLedger
+from envs.load import LoadModel
+from envs.power import PowerMeter
+from envs.sim_queue import JobQueue
+from envs.speed import PlacementProfile, SpeedModel, placement_profile
+from envs.state import ClusterState, remaining_estimate_s
 from envs.topology import Cluster
 
 _EPS = 1e-9
@@ -69,23 +78,6 @@ class SimConfig:
     priority_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)  # low, normal, high
 
 
-class _Placed:
-    """What a placed job's profile fixes, as plain Python values for the per-event scalar work:
-    its nodes and GPUs on each, memory-bandwidth pressure per GPU and sensitivity to it, the
-    uplinks it crosses, and its rate before interference when it crosses none."""
-
-    __slots__ = ("profile", "nodes", "counts", "pressure", "sensitivity", "uplinks", "base_rate")
-
-    def __init__(self, p: PlacementProfile):
-        self.profile = p
-        self.nodes: list[int] = p.nodes.tolist()
-        self.counts: list[int] = p.gpus_on_node.tolist()
-        self.pressure = p.pressure
-        self.sensitivity = p.sensitivity
-        self.uplinks: list[int] = p.uplinks.tolist()
-        self.base_rate = p.min_speed * p.efficiency(1.0)
-
-
 class Simulator:
     """Event-driven cluster simulator over one workload (jobs sorted by arrival, ids 0..n-1)."""
 
@@ -101,6 +93,7 @@ class Simulator:
                 raise ValueError(f"jobs must be sorted by arrival; job {i} arrives before job {i - 1}")
         c = cluster
         self.now = 0.0
+        # Per job, indexed by id: (n,) arrays; times in s, work in reference-GPU seconds.
         self.state = np.full(n, JobState.FUTURE, dtype=np.int8)
         self.gpus_req = np.array([j.gpus for j in jobs], dtype=np.int64)
         self.tp_degree = np.array([j.tp_degree for j in jobs], dtype=np.int64)
@@ -127,8 +120,6 @@ class Simulator:
         self.first_start = np.full(n, np.nan)
         self.end = np.full(n, np.nan)
         self.queued_since = np.full(n, np.nan)
-        self.enqueue_seq = np.zeros(n, dtype=np.int64)  # order of (re)entering the queue: FIFO rank
-        self._enqueued = 0
         self.wait_s = np.zeros(n)  # total time spent queued or reserved
         self.attained_gpu_s = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
         self.preemptions = np.zeros(n, dtype=np.int64)
@@ -136,44 +127,22 @@ class Simulator:
         self._num_needs_restore = 0  # needs_restore.sum()
         self.placement: dict[int, np.ndarray] = {}
         self.profiles: dict[int, PlacementProfile] = {}
-        self._placed: dict[int, _Placed] = {}  # the same jobs (running or checkpointing)
         self.segments: list[Segment] = []
         self._segment_start: dict[int, float] = {}
 
-        self.gpu_owner = np.full(c.num_gpus, -1, dtype=np.int64)  # job holding the GPU
-        self.gpu_reserved = np.full(c.num_gpus, -1, dtype=np.int64)  # job it is promised to
-        # Per-node counts are replaced, never changed in place (callers may hold the old ones).
-        self.node_free = c.node_gpus.copy()  # neither owned nor reserved
-        self.node_owned = np.zeros(c.num_nodes, dtype=np.int64)
-        # Kept up to date with node_free (see _move_gpus; _recount_nodes recounts them all).
-        self._free_mask = np.ones(c.num_gpus, dtype=bool)  # (G,) neither owned nor reserved
-        self._num_free = c.num_gpus
-        self._fragmented = 0  # fragmented_free_gpus(): none while every GPU is free
         self._mem_ok: dict[float, np.ndarray] = {}  # (G,) no GPU memory below the key, per requirement
-        # GPUs held by running preemptible jobs, per node and priority: what preemption could free.
-        self.node_preemptible = np.zeros((c.num_nodes, max(PRIORITY_NAMES) + 1), dtype=np.int64)
 
-        self._queue_ids = np.empty(max(n, 1), dtype=np.int64)  # queued job ids in (re)arrival order (a job is queued once at most)
-        self._queue_len = 0
-        self.queued_remaining_s = np.zeros(n)  # remaining_estimate_s as of entering the queue; fixed while queued
-        self._by_remaining: list[tuple[float, int, int]] = []  # (remaining, enqueue rank, job), sorted
-        self.queued_gpus = 0  # GPUs the queued jobs ask for, kept as jobs come and go
-        self.queued_high_priority = 0  # queued jobs of the high priority class
-        self._gpus, self._priority = self.gpus_req.tolist(), self.priority.tolist()  # per job, as Python ints
+        self.job_queue = JobQueue(self.gpus_req.tolist(), self.priority.tolist())  # the queued jobs
+        self.ledger = AllocationLedger(c)  # GPU ownership and reservations, per-node counts
+        self.load = LoadModel(c, self.config.speed_model)  # node and uplink load, placed jobs' profiles
         self.reserved: list[int] = []
         self.running = np.zeros(0, dtype=np.int64)
-        self._node_jobs: list[set[int]] = [set() for _ in range(c.num_nodes)]  # running jobs on each node
-        self._crossing: dict[int, list[int]] = {}  # running jobs that cross uplinks -> those uplinks
         self._restoring: set[int] = set()  # running jobs with restore time left (overhead_left > 0)
-        # Nodes whose pressure and uplinks whose demand changed since the last rate update.
-        self._dirty_nodes: set[int] = set()
-        self._dirty_uplinks: set[int] = set()
         self.checkpointing: list[int] = []
         self._next_arrival = 0
         self.num_done = 0
         self.finished_order: list[int] = []
         self.version = 0  # bumped on every state change, for callers' caches
-        self.alloc_version = 0  # bumped when GPU ownership or reservations change
 
         # Integrals since t=0.
         w = np.array(self.config.priority_weights, dtype=float)
@@ -187,21 +156,11 @@ class Simulator:
         self.useful_work_s = 0.0  # reference GPU-seconds of work done
         self.preemption_gpu_s = 0.0  # GPU-seconds lost to checkpoint and restore
         self.num_preemptions = 0
-        self.power_w = 0.0
-        self._node_busy_w = np.array([t.power_busy_w for t in c.gpu_types])[c.node_gpu_type]  # per GPU
-        self._node_idle_w = np.array([t.power_idle_w for t in c.gpu_types])[c.node_gpu_type]
-        self._power_terms = list(zip(c.node_power_base_w.tolist(), self._node_busy_w.tolist(), self._node_idle_w.tolist(), c.node_lists.gpus))
-        self._node_power_w = np.zeros(c.num_nodes)  # (N,) what each node draws when powered on
-        self._node_on = np.zeros(c.num_nodes, dtype=bool)  # (N,) any GPU held
-        self._power_stale = True  # node_owned changed since power_w was summed
+        self.power = PowerMeter(c, self.ledger.node_owned)  # the power drawn, from GPUs held per node
         self._next_event = (-1, np.inf)  # (version, next_event_s()) cache
-        self.uplink_demand = np.zeros(len(c.switch_names))  # (S,) GB/s the running jobs put on each uplink
-        self.node_pressure = np.zeros(c.num_nodes)  # (N,) memory-bandwidth pressure of the running jobs
         self._state: ClusterState | None = None  # the decision state, a view refreshed per version
         self._state_arrived = -1  # arrivals its per-job views cover
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
-        self._node_power_w = self._per_node_power(self.node_owned)
-        self._update_power()
         self._admit_arrivals()
         self._record()
 
@@ -215,14 +174,105 @@ class Simulator:
     def done(self) -> bool:
         return self.num_done == len(self.jobs)
 
+    # Read-only views of the components, for schedulers, metrics and tests.
+
+    @property
+    def queue(self) -> list[int]:
+        """Queued job ids in (re)arrival order."""
+        return self.job_queue.jobs()
+
+    @property
+    def queue_len(self) -> int:
+        return self.job_queue.length
+
+    def queue_by_remaining(self) -> list[tuple[float, int, int]]:
+        """The queue as (remaining estimate, enqueue rank, job id), shortest first, ties in queue
+        order; kept sorted as jobs come and go. Read it, do not change it."""
+        return self.job_queue.by_remaining
+
+    def queue_ids(self) -> np.ndarray:
+        """The queue as an int array (a copy), in (re)arrival order."""
+        q = self.job_queue
+        return q.ids[: q.length].copy()
+
+    @property
+    def queued_gpus(self) -> int:
+        """GPUs the queued jobs ask for."""
+        return self.job_queue.queued_gpus
+
+    @property
+    def queued_high_priority(self) -> int:
+        """Queued jobs of the high priority class."""
+        return self.job_queue.queued_high_priority
+
+    @property
+    def enqueue_seq(self) -> np.ndarray:
+        """(n,) order of (re)entering the queue: FIFO rank."""
+        return self.job_queue.enqueue_seq
+
+    @property
+    def queued_remaining_s(self) -> np.ndarray:
+        """(n,) s, remaining estimate as of entering the queue; fixed while queued."""
+        return self.job_queue.queued_remaining_s
+
+    @property
+    def gpu_owner(self) -> np.ndarray:
+        """(G,) job holding each GPU, -1 none (changed in place)."""
+        return self.ledger.gpu_owner
+
+    @property
+    def gpu_reserved(self) -> np.ndarray:
+        """(G,) job each GPU is promised to, -1 none (changed in place)."""
+        return self.ledger.gpu_reserved
+
+    @property
+    def node_free(self) -> np.ndarray:
+        """(N,) GPUs neither owned nor reserved per node (replaced on every change)."""
+        return self.ledger.node_free
+
+    @property
+    def node_owned(self) -> np.ndarray:
+        """(N,) GPUs held per node (replaced on every change)."""
+        return self.ledger.node_owned
+
+    @property
+    def node_preemptible(self) -> np.ndarray:
+        """(N, priorities) GPUs held by running preemptible jobs per node and priority class."""
+        return self.ledger.node_preemptible
+
+    @property
+    def alloc_version(self) -> int:
+        """Bumped when GPU ownership or reservations change."""
+        return self.ledger.alloc_version
+
     @property
     def allocated_gpus(self) -> int:
         """GPUs owned or reserved."""
-        return self.cluster.num_gpus - self._num_free
+        return self.ledger.allocated_gpus
 
     def free_gpu_mask(self) -> np.ndarray:
         """(G,) GPUs neither owned nor reserved (a copy: callers may change it)."""
-        return self._free_mask.copy()
+        return self.ledger.free_mask.copy()
+
+    def fragmented_free_gpus(self, node_free: np.ndarray | None = None) -> int:
+        """Free GPUs on nodes that cannot host an 8-GPU gang (a whole node, if smaller) alone, now
+        (a kept count) or with `node_free` GPUs free per node."""
+        return self.ledger.fragmented_free_gpus(node_free)
+
+    @property
+    def node_pressure(self) -> np.ndarray:
+        """(N,) memory-bandwidth pressure of the running jobs (changed in place)."""
+        return self.load.node_pressure
+
+    @property
+    def uplink_demand(self) -> np.ndarray:
+        """(S,) GB/s the running jobs put on each uplink (changed in place)."""
+        return self.load.uplink_demand
+
+    @property
+    def power_w(self) -> float:
+        """W the cluster draws now."""
+        return self.power.power_w
 
     @property
     def next_arrival_s(self) -> float:
@@ -261,10 +311,11 @@ class Simulator:
         have arrived; nothing of a job's true work or of future arrivals is in it."""
         s = self._state
         if s is None:
+            ledger, load = self.ledger, self.load
             s = self._state = ClusterState(cluster=self.cluster, speed_model=self.config.speed_model, names=None,
-                                           gpu_owner=self.gpu_owner, gpu_reserved=self.gpu_reserved,
-                                           node_preemptible=self.node_preemptible, node_pressure=self.node_pressure,
-                                           uplink_demand=self.uplink_demand, version=-1)
+                                           gpu_owner=ledger.gpu_owner, gpu_reserved=ledger.gpu_reserved,
+                                           node_preemptible=ledger.node_preemptible, node_pressure=load.node_pressure,
+                                           uplink_demand=load.uplink_demand, version=-1)
         elif s.version == self.version:
             return s
         n = self._next_arrival
@@ -276,17 +327,18 @@ class Simulator:
             s.estimate_s, s.work_done_s, s.requested_gpu_s = self.estimate[:n], self.work_done[:n], self.requested_gpu_s[:n]
             s.checkpoint_s, s.restore_s, s.needs_restore = self.checkpoint_s[:n], self.restore_s[:n], self.needs_restore[:n]
             s.arrival_s, s.queued_since_s, s.wait_s = self.arrival[:n], self.queued_since[:n], self.wait_s[:n]
-            s.attained_gpu_s, s.preemptions, s.enqueue_seq = self.attained_gpu_s[:n], self.preemptions[:n], self.enqueue_seq[:n]
+            s.attained_gpu_s, s.preemptions, s.enqueue_seq = self.attained_gpu_s[:n], self.preemptions[:n], self.job_queue.enqueue_seq[:n]
             s.restore_left_s, s.checkpoint_end_s, s.rate = self.overhead_left[:n], self.checkpoint_end[:n], self.rate[:n]
             s.arrival_times_s, s.arrival_requested_gpu_s = s.arrival_s, s.requested_gpu_s
-        s.now, s.version, s.alloc_version = self.now, self.version, self.alloc_version
-        s.queue = self._queue_ids[: self._queue_len]
-        s.queue_by_remaining = self._by_remaining
+        q, ledger = self.job_queue, self.ledger
+        s.now, s.version, s.alloc_version = self.now, self.version, ledger.alloc_version
+        s.queue = q.ids[: q.length]
+        s.queue_by_remaining = q.by_remaining
         s.running, s.checkpointing, s.reserved = self.running, self.checkpointing, self.reserved
         s.placement, s.profiles = self.placement, self.profiles
-        s.queued_gpus, s.queued_high_priority = self.queued_gpus, self.queued_high_priority
-        s.free_mask, s.node_free = self._free_mask, self.node_free
-        s.num_free, s.fragmented_free = self._num_free, self._fragmented
+        s.queued_gpus, s.queued_high_priority = q.queued_gpus, q.queued_high_priority
+        s.free_mask, s.node_free = ledger.free_mask, ledger.node_free
+        s.num_free, s.fragmented_free = ledger.num_free, ledger.fragmented
         return s
 
     # ------------------------------------------------------------------ decisions
@@ -314,8 +366,8 @@ class Simulator:
         """Start a queued job on free GPUs now (gang rule: all of them at once). `profile`, when
         the caller has it, is the job's `placement_profile` on exactly these GPUs."""
         gpus = np.asarray(gpus, dtype=np.int64)
-        self._check_placement(job_id, gpus, self._free_mask)
-        self._dequeue(job_id)
+        self._check_placement(job_id, gpus, self.ledger.free_mask)
+        self.job_queue.remove(job_id)
         self.wait_s[job_id] += self.now - self.queued_since[job_id]
         self._launch(job_id, gpus, profile)
         self._rates_changed()
@@ -329,7 +381,7 @@ class Simulator:
         for v in victims:
             if self.state.item(v) != JobState.RUNNING or not self.preemptible[v] or self.priority[v] >= self.priority[job_id]:
                 raise SchedulingError(f"job {v} cannot be preempted for job {job_id}")
-        allowed = self.free_gpu_mask()
+        allowed = self.ledger.free_gpu_mask()
         victim_gpus = np.concatenate([self.placement[v] for v in victims])
         allowed[victim_gpus] = True
         self._check_placement(job_id, gpus, allowed)
@@ -337,12 +389,12 @@ class Simulator:
             raise SchedulingError(f"job {job_id}: the placement uses none of the victims' GPUs")
         for v in victims:
             self._preempt(v)
-        self._dequeue(job_id)
+        self.job_queue.remove(job_id)
         self.state[job_id] = JobState.RESERVED
         self.reserved.append(job_id)
-        self.gpu_reserved[gpus] = job_id
         self.placement[job_id] = gpus
-        self._recount_nodes()
+        self.ledger.reserve(job_id, gpus)
+        self.power.recount(self.ledger.node_owned)
         self._rates_changed()
 
     def preemption_cost_gpu_s(self, ids):
@@ -366,14 +418,11 @@ class Simulator:
 
     def _launch(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None = None, reserved: bool = False) -> None:
         """Run `job_id` on `gpus`: free ones (start) or, with `reserved`, the ones reserved for it."""
-        self.gpu_owner[gpus] = job_id
-        self.gpu_reserved[gpus] = -1
         self.placement[job_id] = gpus
         if profile is None:
             profile = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
         self.profiles[job_id] = profile
-        placed = self._placed[job_id] = _Placed(profile)
-        self._add_load(placed, 1.0)
+        placed = self.load.start(job_id, profile)
         self.state[job_id] = JobState.RUNNING
         restore = 0.0
         if self.needs_restore[job_id]:
@@ -386,131 +435,27 @@ class Simulator:
         if math.isnan(self.first_start[job_id]):
             self.first_start[job_id] = self.now
         self.running = np.concatenate((self.running, [job_id]))
-        self._count_preemptible(job_id, 1)
-        for n in placed.nodes:
-            self._node_jobs[n].add(job_id)
-        if placed.uplinks:
-            self._crossing[job_id] = placed.uplinks
+        ledger = self.ledger
+        if self.preemptible[job_id]:
+            ledger.count_preemptible(placed.nodes, placed.counts, self.priority[job_id], 1)
         self._segment_start[job_id] = self.now
-        self._free_mask[gpus] = False
-        self._move_gpus(placed, owned=1, free=0 if reserved else -1)
+        ledger.claim(job_id, gpus, placed.nodes, placed.counts, reserved)
+        self.power.nodes_changed(placed.nodes, ledger.node_owned)
 
     def _stop(self, job_id: int) -> None:
         """A running job stops running (it finished or is preempted): it leaves the per-node
         and per-uplink bookkeeping and stops loading its nodes and uplinks."""
-        self._count_preemptible(job_id, -1)
-        placed = self._placed[job_id]
-        self._add_load(placed, -1.0)
-        for n in placed.nodes:
-            self._node_jobs[n].discard(job_id)
-        self._crossing.pop(job_id, None)
+        placed = self.load.stop(job_id)
+        if self.preemptible[job_id]:
+            self.ledger.count_preemptible(placed.nodes, placed.counts, self.priority[job_id], -1)
         self._restoring.discard(job_id)
 
-    def _count_preemptible(self, job_id: int, sign: int) -> None:
-        if self.preemptible[job_id]:
-            placed, priority = self._placed[job_id], self.priority[job_id]
-            for n, k in zip(placed.nodes, placed.counts):
-                self.node_preemptible[n, priority] += sign * k
-
-    def _move_gpus(self, placed: _Placed, owned: int, free: int) -> None:
-        """The job's GPUs change hands: on each of its nodes the owned count changes by `owned`
-        and the free count by `free` (+1, -1 or 0) times its GPUs there. Updates the derived
-        counts (free GPUs, fragmented free GPUs, per-node power) with them."""
-        self.alloc_version += 1
-        node_owned = self.node_owned.copy()
-        node_free = self.node_free.copy()
-        whole_gang = self.cluster.node_lists.whole_gang
-        for n, k in zip(placed.nodes, placed.counts):
-            if owned:
-                o = int(node_owned[n]) + owned * k
-                node_owned[n] = o
-                base, busy, idle, size = self._power_terms[n]
-                self._node_power_w[n] = base + o * busy + (size - o) * idle  # as _per_node_power
-                self._node_on[n] = o > 0
-                self._power_stale = True
-            if free:
-                was = int(node_free[n])
-                node_free[n] = was + free * k
-                self._num_free += free * k
-                self._fragmented += fragmented_change(was, was + free * k, whole_gang[n])
-        self.node_owned, self.node_free = node_owned, node_free
-
-    def _recount_nodes(self) -> None:
-        """Per-node owned and free GPU counts, and everything derived from them, recounted
-        whole from GPU ownership and reservations (after preemptions: the rare case)."""
-        self.alloc_version += 1
-        first = self.cluster.node_first_gpu
-        free = (self.gpu_owner < 0) & (self.gpu_reserved < 0)
-        self._free_mask = free
-        self.node_owned = np.add.reduceat((self.gpu_owner >= 0).view(np.int8), first).astype(np.int64)
-        self.node_free = np.add.reduceat(free.view(np.int8), first).astype(np.int64)
-        self._num_free = int(self.node_free.sum())
-        self._fragmented = self.fragmented_free_gpus(self.node_free)
-        self._node_power_w = self._per_node_power(self.node_owned)
-        self._node_on = self.node_owned > 0
-        self._power_stale = True
-
-    def _add_load(self, placed: _Placed, sign: float) -> None:
-        """A job starts (+1) or stops (-1) loading its nodes' memory bandwidth and its uplinks;
-        the rates of jobs sharing them are due for an update."""
-        pressure = sign * placed.pressure
-        for n, k in zip(placed.nodes, placed.counts):
-            self.node_pressure[n] += pressure * k
-        self._dirty_nodes.update(placed.nodes)
-        if placed.uplinks:
-            p = placed.profile
-            self.uplink_demand[p.uplinks] += sign * p.uplink_demand_GBps
-            self._dirty_uplinks.update(placed.uplinks)
-
     def _rates_changed(self) -> None:
-        """Recompute the rates that can have changed: those of the running jobs on nodes whose
-        memory-bandwidth pressure changed and of those crossing an uplink whose demand changed.
-        Every other job's inputs are what they were, so its rate is too."""
-        stale: set[int] = set()
-        for n in self._dirty_nodes:
-            stale |= self._node_jobs[n]
-        if self._dirty_uplinks:
-            dirty = self._dirty_uplinks
-            stale.update(j for j, uplinks in self._crossing.items() if not dirty.isdisjoint(uplinks))
-        self._dirty_nodes.clear()
-        self._dirty_uplinks.clear()
-        if stale:
-            crossing = any(j in self._crossing for j in stale)
-            shares = congestion_shares(self.cluster, self.uplink_demand).tolist() if crossing else None
-            pressure = self.node_pressure
-            for j in stale:
-                self.rate[j], self.interference[j] = self._rate_of(self._placed[j], pressure, shares)
-        self._update_power()
+        """After a change of the running set: recompute the rates that can have changed (see
+        LoadModel.update_rates) and the power drawn, and bump the version."""
+        self.load.update_rates(self.rate, self.interference)
+        self.power.update()
         self.version += 1
-
-    def _rate_of(self, placed: _Placed, node_pressure: np.ndarray, shares: list[float] | None) -> tuple[float, float]:
-        """(rate, interference factor) of a running job: envs.speed's formulas in floats, the same
-        operations in the same order (speed.interference_factor, interference_from,
-        congestion_shares, PlacementProfile.efficiency)."""
-        node_gpus = self.cluster.node_lists.gpus
-        if len(placed.nodes) == 1:
-            n = placed.nodes[0]
-            others = (float(node_pressure[n]) - placed.pressure * placed.counts[0]) / node_gpus[n]
-        else:
-            others = max((float(node_pressure[n]) - placed.pressure * k) / node_gpus[n] for n, k in zip(placed.nodes, placed.counts))
-        interference = interference_from(others, placed.sensitivity, self.config.speed_model)
-        if not placed.uplinks:
-            return placed.base_rate * interference, interference
-        p = placed.profile
-        congestion = min(shares[u] for u in placed.uplinks)
-        return p.min_speed * p.efficiency(congestion) * interference, interference
-
-    def _per_node_power(self, node_owned: np.ndarray) -> np.ndarray:
-        """(N,) what each node draws when powered on: base power plus busy and idle GPU power."""
-        c = self.cluster
-        return c.node_power_base_w + node_owned * self._node_busy_w + (c.node_gpus - node_owned) * self._node_idle_w
-
-    def _update_power(self) -> None:
-        """Powered-on nodes (any GPU held) draw their base power plus busy and idle GPU power;
-        empty nodes are powered down."""
-        if self._power_stale:
-            self.power_w = float(self._node_power_w[self._node_on].sum())
-            self._power_stale = False
 
     # ------------------------------------------------------------------ time
 
@@ -538,8 +483,8 @@ class Simulator:
             return
         self.jobs_in_system_s += self.jobs_in_system * dt
         self.weighted_jobs_s += self.weighted_in_system * dt
-        self.energy_j += self.power_w * dt
-        self.allocated_gpu_s += self.allocated_gpus * dt
+        self.energy_j += self.power.power_w * dt
+        self.allocated_gpu_s += self.ledger.allocated_gpus * dt
         run = self.running
         if len(run):
             rate = self.rate[run]
@@ -595,25 +540,26 @@ class Simulator:
             self._release(v)
             self.state[v] = JobState.QUEUED
             self.queued_since[v] = self.now
-            self._enqueue(v)
+            self.job_queue.push(v, float(self.remaining_estimate_s(v)))
         for r in list(self.reserved):
-            if (self.gpu_owner[self.placement[r]] < 0).all():
+            if (self.ledger.gpu_owner[self.placement[r]] < 0).all():
                 self.reserved.remove(r)
                 self.wait_s[r] += self.now - self.queued_since[r]
                 self._launch(r, self.placement[r], reserved=True)
         return bool(ended)
 
     def _release(self, job_id: int) -> None:
-        gpus = self.placement[job_id]
-        self.gpu_owner[gpus] = -1
+        """A stopped job lets its GPUs go."""
         self.rate[job_id] = 0.0
         self.profiles.pop(job_id, None)
-        placed = self._placed.pop(job_id)
-        if self.reserved:  # some of the GPUs may be promised to a reserved job
-            self._recount_nodes()
+        placed = self.load.release(job_id)
+        ledger = self.ledger
+        if self.reserved:  # some of the GPUs may be promised to a reserved job: recount
+            ledger.release(self.placement[job_id], placed.nodes, placed.counts, recount=True)
+            self.power.recount(ledger.node_owned)
         else:
-            self._free_mask[gpus] = True
-            self._move_gpus(placed, owned=-1, free=1)
+            ledger.release(self.placement[job_id], placed.nodes, placed.counts, recount=False)
+            self.power.nodes_changed(placed.nodes, ledger.node_owned)
 
     def _admit_arrivals(self) -> None:
         n = len(self.jobs)
@@ -621,61 +567,17 @@ class Simulator:
             j = self._next_arrival
             self.state[j] = JobState.QUEUED
             self.queued_since[j] = self.now
-            self._enqueue(j)
+            self.job_queue.push(j, float(self.remaining_estimate_s(j)))
             self.jobs_in_system += 1
             self.weighted_in_system += self._job_weight[j]
             self._next_arrival += 1
-
-    @property
-    def queue(self) -> list[int]:
-        """Queued job ids in (re)arrival order."""
-        return self._queue_ids[: self._queue_len].tolist()
-
-    @property
-    def queue_len(self) -> int:
-        return self._queue_len
-
-    def queue_by_remaining(self) -> list[tuple[float, int, int]]:
-        """The queue as (remaining estimate, enqueue rank, job id), shortest first, ties in queue
-        order; kept sorted as jobs come and go. Read it, do not change it."""
-        return self._by_remaining
-
-    def queue_ids(self) -> np.ndarray:
-        """The queue as an int array (a copy), in (re)arrival order."""
-        return self._queue_ids[: self._queue_len].copy()
-
-    def _enqueue(self, job_id: int) -> None:
-        self._queue_ids[self._queue_len] = job_id
-        remaining = self.queued_remaining_s[job_id] = float(self.remaining_estimate_s(job_id))
-        bisect.insort(self._by_remaining, (remaining, self._enqueued, job_id))
-        self._queue_len += 1
-        self.queued_gpus += self._gpus[job_id]
-        self.queued_high_priority += self._priority[job_id] == PRIORITY_HIGH
-        self.enqueue_seq[job_id] = self._enqueued
-        self._enqueued += 1
-
-    def _dequeue(self, job_id: int) -> None:
-        key = (float(self.queued_remaining_s[job_id]), int(self.enqueue_seq[job_id]), job_id)
-        del self._by_remaining[bisect.bisect_left(self._by_remaining, key)]
-        ids = self._queue_ids
-        i = int((ids[: self._queue_len] == job_id).argmax())  # its position (it is queued)
-        ids[i : self._queue_len - 1] = ids[i + 1 : self._queue_len].copy()
-        self._queue_len -= 1
-        self.queued_gpus -= self._gpus[job_id]
-        self.queued_high_priority -= self._priority[job_id] == PRIORITY_HIGH
 
     def _close_segment(self, job_id: int, preempted: bool) -> None:
         start = self._segment_start.pop(job_id)
         self.segments.append(Segment(job_id, self.placement[job_id].copy(), start, self.now, preempted))
 
-    def fragmented_free_gpus(self, node_free: np.ndarray | None = None) -> int:
-        """Free GPUs on nodes that cannot host an 8-GPU gang (a whole node, if smaller) alone, now
-        (a kept count) or with `node_free` GPUs free per node."""
-        if node_free is None:
-            return self._fragmented
-        return int(node_free[node_free < self.cluster.node_whole_gang].sum())
-
     def _record(self) -> None:
+        ledger = self.ledger
         self.timeline.append(
-            (self.now, self.allocated_gpus, self._queue_len, len(self.running), self.fragmented_free_gpus(), self.power_w)
+            (self.now, ledger.allocated_gpus, self.job_queue.length, len(self.running), ledger.fragmented, self.power.power_w)
         )

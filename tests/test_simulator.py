@@ -141,6 +141,14 @@ def _check_invariants(sim: Simulator, last_now: float) -> None:
         np.testing.assert_array_equal(sim.rate[run], rates)
         np.testing.assert_array_equal(sim.interference[run], interference)
     assert sim._restoring == {j for j in run.tolist() if sim.overhead_left[j] > 0}
+    # The load model places the running and checkpointing jobs; only the running ones load nodes
+    # and uplinks, and no load changed since the rates were brought up to date.
+    load = sim.load
+    assert set(load.placed) == set(run.tolist()) | set(sim.checkpointing)
+    for n, on_node in enumerate(load.node_jobs):
+        assert on_node == {j for j in run.tolist() if n in load.placed[j].nodes}
+    assert set(load.crossing) == {j for j in run.tolist() if load.placed[j].uplinks}
+    assert not load.dirty_nodes and not load.dirty_uplinks
     assert sim._num_needs_restore == int(sim.needs_restore.sum())
     assert sim.next_event_s() == sim._next_event_s()  # the cached next event is current
     owner = sim.gpu_owner
@@ -165,7 +173,7 @@ def _check_invariants(sim: Simulator, last_now: float) -> None:
     assert sim.allocated_gpus == c.num_gpus - int(free.sum())
     assert sim.fragmented_free_gpus() == sim.fragmented_free_gpus(sim.node_free.copy())
     on = sim.node_owned > 0
-    per_node = c.node_power_base_w + sim.node_owned * sim._node_busy_w + (c.node_gpus - sim.node_owned) * sim._node_idle_w
+    per_node = c.node_power_base_w + sim.node_owned * sim.power.node_busy_w + (c.node_gpus - sim.node_owned) * sim.power.node_idle_w
     assert sim.power_w == float(per_node[on].sum())
     groups = [set(sim.queue), set(sim.running.tolist()), set(sim.reserved), set(sim.checkpointing),
               set(np.flatnonzero(sim.state == JobState.DONE).tolist()), set(np.flatnonzero(sim.state == JobState.FUTURE).tolist())]

@@ -1,0 +1,137 @@
+"""The simulator's load model: what the running jobs put on nodes and uplinks, and their rates.
+
+`LoadModel` keeps, for one `Simulator`, the shared resources its running jobs contend for and
+the rates that follow from them:
+
+* `node_pressure`: memory-bandwidth pressure the running jobs put on each node,
+* `uplink_demand`: GB/s the running jobs put on each leaf switch's uplink,
+* `placed`: each placed job's profile as plain Python values (`Placed`), from launch until its
+  GPUs are released (running or checkpointing),
+* which running jobs share each node and which cross uplinks, and the nodes and uplinks whose
+  load changed since the rates were last brought up to date.
+
+The simulator tells it when a job starts (`start`) and stops (`stop`) running and, after each
+change of the running set, has it recompute the rates that can have changed (`update_rates`):
+only those of the jobs on a node or uplink whose load changed, since every other job's inputs are
+what they were. `node_pressure` and `uplink_demand` are changed in place, never replaced, so views
+of them stay live. Every float is computed by the same operations in the same order as the
+vectorised formulas of envs.speed, so rates are bit-for-bit those of a full recomputation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.speed import (
+    PlacementProfile,
+    SpeedModel,
+    congestion_shares,
+    interference_from,
+)
+from envs.topology import Cluster
+
+
+class Placed:
+    """What a placed job's profile fixes, as plain Python values for the per-event scalar work:
+    its nodes and GPUs on each, memory-bandwidth pressure per GPU and sensitivity to it, the
+    uplinks it crosses, and its rate before interference when it crosses none."""
+
+    __slots__ = ("profile", "nodes", "counts", "pressure", "sensitivity", "uplinks", "base_rate")
+
+    def __init__(self, p: PlacementProfile):
+        self.profile = p
+        self.nodes: list[int] = p.nodes.tolist()
+        self.counts: list[int] = p.gpus_on_node.tolist()
+        self.pressure = p.pressure
+        self.sensitivity = p.sensitivity
+        self.uplinks: list[int] = p.uplinks.tolist()
+        self.base_rate = p.min_speed * p.efficiency(1.0)
+
+
+class LoadModel:
+    """Node and uplink load of the jobs running on `cluster`, and their rates under `speed_model`."""
+
+    def __init__(self, cluster: Cluster, speed_model: SpeedModel):
+        c = self.cluster = cluster
+        self.speed_model = speed_model
+        self.node_pressure = np.zeros(c.num_nodes)  # (N,) memory-bandwidth pressure of the running jobs
+        self.uplink_demand = np.zeros(len(c.switch_names))  # (S,) GB/s the running jobs put on each uplink
+        self.placed: dict[int, Placed] = {}  # placed jobs (running or checkpointing) -> their profile's values
+        self.node_jobs: list[set[int]] = [set() for _ in range(c.num_nodes)]  # running jobs on each node
+        self.crossing: dict[int, list[int]] = {}  # running jobs that cross uplinks -> those uplinks
+        # Nodes whose pressure and uplinks whose demand changed since the last rate update.
+        self.dirty_nodes: set[int] = set()
+        self.dirty_uplinks: set[int] = set()
+
+    def start(self, job_id: int, profile: PlacementProfile) -> Placed:
+        """`job_id` starts running with `profile`: it is placed and loads its nodes and uplinks."""
+        placed = self.placed[job_id] = Placed(profile)
+        self._add_load(placed, 1.0)
+        for n in placed.nodes:
+            self.node_jobs[n].add(job_id)
+        if placed.uplinks:
+            self.crossing[job_id] = placed.uplinks
+        return placed
+
+    def stop(self, job_id: int) -> Placed:
+        """`job_id` stops running (finished or preempted): it stops loading its nodes and uplinks
+        but stays placed (see `release`)."""
+        placed = self.placed[job_id]
+        self._add_load(placed, -1.0)
+        for n in placed.nodes:
+            self.node_jobs[n].discard(job_id)
+        self.crossing.pop(job_id, None)
+        return placed
+
+    def release(self, job_id: int) -> Placed:
+        """`job_id` (stopped) lets its GPUs go: it is no longer placed."""
+        return self.placed.pop(job_id)
+
+    def _add_load(self, placed: Placed, sign: float) -> None:
+        """A job starts (+1) or stops (-1) loading its nodes' memory bandwidth and its uplinks;
+        the rates of jobs sharing them are due for an update."""
+        pressure = sign * placed.pressure
+        node_pressure = self.node_pressure
+        for n, k in zip(placed.nodes, placed.counts):
+            node_pressure[n] += pressure * k
+        self.dirty_nodes.update(placed.nodes)
+        if placed.uplinks:
+            p = placed.profile
+            self.uplink_demand[p.uplinks] += sign * p.uplink_demand_GBps
+            self.dirty_uplinks.update(placed.uplinks)
+
+    def update_rates(self, rate: np.ndarray, interference: np.ndarray) -> None:
+        """Recompute into `rate` and `interference` (per job) those that can have changed: of the
+        running jobs on nodes whose memory-bandwidth pressure changed and of those crossing an
+        uplink whose demand changed. Every other job's inputs are what they were, so its rate is too."""
+        stale: set[int] = set()
+        for n in self.dirty_nodes:
+            stale |= self.node_jobs[n]
+        if self.dirty_uplinks:
+            dirty = self.dirty_uplinks
+            stale.update(j for j, uplinks in self.crossing.items() if not dirty.isdisjoint(uplinks))
+        self.dirty_nodes.clear()
+        self.dirty_uplinks.clear()
+        if stale:
+            crossing = any(j in self.crossing for j in stale)
+            shares = congestion_shares(self.cluster, self.uplink_demand).tolist() if crossing else None
+            pressure, placed = self.node_pressure, self.placed
+            for j in stale:
+                rate[j], interference[j] = self._rate_of(placed[j], pressure, shares)
+
+    def _rate_of(self, placed: Placed, node_pressure: np.ndarray, shares: list[float] | None) -> tuple[float, float]:
+        """(rate, interference factor) of a running job: envs.speed's formulas in floats, the same
+        operations in the same order (speed.interference_factor, interference_from,
+        congestion_shares, PlacementProfile.efficiency)."""
+        node_gpus = self.cluster.node_lists.gpus
+        if len(placed.nodes) == 1:
+            n = placed.nodes[0]
+            others = (float(node_pressure[n]) - placed.pressure * placed.counts[0]) / node_gpus[n]
+        else:
+            others = max((float(node_pressure[n]) - placed.pressure * k) / node_gpus[n] for n, k in zip(placed.nodes, placed.counts))
+        interference = interference_from(others, placed.sensitivity, self.speed_model)
+        if not placed.uplinks:
+            return placed.base_rate * interference, interference
+        p = placed.profile
+        congestion = min(shares[u] for u in placed.uplinks)
+        return p.min_speed * p.efficiency(congestion) * interference, interference

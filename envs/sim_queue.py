@@ -1,0 +1,67 @@
+"""The simulator's job queue: which jobs wait, in which order, and what they ask for.
+
+`JobQueue` is the bookkeeping of the queued jobs of one `Simulator`, nothing else: the simulator
+decides when a job enters (it arrives, or its checkpoint after a preemption ends) and leaves (it
+starts or is reserved) and calls `push` and `remove`; the queue keeps up to date with them
+
+* the queued ids in (re)arrival order, FIFO (`ids[:length]`; a job is queued once at most),
+* the same jobs sorted by their remaining estimate as of entering the queue, ties in queue order
+  (`by_remaining`),
+* each job's queue rank (`enqueue_seq`) and remaining estimate when it entered
+  (`queued_remaining_s`), which stay fixed while it waits,
+* the GPUs the queued jobs ask for (`queued_gpus`) and how many are of the high priority class
+  (`queued_high_priority`).
+
+The caller computes the remaining estimate (envs.state.remaining_estimate_s); the queue only
+files it. The arrays are changed in place and never replaced, so views taken of them stay live.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from envs.jobs import PRIORITY_HIGH
+
+
+class JobQueue:
+    """The queued jobs of a workload of `len(gpus)` jobs (ids 0..n-1), kept as they come and go."""
+
+    def __init__(self, gpus: list[int], priority: list[int]):
+        n = len(gpus)
+        self._gpus, self._priority = gpus, priority  # (n,) per job as Python ints: GPUs asked for, priority class
+        self.ids = np.empty(max(n, 1), dtype=np.int64)  # queued job ids in (re)arrival order in [:length]
+        self.length = 0  # jobs queued
+        self.queued_remaining_s = np.zeros(n)  # (n,) s, remaining estimate as of entering the queue; fixed while queued
+        self.enqueue_seq = np.zeros(n, dtype=np.int64)  # (n,) order of (re)entering the queue: FIFO rank
+        self._enqueued = 0  # ranks handed out so far
+        self.by_remaining: list[tuple[float, int, int]] = []  # (remaining s, enqueue rank, job), sorted
+        self.queued_gpus = 0  # GPUs the queued jobs ask for
+        self.queued_high_priority = 0  # queued jobs of the high priority class
+
+    def jobs(self) -> list[int]:
+        """Queued job ids in (re)arrival order, as a list."""
+        return self.ids[: self.length].tolist()
+
+    def push(self, job_id: int, remaining_s: float) -> None:
+        """`job_id` (not queued) enters at the back, with `remaining_s` its remaining estimate now."""
+        self.ids[self.length] = job_id
+        self.queued_remaining_s[job_id] = remaining_s
+        bisect.insort(self.by_remaining, (remaining_s, self._enqueued, job_id))
+        self.length += 1
+        self.queued_gpus += self._gpus[job_id]
+        self.queued_high_priority += self._priority[job_id] == PRIORITY_HIGH
+        self.enqueue_seq[job_id] = self._enqueued
+        self._enqueued += 1
+
+    def remove(self, job_id: int) -> None:
+        """`job_id` (queued) leaves; the jobs behind it move up."""
+        key = (float(self.queued_remaining_s[job_id]), int(self.enqueue_seq[job_id]), job_id)
+        del self.by_remaining[bisect.bisect_left(self.by_remaining, key)]
+        ids, length = self.ids, self.length
+        i = int((ids[:length] == job_id).argmax())  # its position (it is queued)
+        ids[i : length - 1] = ids[i + 1 : length].copy()
+        self.length = length - 1
+        self.queued_gpus -= self._gpus[job_id]
+        self.queued_high_priority -= self._priority[job_id] == PRIORITY_HIGH
