@@ -18,17 +18,16 @@ state from plain data starts with none.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from envs.memo import MEMO_LIMIT, clear_cluster_memos, per_cluster
 from envs.state import ClusterState
-from envs.topology import Cluster
 
-MEMO_LIMIT = 200_000  # entries per cross-episode memo table before it is emptied
-
+__all__ = ["MEMO_LIMIT", "clear_cluster_memos", "job_table", "job_table_list", "memo_of", "per_alloc", "per_cluster",
+           "per_jobs", "per_state"]
 
 class _Derived:
     __slots__ = ("versions", "views", "jobs")
@@ -116,27 +115,3 @@ def memo_of(state: ClusterState, name: Any) -> dict:
     if table is None or len(table) > MEMO_LIMIT:
         table = tables[key] = per_cluster(state.cluster, name)
     return table
-
-
-_CLUSTER_MEMOS: dict[int, tuple[weakref.ref, dict]] = {}
-
-
-def per_cluster(cluster: Cluster, name: Any) -> dict:
-    """The memo table `name` of this cluster object (dropped when the cluster is), emptied once
-    it holds more than MEMO_LIMIT entries."""
-    key = id(cluster)
-    hit = _CLUSTER_MEMOS.get(key)
-    if hit is None or hit[0]() is not cluster:
-        hit = _CLUSTER_MEMOS[key] = (weakref.ref(cluster, lambda _, k=key: _CLUSTER_MEMOS.pop(k, None)), {})
-    tables = hit[1]
-    table = tables.get(name)
-    if table is None or len(table) > MEMO_LIMIT:
-        table = tables[name] = {}
-    return table
-
-
-def clear_cluster_memos(cluster: Cluster) -> None:
-    """Forget every memo of `cluster` (tests use it to compare memoised and fresh results)."""
-    hit = _CLUSTER_MEMOS.get(id(cluster))
-    if hit is not None:
-        hit[1].clear()

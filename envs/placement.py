@@ -26,7 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from envs.cache import memo_of, per_alloc
-from envs.speed import PlacementGeometry, placement_geometry
+from envs.memo import geometry
+from envs.speed import PlacementGeometry
 from envs.state import ClusterState
 from envs.topology import Cluster
 
@@ -302,9 +303,4 @@ def choose_victims(state: ClusterState, j: int) -> tuple[np.ndarray, tuple[int, 
 def geometry_of(state: ClusterState, gpus: np.ndarray, tp_degree: int) -> PlacementGeometry:
     """`placement_geometry`, memoised per cluster and speed model (placements recur as the
     cluster cycles, and across episodes)."""
-    memo = memo_of(state, ("geometry", state.speed_model))
-    key = (gpus.tobytes(), tp_degree)
-    g = memo.get(key)
-    if g is None:
-        g = memo[key] = placement_geometry(state.cluster, gpus, tp_degree, state.speed_model)
-    return g
+    return geometry(state.cluster, gpus, tp_degree, state.speed_model, memo_of(state, ("geometry", state.speed_model)))

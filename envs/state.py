@@ -67,9 +67,9 @@ from envs.speed import (
     SpeedModel,
     job_constants_of,
     job_profile_of,
-    placement_geometry,
     running_rates,
 )
+from envs.memo import geometry as memo_geometry
 from envs.topology import Cluster
 
 ARRIVAL_HISTORY_S = 6 * 3600.0  # how far back `to_dict` reports arrivals (the features look back less)
@@ -264,14 +264,16 @@ def _fail(path: str, message: str):
 
 def _number(d: dict, key: str, path: str, default=None, minimum: float | None = 0.0, integer: bool = False,
             below: float | None = None):
-    if key not in d or d[key] is None:
+    v = d.get(key)
+    if v is None:
         if default is None:
             _fail(f"{path}.{key}", "required")
         return default
-    v = d[key]
-    if isinstance(v, bool) or not isinstance(v, Integral if integer else Real):
-        _fail(f"{path}.{key}", f"must be {'an integer' if integer else 'a number'}, got {v!r}")
-    if not math.isfinite(v):
+    t = type(v)
+    if not (t is int or (t is float and not integer)):  # the JSON types first, then any number type
+        if isinstance(v, bool) or not isinstance(v, Integral if integer else Real):
+            _fail(f"{path}.{key}", f"must be {'an integer' if integer else 'a number'}, got {v!r}")
+    if t is not int and not math.isfinite(v):
         _fail(f"{path}.{key}", f"must be finite, got {v!r}")
     if minimum is not None and v < minimum:
         _fail(f"{path}.{key}", f"must be >= {minimum:g}, got {v!r}")
@@ -303,6 +305,7 @@ _JOB_KEYS = {
 }
 _SECTION_KEYS = {"running": {"gpus", "restore_left_s"}, "checkpointing": {"gpus", "checkpoint_end_s"},
                  "reserved": {"gpus", "queued_since_s"}, "queued": {"queued_since_s"}}
+_PLACED_KEYS = set().union(*_SECTION_KEYS.values())  # fields that only some sections take
 
 
 def _from_dict(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s: float) -> ClusterState:
@@ -316,9 +319,9 @@ def _from_dict(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s:
     rows: list[dict] = []
     sections: dict[str, list[int]] = {s: [] for s in STATE_SECTIONS}
     seen_ids: dict[Any, str] = {}
-    owner = np.full(G, -1, dtype=np.int64)
-    reserved_for = np.full(G, -1, dtype=np.int64)
-    node_memory = cluster.gpu_memory_gb
+    owner = [-1] * G  # job index holding each GPU
+    reserved_for = [-1] * G  # job index each GPU is promised to
+    gpu_memory, gpu_node = cluster.gpu_memory_gb.tolist(), cluster.gpu_node.tolist()
     for section in STATE_SECTIONS:
         items = data.get(section, [])
         if not isinstance(items, list):
@@ -327,12 +330,12 @@ def _from_dict(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s:
             path = f"{section}[{i}]"
             if not isinstance(d, dict):
                 _fail(path, f"must be a mapping, got {type(d).__name__}")
-            extra = sorted(set(d) - _JOB_KEYS)
-            if extra:
-                _fail(f"{path}.{extra[0]}", "unknown field")
-            misplaced = sorted((set(d) & set().union(*_SECTION_KEYS.values())) - _SECTION_KEYS[section])
+            keys = d.keys()
+            if not keys <= _JOB_KEYS:
+                _fail(f"{path}.{sorted(keys - _JOB_KEYS)[0]}", "unknown field")
+            misplaced = (keys & _PLACED_KEYS) - _SECTION_KEYS[section]
             if misplaced:
-                _fail(f"{path}.{misplaced[0]}", f"does not apply to a {section} job")
+                _fail(f"{path}.{sorted(misplaced)[0]}", f"does not apply to a {section} job")
             if "id" not in d or not isinstance(d["id"], (str, Integral)) or isinstance(d["id"], bool):
                 _fail(f"{path}.id", f"required: a string or an integer, got {d.get('id')!r}")
             if d["id"] in seen_ids:
@@ -346,7 +349,7 @@ def _from_dict(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s:
                 if not isinstance(gpu_ids, list) or not gpu_ids:
                     _fail(f"{path}.gpus", f"required for a {section} job: a non-empty list of GPU ids")
                 for g in gpu_ids:
-                    if isinstance(g, bool) or not isinstance(g, Integral):
+                    if type(g) is not int and (isinstance(g, bool) or not isinstance(g, Integral)):
                         _fail(f"{path}.gpus", f"GPU ids must be integers, got {g!r}")
                     if not 0 <= g < G:
                         _fail(f"{path}.gpus", f"GPU {g} does not exist on a {G}-GPU cluster")
@@ -395,29 +398,27 @@ def _from_dict(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s:
             row["checkpoint_end_s"] = math.inf
             if section == "checkpointing":
                 row["checkpoint_end_s"] = _number(d, "checkpoint_end_s", path, default=now, minimum=None)
-            if gpu_ids is not None:
-                gpus = np.array(gpu_ids, dtype=np.int64)
-                short = gpus[node_memory[gpus] < mem]
-                if len(short):
-                    _fail(f"{path}.gpus", f"GPU {int(short[0])} has {node_memory[short[0]]:g} GB, the job needs {mem:g} GB per GPU")
+            if gpu_ids is not None:  # checked in plain Python: a gang is a few GPUs
+                short = [g for g in gpu_ids if gpu_memory[g] < mem]
+                if short:
+                    _fail(f"{path}.gpus", f"GPU {short[0]} has {gpu_memory[short[0]]:g} GB, the job needs {mem:g} GB per GPU")
                 if tp > 1:
-                    nodes = cluster.gpu_node[gpus].reshape(-1, tp)
-                    split = np.flatnonzero((nodes != nodes[:, :1]).any(axis=1))
-                    if len(split):
-                        _fail(f"{path}.gpus", f"TP group {int(split[0])} (GPUs {gpus.reshape(-1, tp)[split[0]].tolist()}) spans nodes: "
-                                             "each run of tp_degree GPUs must sit on one node")
+                    for k in range(0, n, tp):
+                        if len({gpu_node[g] for g in gpu_ids[k : k + tp]}) > 1:
+                            _fail(f"{path}.gpus", f"TP group {k // tp} (GPUs {gpu_ids[k : k + tp]}) spans nodes: "
+                                                  "each run of tp_degree GPUs must sit on one node")
+                for g in gpu_ids:  # a reserved job may wait for GPUs that checkpointing jobs still hold
+                    holder = reserved_for[g] if section == "reserved" else max(owner[g], reserved_for[g])
+                    if holder >= 0:
+                        _fail(f"{path}.gpus", f"GPU {g} is already held by job {rows[holder]['id']!r}")
                 table = reserved_for if section == "reserved" else owner
-                clash = gpus[(owner[gpus] >= 0) | (reserved_for[gpus] >= 0) if section != "reserved" else reserved_for[gpus] >= 0]
-                if len(clash):
-                    holder = int(owner[clash[0]]) if owner[clash[0]] >= 0 else int(reserved_for[clash[0]])
-                    _fail(f"{path}.gpus", f"GPU {int(clash[0])} is already held by job {rows[holder]['id']!r}")
-                table[gpus] = index
-                row["gpus"] = gpus
+                for g in gpu_ids:
+                    table[g] = index
+                row["gpus"] = np.array(gpu_ids, dtype=np.int64)
             rows.append(row)
             sections[section].append(index)
     for j in sections["reserved"]:
-        g = rows[j]["gpus"]
-        blockers = {int(o) for o in owner[g] if o >= 0}
+        blockers = {owner[g] for g in rows[j]["gpus"].tolist() if owner[g] >= 0}
         if not blockers <= set(sections["checkpointing"]):
             other = sorted(blockers - set(sections["checkpointing"]))[0]
             _fail(f"reserved[{sections['reserved'].index(j)}].gpus",
@@ -445,7 +446,8 @@ def _from_dict(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s:
             req = _number(a, "gpus", path, minimum=1, integer=True) * _number(a, "estimate_s", path)
         times.append(t)
         requested.append(req)
-    return _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, requested)
+    return _assemble(cluster, model, now, rows, sections, np.array(owner, dtype=np.int64),
+                     np.array(reserved_for, dtype=np.int64), times, requested)
 
 
 def _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, requested) -> ClusterState:
@@ -460,7 +462,7 @@ def _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, r
     placement = {j: rows[j]["gpus"] for s in ("running", "checkpointing", "reserved") for j in sections[s]}
     profiles: dict[int, PlacementProfile] = {}
     for j in sections["running"] + sections["checkpointing"]:
-        geometry = placement_geometry(cluster, placement[j], int(tp[j]), model)
+        geometry = memo_geometry(cluster, placement[j], int(tp[j]), model)
         profiles[j] = job_profile_of(job_constants_of(int(num_gpus[j]), int(tp[j]), int(kind[j]), float(comm[j]), float(tp_share[j]), model), geometry)
     running = np.array(sections["running"], dtype=np.int64)
     rate = np.zeros(m)
