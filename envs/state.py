@@ -249,6 +249,37 @@ class ClusterState:
         return _from_dict(data, cluster, speed_model or SpeedModel(), max_checkpoint_s)
 
 
+    def with_job_queued_first(self, job: dict) -> ClusterState:
+        """This state (one from `from_dict`) with `job` (plain data, as in `queued`) at the head of
+        the queue, arrived now: exactly the state `from_dict` gives for this state's plain data
+        with the job first in `queued`, without re-reading the running jobs. The scoring service
+        adds a pending pod this way; tests/test_service_k8s.py checks every field."""
+        one = ClusterState.from_dict({"time_s": self.now, "queued": [dict(job, arrival_s=self.now, queued_since_s=self.now)]},
+                                     self.cluster, self.speed_model)
+        p = len(self.running) + len(self.checkpointing) + len(self.reserved)  # from_dict puts queued jobs last
+        if len(self.queue) and int(np.min(self.queue)) < p:
+            raise ValueError("with_job_queued_first needs a state whose queued jobs come last (one from from_dict)")
+        fields = {name: getattr(self, name) for name in ClusterState.__slots__}
+        for name in PER_JOB_FIELDS:
+            a = getattr(self, name)
+            fields[name] = np.concatenate([a[:p], getattr(one, name), a[p:]])
+        fields["names"] = list(self.names[:p]) + list(one.names) + list(self.names[p:])
+        queue = np.concatenate([[p], self.queue + 1]).astype(np.int64)
+        seq = np.zeros(len(fields["num_gpus"]), dtype=np.int64)
+        seq[queue] = np.arange(len(queue))
+        remaining = remaining_estimate_s(fields["estimate_s"], fields["work_done_s"], fields["restore_s"],
+                                         fields["needs_restore"], queue).tolist()
+        fields.update(queue=queue, enqueue_seq=seq, queue_by_remaining=sorted(zip(remaining, range(len(queue)), queue.tolist())),
+                      queued_gpus=int(fields["num_gpus"][queue].sum()),
+                      queued_high_priority=int((fields["priority"][queue] == PRIORITY_HIGH).sum()), derived=None,
+                      version=0, alloc_version=0)
+        return ClusterState(**fields)
+
+
+# The per-job fields (shape (m,)), in the order of __slots__.
+PER_JOB_FIELDS = tuple(ClusterState.__slots__[ClusterState.__slots__.index("num_gpus") : ClusterState.__slots__.index("rate") + 1])
+
+
 def fragmented_change(was: int, now: int, whole_gang: int) -> int:
     """How the fragmented free GPUs of a node change when its free GPUs go from `was` to `now`:
     a node with fewer free than `whole_gang` (see Cluster.node_whole_gang) counts as fragmented."""

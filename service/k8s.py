@@ -52,9 +52,8 @@ from typing import Any
 import numpy as np
 
 from envs.candidates import build_candidates
-from envs.jobs import PRIORITY_HIGH
 from envs.placement import PREEMPT
-from envs.state import ClusterState, StateError, remaining_estimate_s
+from envs.state import ClusterState, StateError
 from envs.topology import Cluster
 from service.scoring import Scorer
 from service.wire import (
@@ -75,40 +74,6 @@ OK, FAIL, UNRESOLVABLE = "ok", "fail", "unresolvable"
 DECISION_TTL_S = 5.0  # how long filter's decision for a pod serves its prioritize
 SHAPE_TTL_S = 1.0  # how long a decision serves other pods of the same shape (outside gangs)
 STATE_CACHE_S = 1.0  # how long the occupancy's ClusterState is reused (its clock is at most this old)
-# The per-job fields of a ClusterState (shape (m,)); with_pending_job inserts one row into each.
-PER_JOB_FIELDS = ("num_gpus", "tp_degree", "mem_per_gpu_gb", "kind", "priority", "preemptible", "comm_fraction",
-                  "tp_comm_share", "estimate_s", "work_done_s", "requested_gpu_s", "checkpoint_s", "restore_s",
-                  "needs_restore", "arrival_s", "queued_since_s", "wait_s", "attained_gpu_s", "preemptions",
-                  "restore_left_s", "checkpoint_end_s", "rate")
-
-
-def with_pending_job(base: ClusterState, job: dict) -> ClusterState:
-    """`base` (a state from `ClusterState.from_dict`) with `job` queued first, arrived now: the
-    state `from_dict` gives for base's plain data with the job first in `queued`, without
-    re-reading the running jobs. The job itself is read by `from_dict` (validation, defaults);
-    tests/test_service_k8s.py checks every field against a full `from_dict`."""
-    one = ClusterState.from_dict({"time_s": base.now, "queued": [dict(job, arrival_s=base.now, queued_since_s=base.now)]},
-                                 base.cluster, base.speed_model)
-    p = len(base.running) + len(base.checkpointing) + len(base.reserved)  # from_dict puts queued jobs last
-    if len(base.queue) and int(np.min(base.queue)) < p:
-        raise ValueError("with_pending_job needs a state whose queued jobs come last (one from from_dict)")
-    fields = {name: getattr(base, name) for name in ClusterState.__slots__}
-    for name in PER_JOB_FIELDS:
-        a = getattr(base, name)
-        fields[name] = np.concatenate([a[:p], getattr(one, name), a[p:]])
-    fields["names"] = list(base.names[:p]) + list(one.names) + list(base.names[p:])
-    queue = np.concatenate([[p], base.queue + 1]).astype(np.int64)
-    seq = np.zeros(len(fields["num_gpus"]), dtype=np.int64)
-    seq[queue] = np.arange(len(queue))
-    remaining = remaining_estimate_s(fields["estimate_s"], fields["work_done_s"], fields["restore_s"], fields["needs_restore"],
-                                     queue, bool(fields["needs_restore"].any())).tolist()
-    fields.update(queue=queue, enqueue_seq=seq, queue_by_remaining=sorted(zip(remaining, range(len(queue)), queue.tolist())),
-                  queued_gpus=int(fields["num_gpus"][queue].sum()),
-                  queued_high_priority=int((fields["priority"][queue] == PRIORITY_HIGH).sum()), derived=None,
-                  version=0, alloc_version=0)
-    return ClusterState(**fields)
-
-
 class ExtenderError(ValueError):
     """A request the extender cannot answer; the message names the request part."""
 
@@ -298,7 +263,7 @@ class Extender:
     def current_state(self, pending: dict | None = None, blocked: set[int] = frozenset(), skip_plan: str | None = None) -> ClusterState:
         """The decision state (see occupancy_dict). The occupancy part is built by
         `ClusterState.from_dict` once per (occupancy version, blocked nodes, plan skipped) and
-        reused for STATE_CACHE_S; the pending job is then queued first by `with_pending_job`."""
+        reused for STATE_CACHE_S; the pending job is then queued first by `ClusterState.with_job_queued_first`."""
         key = (self.version, frozenset(blocked), skip_plan)
         now = self.clock()
         hit = self._states.get(key)
@@ -314,7 +279,7 @@ class Extender:
         except StateError as e:  # the synced state and the binds since disagree
             raise ExtenderError(f"the extender's occupancy is inconsistent ({e}): PUT /v1/state a fresh snapshot") from None
         try:
-            return with_pending_job(hit[1], pending)
+            return hit[1].with_job_queued_first(pending)
         except StateError as e:  # the pod (or its gang) is not a job this cluster can hold
             raise WireError(f"ExtenderArgs.Pod: as a job of {pending['num_gpus']} GPUs ({e.args[0].split(': ', 1)[-1]})") from None
         except ValueError as e:

@@ -295,7 +295,7 @@ def _same(a, b, where: str) -> None:
 
 
 def test_a_pending_job_added_to_a_state_is_what_from_dict_gives():
-    """The extender queues a pod's job on a cached occupancy state (service.k8s.with_pending_job):
+    """The extender queues a pod's job on a cached occupancy state (ClusterState.with_job_queued_first):
     every field, the candidates, the features and every baseline's choice equal those of a full
     `ClusterState.from_dict` with the job first in `queued`, on simulator states with preemptions
     in flight."""
@@ -308,7 +308,6 @@ def test_a_pending_job_added_to_a_state_is_what_from_dict_gives():
     from envs.simulator import Simulator
     from envs.state import ClusterState
     from envs.workload import load_workload_spec, make_workload
-    from service.k8s import with_pending_job
 
     cluster = load_cluster("mixed-64gpu")
     sim = Simulator(cluster, make_workload(load_workload_spec("llm-mix-bursty"), cluster, 1, num_jobs=80))
@@ -327,7 +326,7 @@ def test_a_pending_job_added_to_a_state_is_what_from_dict_gives():
         for job in jobs:
             full = ClusterState.from_dict(dict(d, queued=[dict(job, arrival_s=d["time_s"], queued_since_s=d["time_s"])] + d["queued"]),
                                           cluster, base.speed_model)
-            derived = with_pending_job(base, job)
+            derived = base.with_job_queued_first(job)
             for name in ClusterState.__slots__:
                 if name not in ("derived", "cluster", "speed_model"):
                     _same(getattr(derived, name), getattr(full, name), f"step {step} {name}")
