@@ -26,7 +26,7 @@ import numpy as np
 from envs.memo import MEMO_LIMIT, clear_cluster_memos, per_cluster
 from envs.state import ClusterState
 
-__all__ = ["MEMO_LIMIT", "clear_cluster_memos", "job_table", "job_table_list", "memo_of", "per_alloc", "per_cluster",
+__all__ = ["MEMO_LIMIT", "clear_cluster_memos", "job_table", "memo_of", "per_alloc", "per_cluster",
            "per_jobs", "per_state"]
 
 class _Derived:
@@ -92,18 +92,6 @@ def job_table(state: ClusterState, name: str, build: Callable[[ClusterState, int
     buf[have:m] = build(state, have, m)
     hit[1], hit[2] = m, buf[:m]
     return hit[2]
-
-
-def job_table_list(state: ClusterState, name: str, values: np.ndarray) -> list:
-    """`values` (a per-job or per-arrival array that only ever grows at its end while the state
-    object lives) as a Python list, extended as it grows."""
-    tables = (state.derived or _derived(state)).jobs
-    out = tables.get(name)
-    if out is None:
-        out = tables[name] = values.tolist()
-    elif len(out) < len(values):
-        out.extend(values[len(out):].tolist())
-    return out
 
 
 def memo_of(state: ClusterState, name: Any) -> dict:

@@ -103,20 +103,21 @@ def job_constants(state: ClusterState) -> list[tuple[float, float, float, float]
     if out is None:
         out = tables["job_constants"] = []
     if len(out) < len(state.num_gpus):
-        lo, hi, model = len(out), len(state.num_gpus), state.speed_model
+        lo, hi, model, lists = len(out), len(state.num_gpus), state.speed_model, state.job_lists
         out.extend(job_constants_of(g, t, k, c, s, model) for g, t, k, c, s in zip(
-            state.num_gpus[lo:hi].tolist(), state.tp_degree[lo:hi].tolist(), state.kind[lo:hi].tolist(),
-            state.comm_fraction[lo:hi].tolist(), state.tp_comm_share[lo:hi].tolist()))
+            lists.num_gpus[lo:hi], lists.tp_degree[lo:hi], lists.kind[lo:hi], lists.comm_fraction[lo:hi],
+            lists.tp_comm_share[lo:hi]))
     return out
 
 
 class _Placer:
     """Works out a candidate's placement on first access, for all candidates of one decision."""
 
-    __slots__ = ("state", "shapes")
+    __slots__ = ("state", "shapes", "jobs")
 
     def __init__(self, state: ClusterState):
         self.state = state
+        self.jobs = state.job_lists
         # Placements depend only on the gang's shape and the free GPUs, not on which job it is
         # nor on the queue: share them across jobs and across decisions until an allocation changes.
         self.shapes: dict[tuple, tuple] = per_alloc(state).setdefault("shapes", {})
@@ -128,7 +129,8 @@ class _Placer:
             if chosen is None:
                 return None, (), None
             return chosen[0], chosen[1], geometry_of(state, chosen[0], int(state.tp_degree[j]))
-        gpus_req, tp, mem = state.num_gpus.item(j), state.tp_degree.item(j), state.mem_per_gpu_gb.item(j)
+        jobs = self.jobs
+        gpus_req, tp, mem = jobs.num_gpus[j], jobs.tp_degree[j], jobs.mem_per_gpu_gb[j]
         key = (rule, gpus_req, tp, mem)
         hit = self.shapes.get(key)
         if hit is None:

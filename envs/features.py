@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from envs.cache import job_table, job_table_list, per_alloc, per_state
+from envs.cache import job_table, per_alloc, per_jobs, per_state
 from envs.candidates import Candidate, CandidateSet, job_constants
 from envs.placement import RULES, free_view
 from envs.speed import PlacementGeometry, efficiency_of, interference_from
@@ -121,10 +121,10 @@ def _static_job_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
     Jobs arrive one or a few at a time, so rows are made in plain Python numbers."""
     width = _JOB_BLOCK.stop
     rows = []
+    lists = state.job_lists
     for g, tp, kind, prio, pre, comm, mem in zip(
-            state.num_gpus[lo:hi].tolist(), state.tp_degree[lo:hi].tolist(), state.kind[lo:hi].tolist(),
-            state.priority[lo:hi].tolist(), state.preemptible[lo:hi].tolist(), state.comm_fraction[lo:hi].tolist(),
-            state.mem_per_gpu_gb[lo:hi].tolist()):
+            lists.num_gpus[lo:hi], lists.tp_degree[lo:hi], lists.kind[lo:hi], lists.priority[lo:hi],
+            lists.preemptible[lo:hi], lists.comm_fraction[lo:hi], lists.mem_per_gpu_gb[lo:hi]):
         row = [0.0] * width
         row[_C["gang_log2"]] = math.log2(g) / 7.0
         row[_C["tp_log2"]] = math.log2(tp) / 3.0
@@ -182,17 +182,39 @@ def predicted_rate(state: ClusterState, cd: Candidate) -> float:
     return p.min_speed * p.efficiency(_congestion_if_added(state, p.geometry)) * interf
 
 
+class _Arrivals:
+    """The state's past arrivals as Python lists (extended as they grow) and, per window, the
+    last (first arrival in it, arrivals seen, exact sum) so a sum is remade only when the window's
+    arrivals change."""
+
+    __slots__ = ("times", "requested", "sums")
+
+    def __init__(self):
+        self.times: list[float] = []
+        self.requested: list[float] = []
+        self.sums: dict[float, tuple[int, int, float]] = {}
+
+
 def _arrived_loads(state: ClusterState) -> list[float]:
     """Per window of ARRIVAL_WINDOWS_S: GPU-s requested by its arrivals / (window x cluster
     GPUs), / 4, at most 1. Sums are exact (math.fsum), so they do not depend on how much
     history the state holds."""
-    times = job_table_list(state, "arrival_times", state.arrival_times_s)
-    requested = job_table_list(state, "arrival_requested", state.arrival_requested_gpu_s)
-    n_gpus = state.cluster.num_gpus
+    tables = per_jobs(state)
+    arrivals = tables.get("arrivals")
+    if arrivals is None:
+        arrivals = tables["arrivals"] = _Arrivals()
+    times, requested, end = arrivals.times, arrivals.requested, len(state.arrival_times_s)
+    if len(times) < end:
+        times.extend(state.arrival_times_s[len(times):].tolist())
+        requested.extend(state.arrival_requested_gpu_s[len(requested):].tolist())
+    n_gpus, now = state.cluster.num_gpus, state.now
     out = []
     for window_s in ARRIVAL_WINDOWS_S:
-        total = math.fsum(requested[bisect.bisect_right(times, state.now - window_s):])
-        out.append(min(total / (window_s * n_gpus), 4.0) / 4.0)
+        first = bisect.bisect_right(times, now - window_s)
+        hit = arrivals.sums.get(window_s)
+        if hit is None or hit[0] != first or hit[1] != end:
+            hit = arrivals.sums[window_s] = (first, end, math.fsum(requested[first:]))
+        out.append(min(hit[2] / (window_s * n_gpus), 4.0) / 4.0)
     return out
 
 
@@ -200,7 +222,7 @@ def global_features(state: ClusterState) -> np.ndarray:
     """(NUM_GLOBAL_FEATURES,) float32: the queue, the cluster and the recent arrivals."""
     c = state.cluster
     now = state.now
-    _, free_gpus, _, whole_nodes = free_view(state)
+    _, free_gpus, fragmented, whole_nodes = free_view(state)
     n_gpus = float(c.num_gpus)
     q = state.queue
     nq = len(q)
@@ -212,7 +234,7 @@ def global_features(state: ClusterState) -> np.ndarray:
         (c.num_gpus - free_gpus) / n_gpus,
         free_gpus / n_gpus,
         whole_nodes / c.num_nodes,
-        fragmentation(state),
+        fragmented / free_gpus if free_gpus else 0.0,  # = fragmentation(state)
         running / (running + nq + 1.0),
         min((len(state.reserved) + len(state.checkpointing)) / (nq + 1.0), 1.0),
         math.log10(1.0 + now) / 7.0,

@@ -41,7 +41,7 @@ from envs.load import LoadModel
 from envs.power import PowerMeter
 from envs.sim_queue import JobQueue
 from envs.speed import PlacementProfile, SpeedModel, placement_profile
-from envs.state import ClusterState, remaining_estimate_s
+from envs.state import ClusterState, JobLists, remaining_estimate_s
 from envs.topology import Cluster
 
 _EPS = 1e-9
@@ -159,6 +159,7 @@ class Simulator:
         self.power = PowerMeter(c, self.ledger.node_owned)  # the power drawn, from GPUs held per node
         self._next_event = (-1, np.inf)  # (version, next_event_s()) cache
         self._state: ClusterState | None = None  # the decision state, a view refreshed per version
+        self._job_lists = JobLists()  # what the arrived jobs are, as lists (the state's job_lists)
         self._state_arrived = -1  # arrivals its per-job views cover
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._admit_arrivals()
@@ -315,7 +316,8 @@ class Simulator:
             s = self._state = ClusterState(cluster=self.cluster, speed_model=self.config.speed_model, names=None,
                                            gpu_owner=ledger.gpu_owner, gpu_reserved=ledger.gpu_reserved,
                                            node_preemptible=ledger.node_preemptible, node_pressure=load.node_pressure,
-                                           uplink_demand=load.uplink_demand, version=-1)
+                                           uplink_demand=load.uplink_demand, version=-1,
+                                           job_lists=self._job_lists)
         elif s.version == self.version:
             return s
         n = self._next_arrival
@@ -337,6 +339,7 @@ class Simulator:
         s.running, s.checkpointing, s.reserved = self.running, self.checkpointing, self.reserved
         s.placement, s.profiles = self.placement, self.profiles
         s.queued_gpus, s.queued_high_priority = q.queued_gpus, q.queued_high_priority
+        s.num_restores_owed = self._num_needs_restore
         s.free_mask, s.node_free = ledger.free_mask, ledger.node_free
         s.num_free, s.fragmented_free = ledger.num_free, ledger.fragmented
         return s
@@ -498,8 +501,8 @@ class Simulator:
                 progress = dt * rate
             left = self.work_left[run]
             progress = np.minimum(progress, left)
-            self.work_left[run] = left - progress
-            self.work_done[run] = self.work_total[run] - self.work_left[run]
+            left = self.work_left[run] = left - progress
+            self.work_done[run] = self.work_total[run] - left
             gpus = self.gpus_req[run]
             self.useful_work_s += float((progress * gpus).sum())
             self.attained_gpu_s[run] += gpus * dt
@@ -568,6 +571,9 @@ class Simulator:
             self.state[j] = JobState.QUEUED
             self.queued_since[j] = self.now
             self.job_queue.push(j, float(self.remaining_estimate_s(j)))
+            job = self.jobs[j]
+            self._job_lists.add(job.gpus, job.tp_degree, job.mem_per_gpu_gb, job.kind, job.priority, job.preemptible,
+                                job.comm_fraction, job.tp_comm_share)
             self.jobs_in_system += 1
             self.weighted_in_system += self._job_weight[j]
             self._next_arrival += 1

@@ -91,6 +91,32 @@ def remaining_estimate_s(estimate_s: np.ndarray, work_done_s: np.ndarray, restor
     return remaining + restore_s[ids] * needs_restore[ids]
 
 
+class JobLists:
+    """What each job is (the fields of JOB_LIST_FIELDS) as Python lists, one entry per job of a
+    state, for code that reads single jobs: a simulator appends to them as jobs arrive."""
+
+    __slots__ = ("num_gpus", "tp_degree", "mem_per_gpu_gb", "kind", "priority", "preemptible", "comm_fraction",
+                 "tp_comm_share")
+
+    def __init__(self, fields: dict[str, list] | None = None):
+        for name in self.__slots__:
+            setattr(self, name, [] if fields is None else fields[name])
+
+    @classmethod
+    def of_arrays(cls, fields: dict) -> JobLists:
+        """From a state's per-job arrays (by field name)."""
+        return cls({name: fields[name].tolist() for name in cls.__slots__})
+
+    def add(self, gpus: int, tp_degree: int, mem_per_gpu_gb: float, kind: int, priority: int, preemptible: bool,
+            comm_fraction: float, tp_comm_share: float) -> None:
+        for name, value in zip(self.__slots__, (int(gpus), int(tp_degree), float(mem_per_gpu_gb), int(kind), int(priority),
+                                                bool(preemptible), float(comm_fraction), float(tp_comm_share))):
+            getattr(self, name).append(value)
+
+
+JOB_LIST_FIELDS = JobLists.__slots__
+
+
 class ClusterState:
     """What a scheduler knows now. Shapes: m = jobs known (arrived, not necessarily live), G =
     GPUs, N = nodes, S = switches, P = priority classes, k = past arrivals. Job fields are
@@ -129,6 +155,7 @@ class ClusterState:
         "restore_left_s",  # float64, s: restore time a running job still owes
         "checkpoint_end_s",  # float64, s: when a checkpointing job frees its GPUs (inf otherwise)
         "rate",  # float64, reference-s of work per s of a running job under the speed model (0 otherwise)
+        "job_lists",  # JobLists: num_gpus ... tp_comm_share of every job as Python lists (single-job reads)
         # live sets
         "queue",  # (q,) int64 queued job indices in FIFO order
         "queue_by_remaining",  # list of (remaining estimate s, enqueue_seq, index), sorted: shortest first
@@ -139,6 +166,7 @@ class ClusterState:
         "profiles",  # dict index -> PlacementProfile of running and checkpointing jobs
         "queued_gpus",  # int: GPUs the queue asks for
         "queued_high_priority",  # int: queued jobs of the high class
+        "num_restores_owed",  # int: jobs with needs_restore (the remaining estimate adds their restore)
         # per GPU (G,), node (N,), switch (S,)
         "gpu_owner",  # int64 job index holding the GPU, -1 none
         "gpu_reserved",  # int64 job index the GPU is promised to, -1 none
@@ -178,7 +206,8 @@ class ClusterState:
 
     def remaining_estimate_s(self, ids):
         """Estimated remaining runtime at reference speed of job index or index array `ids`."""
-        return remaining_estimate_s(self.estimate_s, self.work_done_s, self.restore_s, self.needs_restore, ids)
+        return remaining_estimate_s(self.estimate_s, self.work_done_s, self.restore_s, self.needs_restore, ids,
+                                    self.num_restores_owed > 0)
 
     def preemption_cost_gpu_s(self, ids):
         """GPU-seconds a preemption of these jobs costs: checkpoint (bounded) plus restore."""
@@ -272,7 +301,8 @@ class ClusterState:
         fields.update(queue=queue, enqueue_seq=seq, queue_by_remaining=sorted(zip(remaining, range(len(queue)), queue.tolist())),
                       queued_gpus=int(fields["num_gpus"][queue].sum()),
                       queued_high_priority=int((fields["priority"][queue] == PRIORITY_HIGH).sum()), derived=None,
-                      version=0, alloc_version=0)
+                      version=0, alloc_version=0, num_restores_owed=int(fields["needs_restore"].sum()))
+        fields["job_lists"] = JobLists.of_arrays(fields)
         return ClusterState(**fields)
 
 
@@ -522,8 +552,10 @@ def _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, r
     seq = np.zeros(m, dtype=np.int64)
     seq[queue] = np.arange(len(queue))
     remaining = remaining_estimate_s(estimate, done, restore_s, needs, queue, any_restore).tolist() if len(queue) else []
+    job_lists = JobLists({name: [r[name] for r in rows] for name in JOB_LIST_FIELDS})
     return ClusterState(
         cluster=cluster, speed_model=model, now=now, version=0, alloc_version=0, names=[r["id"] for r in rows],
+        job_lists=job_lists,
         num_gpus=num_gpus, tp_degree=tp, mem_per_gpu_gb=col("mem_per_gpu_gb"), kind=kind, priority=prio,
         preemptible=preemptible, comm_fraction=comm, tp_comm_share=tp_share, estimate_s=estimate, work_done_s=done,
         requested_gpu_s=num_gpus * estimate, checkpoint_s=col("checkpoint_s"), restore_s=restore_s, needs_restore=needs,
@@ -533,7 +565,7 @@ def _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, r
         queue=queue, queue_by_remaining=sorted(zip(remaining, range(len(queue)), queue.tolist())),
         running=running, checkpointing=sections["checkpointing"], reserved=sections["reserved"],
         placement=placement, profiles=profiles, queued_gpus=int(num_gpus[queue].sum()),
-        queued_high_priority=int((prio[queue] == PRIORITY_HIGH).sum()),
+        queued_high_priority=int((prio[queue] == PRIORITY_HIGH).sum()), num_restores_owed=int(needs.sum()),
         gpu_owner=owner, gpu_reserved=reserved_for, free_mask=free, node_free=node_free,
         node_preemptible=node_preemptible, node_pressure=node_pressure, uplink_demand=uplink_demand,
         num_free=int(free.sum()), fragmented_free=int(node_free[node_free < whole].sum()),

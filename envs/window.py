@@ -17,7 +17,7 @@ import bisect
 
 import numpy as np
 
-from envs.cache import job_table, per_alloc, per_jobs, per_state
+from envs.cache import job_table, memo_of, per_alloc, per_jobs, per_state
 from envs.state import ClusterState
 
 WINDOW_ORDERS = ("arrival", "shortest", "priority", "least_attained")
@@ -30,9 +30,9 @@ def aligned(free: np.ndarray, tp: int) -> np.ndarray:
 
 
 class _Classes:
-    """Job classes in order of first appearance: per class the gang size, TP degree, memory
-    level and priority, and `index` (what `_class_fits` looks up) for the current class count.
-    `levels` are the cluster's distinct GPU memory sizes."""
+    """Job classes of a cluster in order of first appearance: per class the gang size, TP
+    degree, memory level and priority, and `index` (what `class_fits` looks up) for the current
+    class count. `levels` are the cluster's distinct GPU memory sizes."""
 
     __slots__ = ("ids", "need", "tp", "level", "priority", "index", "index_for", "levels")
 
@@ -56,34 +56,41 @@ def _memory_levels(state: ClusterState) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _classes(state: ClusterState) -> _Classes:
-    tables = per_jobs(state)
-    cls = tables.get("classes")
+    """The cluster's job classes: shared by every state on the cluster (episodes, service
+    requests), so the class index is remade only when a class never seen on it appears."""
+    memo = memo_of(state, "job_classes")
+    cls = memo.get("registry")
     if cls is None:
-        cls = tables["classes"] = _Classes(_memory_levels(state)[1].tolist())
+        cls = memo["registry"] = _Classes(_memory_levels(state)[1].tolist())
     return cls
 
 
 def job_classes(state: ClusterState) -> np.ndarray:
     """(m,) each job's class (see `_Classes`); new classes are added as jobs arrive."""
+    hit = per_jobs(state).get("job_class")
+    if hit is not None and hit[1] == len(state.num_gpus):  # no job arrived since the last call
+        return hit[2]
+    return job_table(state, "job_class", _class_rows)
+
+
+def _class_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
+    """The classes of jobs lo..hi-1, registering the classes never seen on the cluster."""
     cls = _classes(state)
-
-    def build(s: ClusterState, lo: int, hi: int) -> np.ndarray:
-        levels = cls.levels
-        top = len(levels) - 1
-        job_level = [levels[min(bisect.bisect_left(levels, mem), top)] for mem in s.mem_per_gpu_gb[lo:hi].tolist()]
-        out = np.empty(hi - lo, dtype=np.int64)
-        for i, key in enumerate(zip(s.num_gpus[lo:hi].tolist(), s.tp_degree[lo:hi].tolist(), job_level, s.priority[lo:hi].tolist())):
-            k = cls.ids.get(key)
-            if k is None:
-                k = cls.ids[key] = len(cls.need)
-                cls.need.append(key[0])
-                cls.tp.append(key[1])
-                cls.level.append(key[2])
-                cls.priority.append(key[3])
-            out[i] = k
-        return out
-
-    return job_table(state, "job_class", build)
+    levels = cls.levels
+    top = len(levels) - 1
+    lists = state.job_lists
+    job_level = [levels[min(bisect.bisect_left(levels, mem), top)] for mem in lists.mem_per_gpu_gb[lo:hi]]
+    out = np.empty(hi - lo, dtype=np.int64)
+    for i, key in enumerate(zip(lists.num_gpus[lo:hi], lists.tp_degree[lo:hi], job_level, lists.priority[lo:hi])):
+        k = cls.ids.get(key)
+        if k is None:
+            k = cls.ids[key] = len(cls.need)
+            cls.need.append(key[0])
+            cls.tp.append(key[1])
+            cls.level.append(key[2])
+            cls.priority.append(key[3])
+        out[i] = k
+    return out
 
 
 def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
