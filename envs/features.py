@@ -110,10 +110,14 @@ def log_scale(x: float) -> float:
     return math.log10(1.0 + max(x, 0.0)) / 6.0
 
 
+def _share(part: float, total: float) -> float:
+    return part / total if total else 0.0
+
+
 def fragmentation(state: ClusterState) -> float:
     """Share of free GPUs that cannot host a whole-node gang (8 GPUs, or the node if smaller)."""
     _, total, fragmented, _ = free_view(state)
-    return fragmented / total if total else 0.0
+    return _share(fragmented, total)
 
 
 def _static_job_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
@@ -154,7 +158,7 @@ def _geometry_columns(state: ClusterState, g: PlacementGeometry) -> tuple:
         taken += t
         frag_after += fragmented_change(f, f - t, lists.whole_gang[n])
     left = total - taken
-    frag_delta = (frag_after / left if left else 0.0) - (frag / total if total else 0.0)
+    frag_delta = _share(frag_after, left) - _share(frag, total)
     tp_congestion, dp_bw = g.congested(_congestion_if_added(state, g))
     return (float(g.tier) / 3.0, len(nodes) / sum(on_node), float(whole) / len(nodes), min(max(frag_delta, -1.0), 1.0),
             g.min_speed, _neighbour_pressure(state, g), g.tp_stretch, tp_congestion, dp_bw)
@@ -234,7 +238,7 @@ def global_features(state: ClusterState) -> np.ndarray:
         (c.num_gpus - free_gpus) / n_gpus,
         free_gpus / n_gpus,
         whole_nodes / c.num_nodes,
-        fragmented / free_gpus if free_gpus else 0.0,  # = fragmentation(state)
+        _share(fragmented, free_gpus),  # fragmentation(state), from the view already read
         running / (running + nq + 1.0),
         min((len(state.reserved) + len(state.checkpointing)) / (nq + 1.0), 1.0),
         math.log10(1.0 + now) / 7.0,

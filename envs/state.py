@@ -187,8 +187,6 @@ class ClusterState:
     def __init__(self, **fields: Any):
         for name in self.__slots__:
             setattr(self, name, fields.get(name))
-        if self.derived is None:
-            self.derived = None
 
     # ------------------------------------------------------------------ queries
 
