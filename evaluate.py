@@ -2,6 +2,12 @@
 
     python evaluate.py --cluster mixed-64gpu --workload llm-mix \
         --policies binpack,spread,topology,easy,ppo=runs/model.zip --seeds 0-9 --out results/
+    python evaluate.py --scenario slo-preempt --policies priority,tiresias,lookahead --out results/slo
+
+A scenario (configs/scenarios/) fixes the cluster, workload, objective and test seeds; its
+objective is reported first and the paired comparison is on it. `lookahead` and
+`lookahead-oracle` (agents.lookahead; the oracle is a bound that sees the true future) run
+with the scenario's lookahead settings.
 
 Every policy runs on exactly the same workloads (workload seed s is the same job list for
 every policy), so comparisons are paired per seed. A policy is a baseline name (see
@@ -40,6 +46,7 @@ from agents.evaluation import (
 from baselines import BASELINES
 from envs.config import ConfigError
 from envs.config import parse_seeds as envs_parse_seeds
+from envs.scenario import load_scenario
 from envs.workload import make_workload
 
 PLOT_SEED_INDEX = 0  # timelines and the Gantt chart show the first seed
@@ -57,6 +64,7 @@ def parse_seeds(text: str) -> list[int]:
 class EvalConfig:
     cluster: str
     workload: str
+    scenario: str | None
     cluster_name: str
     workload_name: str
     policies: list[PolicySpec]
@@ -76,15 +84,16 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evaluate.py", description="Compare schedulers on the same (paired) workloads.")
-    p.add_argument("--cluster", default="mixed-64gpu", help="config name in configs/clusters/ or a YAML path")
-    p.add_argument("--workload", default="llm-mix", help="config name in configs/workloads/ or a YAML path")
-    p.add_argument("--policies", default=",".join(BASELINES), help=f"comma list of baselines ({', '.join(BASELINES)}) and PREFIX=PATH ({', '.join(POLICY_LOADERS)})")
-    p.add_argument("--seeds", default="0-9", help="workload seeds: 0-9, 0,3,5 or 0-4,10")
+    p.add_argument("--scenario", default=None, help="config name in configs/scenarios/ or a YAML path: cluster, workload, objective and test seeds")
+    p.add_argument("--cluster", default=None, help="config name in configs/clusters/ or a YAML path (mixed-64gpu)")
+    p.add_argument("--workload", default=None, help="config name in configs/workloads/ or a YAML path (llm-mix)")
+    p.add_argument("--policies", default=",".join(BASELINES), help=f"comma list of baselines ({', '.join(BASELINES)}), lookahead, lookahead-oracle and PREFIX=PATH ({', '.join(POLICY_LOADERS)})")
+    p.add_argument("--seeds", default=None, help="workload seeds: 0-9, 0,3,5 or 0-4,10 (0-9, or the scenario's test seeds)")
     p.add_argument("--out", required=True, type=Path, help="output directory")
     p.add_argument("--reference", default=None, help="policy for paired comparisons and the Gantt chart (default topology if listed, else the first)")
     p.add_argument("--workers", type=int, default=1, help="processes")
     p.add_argument("--num-jobs", type=int, default=None, help="override the workload's job count")
-    p.add_argument("--queue-window", type=int, default=8, help="jobs per decision (Q)")
+    p.add_argument("--queue-window", type=int, default=None, help="jobs per decision (Q, 8)")
     return p
 
 
@@ -93,7 +102,19 @@ def parse_config(argv: list[str]) -> EvalConfig:
     any episode runs. Raises UsageError or ConfigError."""
     args = _parser().parse_args(argv)
     policies = parse_policies(args.policies)
-    seeds = parse_seeds(args.seeds)
+    scenario = None
+    if args.scenario is not None:
+        given = [f for f, v in (("--cluster", args.cluster), ("--workload", args.workload), ("--queue-window", args.queue_window)) if v is not None]
+        if given:
+            raise UsageError(f"{given[0]} conflicts with --scenario (the scenario fixes it)")
+        scenario = load_scenario(args.scenario)
+        args.cluster, args.workload, args.queue_window = scenario.cluster, scenario.workload, scenario.queue_window
+        args.num_jobs = args.num_jobs if args.num_jobs is not None else scenario.num_jobs
+        args.seeds = args.seeds or ",".join(map(str, scenario.test_seeds))
+    args.cluster = args.cluster or "mixed-64gpu"
+    args.workload = args.workload or "llm-mix"
+    args.queue_window = args.queue_window if args.queue_window is not None else 8
+    seeds = parse_seeds(args.seeds or "0-9")
     labels = [p.label for p in policies]
     reference = args.reference or ("topology" if "topology" in labels else labels[0])
     if reference not in labels:
@@ -106,7 +127,7 @@ def parse_config(argv: list[str]) -> EvalConfig:
     cluster, spec = cluster_and_spec(args.cluster, args.workload)
     hashes = {s: workload_sha256(make_workload(spec, cluster, s, args.num_jobs)) for s in seeds}
     return EvalConfig(
-        args.cluster, args.workload, cluster.name, spec.name, policies, seeds, reference, args.out,
+        args.cluster, args.workload, scenario.source if scenario else None, cluster.name, spec.name, policies, seeds, reference, args.out,
         args.workers, args.num_jobs, args.queue_window, hashes,
     )
 
@@ -124,12 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     runs, jcts, traces = run_all(
         cfg.policies, cfg.seeds, cluster=cfg.cluster, workload=cfg.workload, num_jobs=cfg.num_jobs,
         queue_window=cfg.queue_window, workers=cfg.workers, workload_hashes=cfg.workload_hashes, trace_seed=plot_seed,
+        scenario=cfg.scenario,
     )
     cfg.out.mkdir(parents=True, exist_ok=True)
     environment = environment_record(cfg.workers, time.perf_counter() - t0, started, " ".join(["python", "evaluate.py", *argv]))
     doc = build_results(
         runs, cluster=cfg.cluster_name, workload=cfg.workload_name, num_jobs=cfg.num_jobs,
         queue_window=cfg.queue_window, seeds=cfg.seeds, reference=cfg.reference, environment=environment,
+        scenario=load_scenario(cfg.scenario).name if cfg.scenario else None,
+        objective=load_scenario(cfg.scenario).objective.to_dict() if cfg.scenario else None,
     )
     (cfg.out / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     (cfg.out / "results.md").write_text(results_markdown(doc))

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from envs.config import ConfigError, Fields, parse_seeds, read_yaml, resolve_config
+from envs.objective import objective_from_dict
 
 PPO_DEFAULTS: dict[str, Any] = {
     "n_steps": 256,
@@ -34,7 +35,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "value_hidden": [64],
 }
 VEC_ENVS = ("dummy", "subproc")
-ENV_KEYS = {"queue_window", "max_steps", "reward", "speed_model", "max_checkpoint_s", "priority_weights", "num_jobs"}
+ENV_KEYS = {"queue_window", "max_steps", "objective", "speed_model", "max_checkpoint_s", "num_jobs"}
 BC_DEFAULTS: dict[str, Any] = {
     "baseline": "auto",  # a baseline name, or "auto": the best baseline on the validation seeds
     "episodes": 0,  # 0 disables the behaviour-cloning warm start
@@ -124,6 +125,8 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     env = top.sub("env", {})
     env.check_keys(ENV_KEYS)
     cfg.env = dict(env.data)
+    if "objective" in env.data:
+        objective_from_dict(env.data["objective"], source, "env.objective")  # errors name the file and field now
     cfg.ppo = _typed_section(top.sub("ppo", {}), _PPO_TYPES, PPO_DEFAULTS)
     cfg.policy = _typed_section(top.sub("policy", {}), _POLICY_TYPES, POLICY_DEFAULTS)
     cfg.bc = _typed_section(top.sub("bc", {}), _BC_TYPES, BC_DEFAULTS)

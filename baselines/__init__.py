@@ -15,7 +15,7 @@ from baselines.priority import PriorityPreempt
 from baselines.random_valid import RandomValid
 from baselines.sect import ShortestExpectedCompletion
 from baselines.sjf import ShortestJobFirst
-from baselines.tiresias import LeastAttainedService
+from baselines.tiresias import Tiresias
 
 BASELINES: dict[str, type[Baseline]] = {
     cls.name: cls
@@ -27,7 +27,7 @@ BASELINES: dict[str, type[Baseline]] = {
         ShortestExpectedCompletion,
         EasyBackfill,
         PriorityPreempt,
-        LeastAttainedService,
+        Tiresias,
         RandomValid,
     )
 }

@@ -13,8 +13,10 @@ from baselines.base import Baseline, fifo_positions, wait_or_any
 
 def estimated_end_s(state: ClusterState, job_id: int, gpus: np.ndarray) -> float:
     """When `job_id` would finish on `gpus` by its estimate: remaining estimated work over the
-    slowest GPU type's speed (placement and interference effects unknown to the scheduler)."""
-    return state.now + state.remaining_estimate_s(job_id) / float(state.cluster.gpu_speed[gpus].min())
+    slowest GPU's speed for the job's kind (placement and interference effects unknown to the
+    scheduler)."""
+    speed = state.cluster.gpu_speed_by_kind[gpus, state.job_lists.kind[job_id]]
+    return state.now + state.remaining_estimate_s(job_id) / float(speed.min())
 
 
 def reservation(state: ClusterState, job_id: int) -> tuple[float, int]:

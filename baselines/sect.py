@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from envs.candidates import CandidateSet
 from envs.features import predicted_rate
-from envs.placement import PREEMPT
+from envs.placement import PREEMPT_RULES
 from envs.state import ClusterState
 
 from baselines.base import Baseline, fifo_positions, wait_or_any
@@ -22,7 +22,7 @@ class ShortestExpectedCompletion(Baseline):
         best: tuple[float, int] | None = None
         index = -1
         for i, cd in enumerate(cset.candidates[:-1]):
-            if not cset.mask[i] or cd.rule == PREEMPT:
+            if not cset.mask[i] or cd.rule in PREEMPT_RULES:
                 continue
             key = (float(state.remaining_estimate_s(cd.job_id)) / max(predicted_rate(state, cd), 1e-6), pos[cd.job_id])
             if best is None or key < best:

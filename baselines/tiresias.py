@@ -1,16 +1,35 @@
-"""Tiresias-style least attained service (Gu et al., NSDI 2019): no runtime knowledge needed."""
+"""Tiresias (Gu et al., NSDI 2019): discretised 2D-LAS with preemption, no runtime knowledge."""
 
 from __future__ import annotations
 
+from envs.candidates import CandidateSet
+from envs.las import las_queue
+from envs.placement import PREEMPT_LAS, TOPOLOGY
 from envs.state import ClusterState
 
-from baselines.base import OrderedBaseline
+from baselines.base import Baseline, first_valid, wait_or_any
 
 
-class LeastAttainedService(OrderedBaseline):
-    """Least attained GPU-seconds first (no runtime estimates); topology placement."""
+class Tiresias(Baseline):
+    """Discretised two-dimensional least attained service (envs.las): jobs in order of their
+    LAS queue (attained GPU-service, with the starvation guard's promotion), FIFO inside a queue
+    (the order jobs (re)entered the scheduler's queue, as the paper's FIFO within a queue);
+    topology placement. A job that does not fit on the free GPUs takes its `preempt-las`
+    candidate when it has one: it preempts running jobs of strictly lower LAS queues (more
+    attained service) and of no higher priority class, the most attained first, each paying its
+    checkpoint and restore. A job that fits neither way is skipped for the next (backfilling).
+    A preempted job keeps its attained service and so its queue: it does not preempt back the
+    job that displaced it unless the starvation guard promotes it. WAIT when no job can start."""
 
     name = "tiresias"
+    las_points = True  # it may take preempt-las, so it is asked where that is the only choice
 
-    def order_key(self, state: ClusterState, job_id: int) -> float:
-        return float(state.attained_gpu_s[job_id])
+    def select(self, state: ClusterState, cset: CandidateSet) -> int:
+        window = cset.window
+        if not window:
+            return wait_or_any(cset)
+        seq = state.enqueue_seq
+        queue = las_queue(state, window).tolist()
+        jobs = [j for _, _, j in sorted(zip(queue, seq[window].tolist(), window))]
+        i = first_valid(cset, jobs, (TOPOLOGY, PREEMPT_LAS))
+        return wait_or_any(cset) if i is None else i

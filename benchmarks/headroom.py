@@ -48,7 +48,8 @@ def main() -> None:
         jobs = make_workload(spec, cluster, seed)
         for label, workload in ((args.baseline, jobs), (f"{args.baseline}, clairvoyant oracle", clairvoyant_oracle(jobs))):
             sim = Simulator(cluster, workload)
-            replay(sim, make_baseline(args.baseline, seed=seed).select, queue_window=8)
+            rule = make_baseline(args.baseline, seed=seed)
+            replay(sim, rule.select, queue_window=8, las_points=rule.las_points)
             m = episode_metrics(sim)
             rows[label].append(m["avg_jct_s"] / 3600)
         rows["ideal-runtime lower bound"].append(m["avg_ideal_runtime_s"] / 3600)

@@ -1,7 +1,7 @@
 """The candidate set and the one action mask.
 
 At a decision point the candidates are, for each of up to Q jobs of the queue window
-(envs.window), one placement per rule of envs.placement, plus WAIT. Candidate index
+(envs.window.candidate_window), one placement per rule of envs.placement, plus WAIT. Candidate index
 `slot * len(RULES) + rule`; WAIT is the last index. Every heuristic baseline picks one of these
 candidates, so a learned policy can always do what any baseline does.
 
@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.cache import per_alloc, per_jobs
-from envs.placement import PREEMPT, RULES, choose_victims, geometry_of, place
+from envs.cache import per_alloc, per_jobs, per_state
+from envs.las import las_queue
+from envs.placement import PREEMPT, PREEMPT_LAS, RULES, choose_las_victims, choose_victims, geometry_of, place
 from envs.speed import PlacementGeometry, PlacementProfile, job_constants_of, job_profile_of
 from envs.state import ClusterState
-from envs.window import DEFAULT_QUEUE_WINDOW, class_fits, job_classes, select_window
+from envs.window import DEFAULT_QUEUE_WINDOW, candidate_window, class_fits, job_classes, las_fits
 
 __all__ = ["Candidate", "CandidateSet", "DEFAULT_QUEUE_WINDOW", "apply_candidate", "build_candidates", "job_constants",
            "num_candidates"]
@@ -113,24 +114,32 @@ def job_constants(state: ClusterState) -> list[tuple[float, float, float, float]
 class _Placer:
     """Works out a candidate's placement on first access, for all candidates of one decision."""
 
-    __slots__ = ("state", "shapes", "jobs")
+    __slots__ = ("state", "shapes", "las_shapes", "jobs")
 
     def __init__(self, state: ClusterState):
         self.state = state
         self.jobs = state.job_lists
         # Placements depend only on the gang's shape and the free GPUs, not on which job it is
-        # nor on the queue: share them across jobs and across decisions until an allocation changes.
+        # nor on the queue: share them across jobs and across decisions until an allocation
+        # changes. So does `preempt` with the job's priority class added; `preempt-las` also
+        # depends on the LAS queues, which change with time: shared inside one state.
         self.shapes: dict[tuple, tuple] = per_alloc(state).setdefault("shapes", {})
+        self.las_shapes: dict[tuple, tuple] = per_state(state).setdefault("las_shapes", {})
 
     def resolve(self, j: int, rule: int) -> tuple:
         state = self.state
-        if rule == PREEMPT:
-            chosen = choose_victims(state, j)
-            if chosen is None:
-                return None, (), None
-            return chosen[0], chosen[1], geometry_of(state, chosen[0], int(state.tp_degree[j]))
         jobs = self.jobs
         gpus_req, tp, mem = jobs.num_gpus[j], jobs.tp_degree[j], jobs.mem_per_gpu_gb[j]
+        if rule == PREEMPT or rule == PREEMPT_LAS:
+            if rule == PREEMPT:
+                memo, key, choose = self.shapes, (rule, gpus_req, tp, mem, jobs.priority[j]), choose_victims
+            else:
+                memo, key, choose = self.las_shapes, (gpus_req, tp, mem, jobs.priority[j], int(las_queue(state, [j])[0])), choose_las_victims
+            hit = memo.get(key)
+            if hit is None:
+                chosen = choose(state, j)
+                hit = memo[key] = (None, (), None) if chosen is None else (chosen[0], chosen[1], geometry_of(state, chosen[0], tp))
+            return hit
         key = (rule, gpus_req, tp, mem)
         hit = self.shapes.get(key)
         if hit is None:
@@ -151,16 +160,18 @@ def wait_valid(state: ClusterState) -> bool:
 
 def build_candidates(state: ClusterState, queue_window: int = DEFAULT_QUEUE_WINDOW) -> CandidateSet:
     """The candidate list and its mask for a decision state."""
-    window = select_window(state, queue_window)
+    window = candidate_window(state, queue_window)
     fits_aligned, fits_preempt, _, _ = class_fits(state)
     cls = job_classes(state)[window]
     R = len(RULES)
     placer = _Placer(state)
     cands = []
     # Binpack, spread and topology all pack whole TP groups: valid exactly when the class fits.
-    for j, aligned_fit, preempt in zip(window, fits_aligned[cls].tolist(), fits_preempt[cls].tolist()):
+    for j, aligned_fit, preempt, las in zip(window, fits_aligned[cls].tolist(), fits_preempt[cls].tolist(),
+                                            las_fits(state, window).tolist()):
         cands += [Candidate(j, r, aligned_fit, placer if aligned_fit else None) for r in range(PREEMPT)]
         cands.append(Candidate(j, PREEMPT, preempt, placer if preempt else None))
+        cands.append(Candidate(j, PREEMPT_LAS, las, placer if las else None))
     while len(_EMPTY_SLOTS) < queue_window * R:
         _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % R))
     cands += _EMPTY_SLOTS[: (queue_window - len(window)) * R]

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from envs.hostlist import expand_hostlist
+from envs.jobs import JOB_KIND_BY_NAME
 from envs.topology import GPU_CATALOGUE, INTRA_NODE_KINDS, Cluster, GpuType, NodeType, build_cluster
 
 CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
@@ -102,6 +103,20 @@ def _names(f: Fields, key: str) -> list[str]:
         raise f.error(key, str(e)) from None
 
 
+def _speed_by_kind(f: Fields) -> dict:
+    """A GPU type's optional per-job-kind speed factors ({pretrain: 0.32, ...}): known kinds,
+    finite numbers > 0. Kinds left out run at the type's `speed`."""
+    out = {}
+    for key in f.data:
+        if key not in JOB_KIND_BY_NAME:
+            raise f.error(str(key), f"unknown job kind (known: {', '.join(JOB_KIND_BY_NAME)})")
+        value = f.get(key, float)
+        if not 0 < value < float("inf"):
+            raise f.error(key, f"must be a finite number > 0, got {value!r}")
+        out[JOB_KIND_BY_NAME[key]] = value
+    return out
+
+
 def cluster_from_dict(data: dict, source: str) -> Cluster:
     top = Fields(data, source, "")
     top.check_keys({"name", "description", "gpu_types", "node_types", "nodes", "switches"})
@@ -110,7 +125,7 @@ def cluster_from_dict(data: dict, source: str) -> Cluster:
     extra_types: dict[str, GpuType] = {}
     for tname, spec in top.get("gpu_types", dict, {}).items():
         f = Fields(spec, source, f"gpu_types.{tname}")
-        f.check_keys({"memory_gb", "speed", "nvlink_GBps", "power_busy_w", "power_idle_w"})
+        f.check_keys({"memory_gb", "speed", "speed_by_kind", "nvlink_GBps", "power_busy_w", "power_idle_w"})
         extra_types[tname] = GpuType(
             tname,
             f.get("memory_gb", float, min_value=1),
@@ -118,6 +133,7 @@ def cluster_from_dict(data: dict, source: str) -> Cluster:
             f.get("nvlink_GBps", float, 0.0, min_value=0),
             f.get("power_busy_w", float, 300.0, min_value=0),
             f.get("power_idle_w", float, 50.0, min_value=0),
+            _speed_by_kind(f.sub("speed_by_kind", {})),
         )
     catalogue = {**GPU_CATALOGUE, **extra_types}
 

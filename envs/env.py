@@ -15,8 +15,8 @@ from envs.config import load_cluster
 from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES, candidate_features
 from envs.jobs import Job
 from envs.metrics import episode_metrics
+from envs.objective import Objective, RewardTracker, objective_config
 from envs.replay import advance_to_decision
-from envs.rewards import RewardConfig, RewardTracker
 from envs.simulator import JobState, SimConfig, Simulator
 from envs.state import ClusterState
 from envs.speed import SpeedModel
@@ -52,8 +52,8 @@ class GpuClusterEnv(gym.Env):
     where only WAIT is possible are skipped without asking the agent.
 
     ## Action Space
-    `Discrete(K)`, K = queue_window x 4 + 1. Candidate `slot * 4 + rule`, rule in (binpack,
-    spread, topology, preempt); the last action is WAIT. The valid ones are in the observation's
+    `Discrete(K)`, K = queue_window x 5 + 1. Candidate `slot * 5 + rule`, rule in (binpack,
+    spread, topology, preempt, preempt-las); the last action is WAIT. The valid ones are in the observation's
     `action_mask` and from `action_masks()`. An invalid action changes nothing (reward 0,
     `info["invalid_action"] = True`).
 
@@ -70,10 +70,11 @@ class GpuClusterEnv(gym.Env):
     never reach the observation, the mask or a baseline.
 
     ## Rewards
-    Minus the number of jobs in the system integrated over the time between two decisions,
-    in units of `reward.time_scale_s` (an episode's return is minus the sum of JCTs / 3600 by
-    default), optionally priority-weighted, minus `reward.slo_miss` per inference SLO miss,
-    `reward.preemption_gpu_h` per GPU-hour lost to preemption, `reward.energy_kwh` per kWh.
+    Minus the increase of the objective (`envs.objective`: a weighted sum of average JCT,
+    priority-weighted JCT, SLO misses, GPU-hours lost to preemption and energy, per job) times
+    the number of jobs, between two decisions, in units of `objective.time_scale_s`. With the
+    default objective (average JCT) that is the number of jobs in the system integrated over the
+    time between decisions, and an episode's return is minus the sum of JCTs / 3600.
 
     ## Starting State
     Time 0, an empty cluster, the workload drawn for the reset's seed (a reset with `seed=s`
@@ -88,8 +89,13 @@ class GpuClusterEnv(gym.Env):
     cluster: config name in configs/clusters/, YAML path, or a `Cluster` (default mixed-64gpu).
     workload: config name in configs/workloads/, YAML path, a `WorkloadSpec`, or a fixed list of
     `Job`s (default llm-mix). num_jobs: override the workload's job count. queue_window: Q.
-    max_steps: truncation cap. reward: dict of `RewardConfig` fields. speed_model: dict of
-    `SpeedModel` fields. max_checkpoint_s, priority_weights: `SimConfig` fields.
+    max_steps: truncation cap. objective: an `Objective` or its YAML form (a dict; see
+    envs/objective.py). speed_model: dict of `SpeedModel` fields. max_checkpoint_s: the bound on
+    a graceful stop. scenario: a scenario name or YAML path (configs/scenarios/): its cluster,
+    workload, job count, queue window, objective and checkpoint bound, for every argument not
+    given explicitly. las_points: ask the agent also where the only valid placements are
+    `preempt-las` (Tiresias' preemption by attained service; True, so that a learned policy can
+    do what Tiresias does; False skips those moments, 1.2-2.5x fewer decisions).
     render_mode: "ansi" (returns text) or "human" (prints it).
 
     ## Version History
@@ -100,17 +106,35 @@ class GpuClusterEnv(gym.Env):
 
     def __init__(
         self,
-        cluster: str | Path | Cluster = "mixed-64gpu",
-        workload: str | Path | WorkloadSpec | list[Job] = "llm-mix",
+        cluster: str | Path | Cluster | None = None,
+        workload: str | Path | WorkloadSpec | list[Job] | None = None,
         num_jobs: int | None = None,
-        queue_window: int = 8,
+        queue_window: int | None = None,
         max_steps: int = 20_000,
-        reward: dict | RewardConfig | None = None,
+        objective: dict | Objective | None = None,
         speed_model: dict | SpeedModel | None = None,
-        max_checkpoint_s: float = 60.0,
-        priority_weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
+        max_checkpoint_s: float | None = None,
+        scenario: str | Path | None = None,
+        las_points: bool = True,
         render_mode: str | None = None,
     ):
+        if scenario is not None:
+            from envs.scenario import load_scenario
+
+            sc = load_scenario(scenario)
+            self.scenario = sc
+            cluster = sc.cluster if cluster is None else cluster
+            workload = sc.workload if workload is None else workload
+            num_jobs = sc.num_jobs if num_jobs is None else num_jobs
+            queue_window = sc.queue_window if queue_window is None else queue_window
+            objective = sc.objective if objective is None else objective
+            max_checkpoint_s = sc.max_checkpoint_s if max_checkpoint_s is None else max_checkpoint_s
+        else:
+            self.scenario = None
+        cluster = "mixed-64gpu" if cluster is None else cluster
+        workload = "llm-mix" if workload is None else workload
+        queue_window = 8 if queue_window is None else queue_window
+        max_checkpoint_s = 60.0 if max_checkpoint_s is None else max_checkpoint_s
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if queue_window < 1:
@@ -126,13 +150,14 @@ class GpuClusterEnv(gym.Env):
         self.num_jobs = num_jobs
         self.queue_window = queue_window
         self.max_steps = max_steps
-        self.reward_config = _dataclass_from(RewardConfig, reward, "reward")
+        self.objective = objective_config(objective)
         self.sim_config = SimConfig(
             speed_model=_dataclass_from(SpeedModel, speed_model, "speed_model"),
             max_checkpoint_s=max_checkpoint_s,
-            priority_weights=tuple(priority_weights),
+            priority_weights=self.objective.priority_weights,
         )
         self.render_mode = render_mode
+        self.las_points = las_points
         K = num_candidates(queue_window)
         self.action_space = spaces.Discrete(K)
         self.observation_space = spaces.Dict(
@@ -145,7 +170,7 @@ class GpuClusterEnv(gym.Env):
         self.sim: Simulator | None = None
         self.cset: CandidateSet | None = None
         self.workload_seed: int | None = None
-        self._tracker = RewardTracker(self.reward_config)
+        self._tracker = RewardTracker(self.objective)
         self._steps = 0
 
     # ------------------------------------------------------------------ gym API
@@ -185,7 +210,7 @@ class GpuClusterEnv(gym.Env):
         if invalid:
             info["invalid_action"] = True
         if terminated or truncated:
-            info["metrics"] = episode_metrics(self.sim, self.reward_config.slo_slowdown)
+            info["metrics"] = episode_metrics(self.sim, self.objective)
         if self.render_mode == "human":
             print(self.render_text())
         return self._observation(), float(reward), terminated, truncated, info
@@ -209,7 +234,7 @@ class GpuClusterEnv(gym.Env):
     # ------------------------------------------------------------------ internals
 
     def _advance_to_decision(self) -> None:
-        self.cset = advance_to_decision(self.sim, self.queue_window)
+        self.cset = advance_to_decision(self.sim, self.queue_window, las_points=self.las_points)
 
     def _observation(self) -> dict[str, np.ndarray]:
         feats, glob = candidate_features(self.cset)

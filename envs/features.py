@@ -28,7 +28,7 @@ from envs.placement import RULES, free_view
 from envs.speed import PlacementGeometry, efficiency_of, interference_from
 from envs.state import ClusterState, fragmented_change
 
-FEATURE_SCHEMA_VERSION = 2  # 1: the first release (clairvoyant next_event_log and next_arrival_log)
+FEATURE_SCHEMA_VERSION = 3  # 1: the first release (clairvoyant next_event_log and next_arrival_log); 2: four placement rules (no rule_preempt_las)
 
 CANDIDATE_SCHEMA: tuple[tuple[str, str, str], ...] = (
     # The job (the same on each rule's row of a window slot).
@@ -52,6 +52,7 @@ CANDIDATE_SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("rule_spread", "placement rule spread", "onehot"),
     ("rule_topology", "placement rule topology", "onehot"),
     ("rule_preempt", "placement rule preempt (after preempting victims)", "onehot"),
+    ("rule_preempt_las", "placement rule preempt-las (after preempting jobs of lower 2D-LAS queues)", "onehot"),
     ("is_wait", "the WAIT row", "onehot"),
     # The placement (valid rows only).
     ("predicted_rate", "reference-s of work per s the job would get if started now", "share"),
@@ -63,7 +64,7 @@ CANDIDATE_SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("fragmentation_delta", "change in the fragmented share of free GPUs", "share"),
     ("preemption_cost_log", "GPU-s the victims' checkpoints and restores cost", "log"),
     ("victims", "victims / 4, at most 1", "share"),
-    ("min_gpu_speed", "slowest GPU type's relative speed", "share"),
+    ("min_gpu_speed", "relative speed of the placement's slowest GPU for the job's kind", "share"),
     ("est_runtime_here_log", "estimated remaining runtime / predicted rate", "log"),
     # The WAIT row.
     ("next_event_est_log", "time to the next estimated completion or checkpoint end (1: none)", "log"),
@@ -285,8 +286,9 @@ def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
         hit = per_geometry.get(id(g))
         if hit is None or hit[0] is not g:
             hit = per_geometry[id(g)] = (g, *_geometry_columns(state, g))
-        _, tier, nodes_per_gpu, whole, frag_delta, min_speed, others, tp_stretch, tp_congestion, dp_bw = hit
-        c_tp, c_dp, _, sensitivity = constants[cd.job_id]
+        _, tier, nodes_per_gpu, whole, frag_delta, _, others, tp_stretch, tp_congestion, dp_bw = hit
+        c_tp, c_dp, _, sensitivity, kind = constants[cd.job_id]
+        min_speed = g.min_speed_by_kind[kind]  # the job's kind's speed (the memo's min_speed is the generic one)
         eff = efficiency_of(tp_stretch, tp_congestion, dp_bw, c_tp, c_dp)
         interf = interference_from(others, sensitivity, model)
         rate = min_speed * eff * interf

@@ -45,6 +45,21 @@ class AllocationLedger:
         self.node_preemptible = np.zeros((c.num_nodes, max(PRIORITY_NAMES) + 1), dtype=np.int64)  # (N, priorities)
         self.alloc_version = 0  # bumped when GPU ownership or reservations change
 
+    def copy(self) -> AllocationLedger:
+        """An independent copy (for `Simulator.fork`): the cluster is shared, every array copied."""
+        led = AllocationLedger.__new__(AllocationLedger)
+        led.cluster = self.cluster
+        led.gpu_owner = self.gpu_owner.copy()
+        led.gpu_reserved = self.gpu_reserved.copy()
+        led.node_free = self.node_free.copy()
+        led.node_owned = self.node_owned.copy()
+        led.free_mask = self.free_mask.copy()
+        led.num_free = self.num_free
+        led.fragmented = self.fragmented
+        led.node_preemptible = self.node_preemptible.copy()
+        led.alloc_version = self.alloc_version
+        return led
+
     @property
     def allocated_gpus(self) -> int:
         """GPUs owned or reserved."""

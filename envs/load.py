@@ -34,7 +34,8 @@ from envs.topology import Cluster
 class Placed:
     """What a placed job's profile fixes, as plain Python values for the per-event scalar work:
     its nodes and GPUs on each, memory-bandwidth pressure per GPU and sensitivity to it, the
-    uplinks it crosses, and its rate before interference when it crosses none."""
+    uplinks it crosses, and its rate before interference when it crosses none. Never changed once
+    made (nor are its lists), so copies of a LoadModel share these records."""
 
     __slots__ = ("profile", "nodes", "counts", "pressure", "sensitivity", "uplinks", "base_rate")
 
@@ -62,6 +63,22 @@ class LoadModel:
         # Nodes whose pressure and uplinks whose demand changed since the last rate update.
         self.dirty_nodes: set[int] = set()
         self.dirty_uplinks: set[int] = set()
+
+    def copy(self) -> LoadModel:
+        """An independent copy (for `Simulator.fork`). Shared, not copied: the cluster, the speed
+        model and the `Placed` records (with their lists), which nothing changes once made
+        (`crossing` holds those records' `uplinks` lists); the arrays, dicts and sets are copied."""
+        m = LoadModel.__new__(LoadModel)
+        m.cluster = self.cluster
+        m.speed_model = self.speed_model
+        m.node_pressure = self.node_pressure.copy()
+        m.uplink_demand = self.uplink_demand.copy()
+        m.placed = self.placed.copy()
+        m.node_jobs = [s.copy() for s in self.node_jobs]
+        m.crossing = self.crossing.copy()
+        m.dirty_nodes = self.dirty_nodes.copy()
+        m.dirty_uplinks = self.dirty_uplinks.copy()
+        return m
 
     def start(self, job_id: int, profile: PlacementProfile) -> Placed:
         """`job_id` starts running with `profile`: it is placed and loads its nodes and uplinks."""

@@ -11,7 +11,10 @@ node. The rules:
 * `topology`: the smallest switch tier that holds the gang in whole TP groups, tightest fit
   inside it, faster GPUs first among equal domains;
 * `preempt`: the topology rule over the free GPUs plus those of the cheapest lower-priority
-  preemptible running jobs (`choose_victims`).
+  preemptible running jobs (`choose_victims`);
+* `preempt-las`: Tiresias' preemption, the topology rule over the free GPUs plus those of the
+  preemptible running jobs in strictly lower 2D-LAS queues (envs.las) of no higher priority
+  class, most attained service first (`choose_las_victims`).
 
 A gang stays on one GPU type whenever one type can host it. Inputs come from a `ClusterState`;
 nothing here reads a simulator.
@@ -26,13 +29,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from envs.cache import memo_of, per_alloc
+from envs.las import las_queue
 from envs.memo import geometry
 from envs.speed import PlacementGeometry
 from envs.state import ClusterState
 from envs.topology import Cluster
 
-RULES = ("binpack", "spread", "topology", "preempt")
-BINPACK, SPREAD, TOPOLOGY, PREEMPT = range(4)
+RULES = ("binpack", "spread", "topology", "preempt", "preempt-las")
+BINPACK, SPREAD, TOPOLOGY, PREEMPT, PREEMPT_LAS = range(5)
+PREEMPT_RULES = (PREEMPT, PREEMPT_LAS)  # the rules that place after preempting victims
 
 
 def _pick_gpus_in_node(c: Cluster, node: int, count: int, avail: np.ndarray, memo: dict) -> np.ndarray:
@@ -216,9 +221,14 @@ def place(state: ClusterState, gpus: int, tp: int, mem: float, rule: int, avail:
         free = by_memory.get(mem)
         if free is None:
             free = by_memory[mem] = _eligible(c, free_view(state)[0], mem)
-    else:
+        take = _node_take(c, free, gpus, tp, rule)
+    else:  # free GPUs plus victims' (the preempt rules): counts recur, so the node counts are memoised per cluster
         free = _eligible(c, np.add.reduceat(avail.view(np.int8), c.node_first_gpu).tolist(), mem)
-    take = _node_take(c, free, gpus, tp, rule)
+        memo = memo_of(state, "node_take")
+        key = (free, gpus, tp, rule if rule in (BINPACK, SPREAD) else TOPOLOGY)
+        take = memo.get(key, False)
+        if take is False:
+            take = memo[key] = _node_take(c, free, gpus, tp, rule)
     return None if take is None else _gpus_from_counts(c, take, avail, memo_of(state, "gpu_picks"))
 
 
@@ -238,7 +248,7 @@ def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -
         # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.
         units = (_binpack if rule == BINPACK else _spread)([f // tp for f in free] if tp > 1 else free, need // tp)
         return None if units is None else {n: k * tp for n, k in units.items()}
-    return _topology(c, free, need, tp)  # TOPOLOGY, and PREEMPT: the topology rule over free and victims' GPUs
+    return _topology(c, free, need, tp)  # TOPOLOGY, and both preempt rules: the topology rule over free and victims' GPUs
 
 
 def free_view(state: ClusterState) -> tuple[list[int], int, int, int]:
@@ -262,36 +272,82 @@ def choose_victims(state: ClusterState, j: int) -> tuple[np.ndarray, tuple[int, 
     """Place-after-preempt for job `j`: the cheapest lower-priority preemptible running jobs
     whose GPUs, with the free ones, hold the gang in whole TP groups per node; placement by the
     topology rule. None when the job fits without preemption or cannot fit even with it."""
+    run = state.running
+    pool = run[state.preemptible[run] & (state.priority[run] < state.priority[j])]
+    return _place_over_victims(state, j, pool, lambda useful: np.lexsort((-useful, state.preemption_cost_gpu_s(pool))), PREEMPT)
+
+
+def las_victim_pool(state: ClusterState, j: int) -> np.ndarray:
+    """The running jobs `preempt-las` may take for queued job `j`: preemptible, of no higher
+    priority class than `j`, in a strictly lower 2D-LAS queue than `j`'s (envs.las)."""
+    run = state.running
+    pool = run[state.preemptible[run] & (state.priority[run] <= state.priority[j])]
+    if not len(pool):
+        return pool
+    return pool[las_queue(state, pool, queued=False) > las_queue(state, [j])[0]]
+
+
+def choose_las_victims(state: ClusterState, j: int) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """Tiresias' preemption for job `j`: victims from `las_victim_pool`, the most attained
+    GPU-service first (more useful GPUs first on ties), until their GPUs with the free ones
+    hold the gang in whole TP groups per node; placement by the topology rule; only victims
+    whose GPUs the placement uses are kept. None when the job fits without preemption or cannot
+    fit even with it."""
+    pool = las_victim_pool(state, j)
+    return _place_over_victims(state, j, pool, lambda useful: np.lexsort((-useful, -state.attained_gpu_s[pool])), PREEMPT_LAS)
+
+
+def _place_over_victims(state: ClusterState, j: int, pool: np.ndarray, order, rule: int) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """Victims for job `j` from `pool`, taken in `order(useful GPUs per candidate victim)` (an
+    index order into `pool`) until the free GPUs and theirs hold the gang in whole TP groups per
+    node; then the topology rule over those GPUs, keeping the victims whose GPUs it uses."""
     c = state.cluster
-    need, tp, mem, prio = int(state.num_gpus[j]), int(state.tp_degree[j]), float(state.mem_per_gpu_gb[j]), state.priority[j]
+    need, tp, mem = int(state.num_gpus[j]), int(state.tp_degree[j]), float(state.mem_per_gpu_gb[j])
     counts = list(_eligible(c, free_view(state)[0], mem))  # per node: free GPUs, then also the victims'
     if _aligned_total(counts, tp) >= need:
         return None
-    run = state.running
-    pool = run[state.preemptible[run] & (state.priority[run] < prio)]
     if not len(pool):
         return None
+    lists = c.node_lists
+    memory = lists.memory_gb
+    if mem <= lists.min_memory_gb:  # every node can host the job: a victim's GPUs are all useful
+        useful = state.num_gpus[pool]
+    else:  # per candidate victim, its GPUs with enough memory (a pool has a few dozen jobs at most)
+        useful = np.array([sum([k for n, k in zip(p.nodes.tolist(), p.gpus_on_node.tolist()) if memory[n] >= mem])
+                           for p in map(state.profiles.__getitem__, pool.tolist())])
+    ranked = order(useful)
+    # The outcome depends on the allocation and the ranked pool alone: kept until the allocation changes.
+    memo = per_alloc(state).setdefault("victims", {})
+    key = (need, tp, mem, pool[ranked].tobytes())
+    hit = memo.get(key, False)
+    if hit is False:
+        hit = memo[key] = _greedy_victims(state, need, tp, mem, counts, pool, useful, ranked, rule)
+    return hit
+
+
+def _greedy_victims(state: ClusterState, need: int, tp: int, mem: float, counts: list[int], pool: np.ndarray,
+                    useful: np.ndarray, ranked: np.ndarray, rule: int) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """`_place_over_victims` past the ranking: victims in `ranked` order until the gang fits,
+    then the topology rule over their GPUs and the free ones."""
+    c = state.cluster
     memory = c.node_lists.memory_gb
-    held = []  # per candidate victim: (node, GPUs) on nodes the job can use
-    for v in pool.tolist():
-        p = state.profiles[v]
-        held.append([(n, k) for n, k in zip(p.nodes.tolist(), p.gpus_on_node.tolist()) if memory[n] >= mem])
-    useful = np.array([sum(k for _, k in h) for h in held])
-    cost = state.preemption_cost_gpu_s(pool)
     chosen: list[int] = []
-    for i in np.lexsort((-useful, cost)).tolist():
+    for i in ranked.tolist():
         if _aligned_total(counts, tp) >= need:
             break
         if useful[i] > 0:
-            chosen.append(int(pool[i]))
-            for n, k in held[i]:
-                counts[n] += k
+            v = int(pool[i])
+            chosen.append(v)
+            p = state.profiles[v]
+            for n, k in zip(p.nodes.tolist(), p.gpus_on_node.tolist()):
+                if memory[n] >= mem:
+                    counts[n] += k
     if _aligned_total(counts, tp) < need:
         return None
     avail = state.free_mask.copy()
     for v in chosen:
         avail[state.placement[v]] = True
-    gpus = place(state, need, tp, mem, PREEMPT, avail)
+    gpus = place(state, need, tp, mem, rule, avail)
     if gpus is None:
         return None
     used = np.zeros(c.num_gpus, dtype=bool)

@@ -35,6 +35,19 @@ class PowerMeter:
         self.power_w = 0.0  # W the cluster draws
         self.update()
 
+    def copy(self) -> PowerMeter:
+        """An independent copy (for `Simulator.fork`): the cluster is shared, the rest copied."""
+        m = PowerMeter.__new__(PowerMeter)
+        m.cluster = self.cluster
+        m.node_busy_w = self.node_busy_w.copy()
+        m.node_idle_w = self.node_idle_w.copy()
+        m._terms = self._terms.copy()  # of tuples of numbers
+        m.node_power_w = self.node_power_w.copy()
+        m.node_on = self.node_on.copy()
+        m.stale = self.stale
+        m.power_w = self.power_w
+        return m
+
     def per_node_power(self, node_owned: np.ndarray) -> np.ndarray:
         """(N,) W what each node draws when powered on: base power plus busy and idle GPU power."""
         c = self.cluster

@@ -12,30 +12,39 @@ from collections.abc import Callable
 from envs.candidates import CandidateSet, apply_candidate, build_candidates
 from envs.simulator import Simulator
 from envs.state import ClusterState
-from envs.window import feasible_queue
+from envs.window import can_place, feasible_queue
 
 Select = Callable[[ClusterState, CandidateSet], int]
 
 
-def advance_to_decision(sim: Simulator, queue_window: int) -> CandidateSet:
+def advance_to_decision(sim: Simulator, queue_window: int, until: float | None = None, las_points: bool = True) -> CandidateSet | None:
     """Advance until some queued job can be placed (a real choice) or the workload is done;
-    return the candidates there."""
+    return the candidates there. With `until`, stop at that time instead when the next event
+    comes later (None returned; the simulator stands at `until`).
+
+    `las_points=False` skips the moments where the only valid placements are `preempt-las`
+    (Tiresias' preemption by attained service): a rule that never takes that rule would only
+    WAIT there, so skipping them changes nothing of its schedule and saves the decisions (1.2-2.5x
+    fewer on the default setting)."""
     while not sim.done:
         if sim.queue_len:
             state = sim.decision_state()
-            if len(feasible_queue(state)):
+            if can_place(state) if las_points else len(feasible_queue(state)):
                 return build_candidates(state, queue_window)
+        if until is not None and sim.next_event_s() > until:
+            sim.advance_until(until)
+            return None
         sim.advance()
     return build_candidates(sim.decision_state(), queue_window)
 
 
-def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | None = None) -> int:
-    """Run `sim` to the end (or `max_steps` decisions) letting `select` pick each candidate.
-    Returns the number of decisions made."""
+def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | None = None, las_points: bool = True) -> int:
+    """Run `sim` to the end (or `max_steps` decisions) letting `select` pick each candidate
+    (`las_points`: see `advance_to_decision`). Returns the number of decisions made."""
     steps = 0
-    cset = advance_to_decision(sim, queue_window)
+    cset = advance_to_decision(sim, queue_window, las_points=las_points)
     while not sim.done and (max_steps is None or steps < max_steps):
         apply_candidate(sim, cset, select(cset.state, cset))
         steps += 1
-        cset = advance_to_decision(sim, queue_window)
+        cset = advance_to_decision(sim, queue_window, las_points=las_points)
     return steps

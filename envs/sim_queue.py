@@ -40,6 +40,34 @@ class JobQueue:
         self.queued_gpus = 0  # GPUs the queued jobs ask for
         self.queued_high_priority = 0  # queued jobs of the high priority class
 
+    def copy(self, gpus: list[int] | None = None, priority: list[int] | None = None) -> JobQueue:
+        """An independent copy (for `Simulator.fork`): the same queue, nothing mutable shared.
+        With `gpus` and `priority` (per job, as in `__init__`) it serves a workload of
+        `len(gpus)` jobs instead: the queued jobs and every job's fields kept in the first
+        min(n, new n) rows must be the same jobs (the simulator replaces only jobs that have not
+        arrived, which were never queued and whose rows are still zero)."""
+        q = JobQueue.__new__(JobQueue)
+        if gpus is None:
+            q._gpus, q._priority = self._gpus.copy(), self._priority.copy()
+            q.ids = self.ids.copy()
+            q.queued_remaining_s = self.queued_remaining_s.copy()
+            q.enqueue_seq = self.enqueue_seq.copy()
+        else:
+            n, keep = len(gpus), min(len(gpus), len(self._gpus))
+            q._gpus, q._priority = gpus, priority
+            q.ids = np.empty(max(n, 1), dtype=np.int64)
+            q.ids[: self.length] = self.ids[: self.length]
+            q.queued_remaining_s = np.zeros(n)
+            q.queued_remaining_s[:keep] = self.queued_remaining_s[:keep]
+            q.enqueue_seq = np.zeros(n, dtype=np.int64)
+            q.enqueue_seq[:keep] = self.enqueue_seq[:keep]
+        q.length = self.length
+        q._enqueued = self._enqueued
+        q.by_remaining = self.by_remaining.copy()  # of tuples of numbers: a shallow copy is a whole one
+        q.queued_gpus = self.queued_gpus
+        q.queued_high_priority = self.queued_high_priority
+        return q
+
     def jobs(self) -> list[int]:
         """Queued job ids in (re)arrival order, as a list."""
         return self.ids[: self.length].tolist()

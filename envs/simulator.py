@@ -29,7 +29,9 @@ What schedulers and tests read of them stays readable on the simulator (`sim.que
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import operator
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -78,6 +80,61 @@ class SimConfig:
     priority_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)  # low, normal, high
 
 
+def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
+    """The simulator's per-job arrays (attribute name -> (n,) array, indexed by job id) for
+    `jobs`, none of them arrived yet: times in s, work in reference-GPU seconds. The one place
+    they are made, for a new simulator and for the jobs a fork substitutes (`Simulator.fork`)."""
+    n = len(jobs)
+    a: dict[str, np.ndarray] = {}
+    a["state"] = np.full(n, JobState.FUTURE, dtype=np.int8)
+    a["gpus_req"] = np.array([j.gpus for j in jobs], dtype=np.int64)
+    a["tp_degree"] = np.array([j.tp_degree for j in jobs], dtype=np.int64)
+    a["mem_req"] = np.array([j.mem_per_gpu_gb for j in jobs])
+    a["priority"] = np.array([j.priority for j in jobs], dtype=np.int64)
+    a["preemptible"] = np.array([j.preemptible for j in jobs], dtype=bool)
+    a["kind"] = np.array([int(j.kind) for j in jobs], dtype=np.int64)
+    a["comm_fraction"] = np.array([j.comm_fraction for j in jobs], dtype=float)
+    a["tp_comm_share"] = np.array([j.tp_comm_share for j in jobs], dtype=float)
+    a["arrival"] = np.array([j.arrival_s for j in jobs])
+    a["estimate"] = np.array([j.estimate_s for j in jobs])
+    a["work_total"] = np.array([j.work_s for j in jobs], dtype=float)
+    a["work_left"] = a["work_total"].copy()  # the truth: only the event loop reads it
+    a["work_done"] = np.zeros(n)  # work_total - work_left, what a scheduler can know
+    a["requested_gpu_s"] = a["gpus_req"] * a["estimate"]  # what each job asks for, by its estimate
+    a["restore_s"] = np.array([j.restore_s for j in jobs], dtype=float)
+    a["checkpoint_s"] = np.minimum([j.checkpoint_s for j in jobs], config.max_checkpoint_s) if n else np.zeros(0)
+    a["overhead_left"] = np.zeros(n)
+    a["rate"] = np.zeros(n)
+    a["interference"] = np.ones(n)  # current interference factor of running jobs
+    a["run_s"] = np.zeros(n)  # time spent running (restore included)
+    a["interference_loss_s"] = np.zeros(n)  # integral of (1 - interference factor) while running
+    a["checkpoint_end"] = np.full(n, np.inf)
+    a["first_start"] = np.full(n, np.nan)
+    a["end"] = np.full(n, np.nan)
+    a["queued_since"] = np.full(n, np.nan)
+    a["wait_s"] = np.zeros(n)  # total time spent queued or reserved
+    a["attained_gpu_s"] = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
+    a["preemptions"] = np.zeros(n, dtype=np.int64)
+    a["needs_restore"] = np.zeros(n, dtype=bool)
+    a["_job_weight"] = np.array(config.priority_weights, dtype=float)[a["priority"]]  # weight of the job's class
+    return a
+
+
+# Names of the per-job arrays, in the order _job_arrays makes them.
+JOB_ARRAYS: tuple[str, ...] = tuple(_job_arrays([], SimConfig()))
+
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))
+_job_values = operator.attrgetter(*_JOB_FIELDS)
+_WORK_FIELD = _JOB_FIELDS.index("work_s")
+
+
+def _with_work(job: Job, work_s: float) -> Job:
+    """`dataclasses.replace(job, work_s=work_s)`, in half the time (Job has only init fields)."""
+    values = list(_job_values(job))
+    values[_WORK_FIELD] = work_s
+    return Job(*values)
+
+
 class Simulator:
     """Event-driven cluster simulator over one workload (jobs sorted by arrival, ids 0..n-1)."""
 
@@ -85,7 +142,6 @@ class Simulator:
         self.cluster = cluster
         self.config = config or SimConfig()
         self.jobs = jobs
-        n = len(jobs)
         for i, j in enumerate(jobs):
             if j.job_id != i:
                 raise ValueError(f"job ids must be 0..n-1 in list order; position {i} holds job {j.job_id}")
@@ -93,37 +149,9 @@ class Simulator:
                 raise ValueError(f"jobs must be sorted by arrival; job {i} arrives before job {i - 1}")
         c = cluster
         self.now = 0.0
-        # Per job, indexed by id: (n,) arrays; times in s, work in reference-GPU seconds.
-        self.state = np.full(n, JobState.FUTURE, dtype=np.int8)
-        self.gpus_req = np.array([j.gpus for j in jobs], dtype=np.int64)
-        self.tp_degree = np.array([j.tp_degree for j in jobs], dtype=np.int64)
-        self.mem_req = np.array([j.mem_per_gpu_gb for j in jobs])
-        self.priority = np.array([j.priority for j in jobs], dtype=np.int64)
-        self.preemptible = np.array([j.preemptible for j in jobs], dtype=bool)
-        self.kind = np.array([int(j.kind) for j in jobs], dtype=np.int64)
-        self.comm_fraction = np.array([j.comm_fraction for j in jobs], dtype=float)
-        self.tp_comm_share = np.array([j.tp_comm_share for j in jobs], dtype=float)
-        self.arrival = np.array([j.arrival_s for j in jobs])
-        self.estimate = np.array([j.estimate_s for j in jobs])
-        self.work_total = np.array([j.work_s for j in jobs], dtype=float)
-        self.work_left = self.work_total.copy()  # the truth: only the event loop reads it
-        self.work_done = np.zeros(n)  # work_total - work_left, what a scheduler can know
-        self.requested_gpu_s = self.gpus_req * self.estimate  # what each job asks for, by its estimate
-        self.restore_s = np.array([j.restore_s for j in jobs], dtype=float)
-        self.checkpoint_s = np.minimum([j.checkpoint_s for j in jobs], self.config.max_checkpoint_s) if n else np.zeros(0)
-        self.overhead_left = np.zeros(n)
-        self.rate = np.zeros(n)
-        self.interference = np.ones(n)  # current interference factor of running jobs
-        self.run_s = np.zeros(n)  # time spent running (restore included)
-        self.interference_loss_s = np.zeros(n)  # integral of (1 - interference factor) while running
-        self.checkpoint_end = np.full(n, np.inf)
-        self.first_start = np.full(n, np.nan)
-        self.end = np.full(n, np.nan)
-        self.queued_since = np.full(n, np.nan)
-        self.wait_s = np.zeros(n)  # total time spent queued or reserved
-        self.attained_gpu_s = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
-        self.preemptions = np.zeros(n, dtype=np.int64)
-        self.needs_restore = np.zeros(n, dtype=bool)
+        # Per job, indexed by id: (n,) arrays (see _job_arrays).
+        for name, a in _job_arrays(jobs, self.config).items():
+            setattr(self, name, a)
         self._num_needs_restore = 0  # needs_restore.sum()
         self.placement: dict[int, np.ndarray] = {}
         self.profiles: dict[int, PlacementProfile] = {}
@@ -145,8 +173,6 @@ class Simulator:
         self.version = 0  # bumped on every state change, for callers' caches
 
         # Integrals since t=0.
-        w = np.array(self.config.priority_weights, dtype=float)
-        self._job_weight = w[self.priority]
         self.jobs_in_system = 0
         self.weighted_in_system = 0.0
         self.jobs_in_system_s = 0.0  # integral of the number of jobs in the system: sum of JCTs
@@ -382,7 +408,7 @@ class Simulator:
         if not victims:
             raise SchedulingError("preempt_and_start needs at least one victim")
         for v in victims:
-            if self.state.item(v) != JobState.RUNNING or not self.preemptible[v] or self.priority[v] >= self.priority[job_id]:
+            if self.state.item(v) != JobState.RUNNING or not self.preemptible[v] or self.priority[v] > self.priority[job_id]:
                 raise SchedulingError(f"job {v} cannot be preempted for job {job_id}")
         allowed = self.ledger.free_gpu_mask()
         victim_gpus = np.concatenate([self.placement[v] for v in victims])
@@ -460,6 +486,130 @@ class Simulator:
         self.power.update()
         self.version += 1
 
+    # ------------------------------------------------------------------ forks
+
+    def fork(self, work: dict[int, float] | None = None, future_jobs: list[Job] | None = None) -> Simulator:
+        """An independent copy of this simulator at this moment, for lookahead: stepping the fork
+        never changes this simulator, nor the other way round. With no arguments the fork
+        continues bit for bit as this simulator would (the same events, floats, decision states
+        and candidates).
+
+        `work`: job id -> true work (reference GPU-seconds) for jobs that have arrived and are
+        not done (a sampled truth, for a non-clairvoyant lookahead). The job's work becomes
+        max(work, work done + 1.0): a job never has less work than it has done, and one whose
+        sample is below what it has done finishes 1 reference-second of work later. Its rates
+        stay. A value equal to the job's work now changes nothing.
+
+        `future_jobs`: replaces every job that has not arrived yet (ids from `arrived` =
+        the number of jobs arrived on) with these, which must have ids arrived, arrived + 1, ...
+        in order, be sorted by arrival and arrive at or after now (one arriving at now enters
+        the queue at the fork's next advance, which takes no time). The fork's `num_jobs` is then
+        arrived + len(future_jobs); an empty list means no more arrivals.
+
+        Both raise ValueError naming the job that breaks a rule.
+
+        A fork's `timeline` and `segments` start at the fork: both start empty (the stretches
+        running now enter its segments when they end, with their start before the fork), so
+        timeline-based metrics (the fragmentation of envs.metrics) describe only what followed
+        the fork; everything else is this simulator's history, copied.
+
+        Shared with the fork, not copied (nothing changes them in place): the cluster, the config,
+        the Job records, placements' GPU arrays and PlacementProfiles, the load model's `Placed`
+        records and the `_mem_ok` masks. Everything mutable else is copied; the decision state is
+        not: the fork makes its own on first use (so its candidate layer's caches start empty).
+        """
+        cls = type(self)
+        f = cls.__new__(cls)
+        arrived = self._next_arrival
+        jobs = self.jobs
+        new_jobs = None  # the fork's Job list, when it differs
+        if future_jobs is not None:
+            new_jobs = jobs[:arrived]
+            t, prev = self.now, self.now
+            for k, j in enumerate(future_jobs):
+                if j.job_id != arrived + k:
+                    raise ValueError(f"future job {j.job_id} at position {k}: future jobs need ids {arrived}, {arrived + 1}, ... "
+                                     f"in order ({arrived} jobs have arrived)")
+                if not j.arrival_s >= t:
+                    raise ValueError(f"future job {j.job_id} arrives at {j.arrival_s!r}, before now ({t!r})")
+                if j.arrival_s < prev:
+                    raise ValueError(f"future jobs must be sorted by arrival; job {j.job_id} arrives before job {j.job_id - 1}")
+                prev = j.arrival_s
+            new_jobs.extend(future_jobs)
+        if work:
+            for j, w in work.items():
+                if not (isinstance(j, (int, np.integer)) and 0 <= j < arrived):
+                    raise ValueError(f"work for job {j!r}: it has not arrived ({arrived} jobs have arrived)")
+                if self.state.item(j) == JobState.DONE:
+                    raise ValueError(f"work for job {j}: it is done")
+                if not (w > 0 and math.isfinite(w)):
+                    raise ValueError(f"work for job {j}: {w!r} is not a positive finite number")
+
+        # Per-job arrays: copied, or the arrived jobs' rows and new ones for the future jobs.
+        if new_jobs is None:
+            for name in JOB_ARRAYS:
+                setattr(f, name, getattr(self, name).copy())
+            f.jobs = jobs.copy()
+        else:
+            tails = _job_arrays(future_jobs, self.config)
+            for name in JOB_ARRAYS:
+                setattr(f, name, np.concatenate((getattr(self, name)[:arrived], tails[name])))
+            f.jobs = new_jobs
+        if work:
+            if new_jobs is None:
+                new_jobs = f.jobs
+            for j, w in work.items():
+                j = int(j)
+                w = max(float(w), float(self.work_done[j]) + 1.0)
+                if w == self.work_total[j]:
+                    continue
+                f.work_total[j] = w
+                f.work_left[j] = w - self.work_done[j]
+                new_jobs[j] = _with_work(new_jobs[j], w)
+        f.cluster = self.cluster
+        f.config = self.config
+        f.now = self.now
+        f._num_needs_restore = self._num_needs_restore
+        f.placement = self.placement.copy()  # the GPU arrays are never changed in place
+        f.profiles = self.profiles.copy()
+        f.segments = []  # a fork's segments start at the fork
+        f._segment_start = self._segment_start.copy()
+        f._mem_ok = self._mem_ok.copy()  # of masks never changed in place
+        if future_jobs is None:
+            f.job_queue = self.job_queue.copy()
+        else:
+            q = self.job_queue
+            f.job_queue = q.copy(q._gpus[:arrived] + [int(j.gpus) for j in future_jobs],
+                                 q._priority[:arrived] + [int(j.priority) for j in future_jobs])
+        f.ledger = self.ledger.copy()
+        f.load = self.load.copy()
+        f.reserved = self.reserved.copy()
+        f.running = self.running.copy()
+        f._restoring = self._restoring.copy()
+        f.checkpointing = self.checkpointing.copy()
+        f._next_arrival = arrived
+        f.num_done = self.num_done
+        f.finished_order = self.finished_order.copy()
+        f.version = self.version
+        f.jobs_in_system = self.jobs_in_system
+        f.weighted_in_system = self.weighted_in_system
+        f.jobs_in_system_s = self.jobs_in_system_s
+        f.weighted_jobs_s = self.weighted_jobs_s
+        f.energy_j = self.energy_j
+        f.allocated_gpu_s = self.allocated_gpu_s
+        f.useful_work_s = self.useful_work_s
+        f.preemption_gpu_s = self.preemption_gpu_s
+        f.num_preemptions = self.num_preemptions
+        f.power = self.power.copy()
+        # The next event moves when the truth or the arrivals do; else the cached one holds.
+        f._next_event = self._next_event if new_jobs is None else (-1, np.inf)
+        f._state = None  # the fork's decision state is its own, made on first use
+        lists = self._job_lists
+        f._job_lists = JobLists({name: getattr(lists, name).copy() for name in JobLists.__slots__})
+        f._state_arrived = -1
+        f.timeline = []  # a fork's timeline starts at the fork
+        return f
+
     # ------------------------------------------------------------------ time
 
     def advance(self) -> float:
@@ -478,6 +628,23 @@ class Simulator:
             self._rates_changed()
         else:
             self.version += 1
+        self._record()
+        return dt
+
+    def advance_until(self, t: float) -> float:
+        """Advance to `t` or to the next event, whichever comes first (a lookahead's horizon).
+        When the next event is later than `t`, integrate up to `t` and stop there, no event
+        processed (the version is bumped: time changed); otherwise exactly `advance()`. Returns
+        the time advanced. Stopping splits the integration, so the floats that follow may differ
+        from never stopping in the last bits. Raises ValueError when `t` is before now."""
+        if not t >= self.now:
+            raise ValueError(f"advance_until({t!r}): that is before now ({self.now!r})")
+        if self.next_event_s() <= t:
+            return self.advance()
+        dt = t - self.now
+        self._integrate(dt)
+        self.now = t
+        self.version += 1
         self._record()
         return dt
 

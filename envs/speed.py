@@ -2,9 +2,11 @@
 congestion, and memory-bandwidth interference on a node.
 
 rate = min GPU speed x placement efficiency x interference, in reference-seconds of work per
-second. A step at ideal placement splits into compute (1 - c), tensor-parallel communication
-c_tp and data-parallel communication c_dp; each communication share stretches by
-ideal bandwidth / achieved bandwidth for the tier its traffic crosses:
+second, where a GPU's speed is its type's factor for the job's kind (`GpuType.speed_by_kind`,
+the type's `speed` for kinds without one; see docs/speed.md). A step at ideal placement splits
+into compute (1 - c), tensor-parallel communication c_tp and data-parallel communication c_dp;
+each communication share stretches by ideal bandwidth / achieved bandwidth for the tier its
+traffic crosses:
 
     efficiency = 1 / ((1 - c_tp - c_dp) + c_tp * stretch_tp + c_dp * stretch_dp)
 
@@ -26,6 +28,7 @@ from envs.jobs import Job
 from envs.topology import (
     INTRA_NVLINK_PAIRS,
     INTRA_NVSWITCH,
+    NUM_JOB_KINDS,
     REFERENCE_NET_PER_GPU_GBPS,
     REFERENCE_NVLINK_GBPS,
     Cluster,
@@ -50,7 +53,8 @@ class PlacementGeometry:
     """What a set of GPUs and a TP degree fix, whichever job runs there.
     Shapes: n = nodes used, u = uplinks crossed."""
 
-    min_speed: float
+    min_speed: float  # slowest GPU's generic speed (where no job is known)
+    min_speed_by_kind: tuple[float, ...]  # (NUM_JOB_KINDS,) slowest GPU's speed for each job kind
     nodes: np.ndarray  # (n,) node ids used
     gpus_on_node: np.ndarray  # (n,) GPUs of the placement on each
     tp_stretch: float  # ideal / achieved TP bandwidth at nominal bandwidth (1 when tp = 1)
@@ -77,6 +81,8 @@ class PlacementProfile:
     c_dp: float  # data-parallel share
     pressure: float  # memory-bandwidth pressure per GPU
     sensitivity: float
+    kind: int  # JobKind
+    min_speed: float  # the slowest GPU's speed for the job's kind: geometry.min_speed_by_kind[kind]
 
     @property
     def nodes(self) -> np.ndarray:
@@ -93,10 +99,6 @@ class PlacementProfile:
     @property
     def uplink_demand_GBps(self) -> np.ndarray:
         return self.geometry.uplink_demand_GBps
-
-    @property
-    def min_speed(self) -> float:
-        return self.geometry.min_speed
 
     @property
     def tier(self) -> int:
@@ -169,8 +171,14 @@ def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model
         n0 = nodes[0]
         dp_bw = float(cluster.node_nvlink_GBps[n0]) if cluster.node_intra[n0] == INTRA_NVSWITCH else float(cluster.node_pcie_GBps[n0])
         tier, uplinks, demand = 0, np.zeros(0, dtype=np.int64), np.zeros(0)
+    min_speed = float(cluster.gpu_speed[gpus].min())
+    if cluster.speed_varies_by_kind:
+        min_speed_by_kind = tuple(cluster.gpu_speed_by_kind[gpus].min(axis=0).tolist())
+    else:
+        min_speed_by_kind = (min_speed,) * NUM_JOB_KINDS
     return PlacementGeometry(
-        min_speed=float(cluster.gpu_speed[gpus].min()),
+        min_speed=min_speed,
+        min_speed_by_kind=min_speed_by_kind,
         nodes=nodes,
         gpus_on_node=gpus_on_node,
         tp_stretch=tp_stretch,
@@ -182,14 +190,15 @@ def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model
     )
 
 
-def job_constants(job: Job, model: SpeedModel) -> tuple[float, float, float, float]:
+def job_constants(job: Job, model: SpeedModel) -> tuple[float, float, float, float, int]:
     """What a job brings to any placement: (TP share c_tp, DP share c_dp of its step time at
-    ideal placement, memory-bandwidth pressure per GPU, sensitivity to neighbours' pressure)."""
+    ideal placement, memory-bandwidth pressure per GPU, sensitivity to neighbours' pressure,
+    job kind, which picks the GPUs' speed)."""
     return job_constants_of(job.gpus, job.tp_degree, job.kind, job.comm_fraction, job.tp_comm_share, model)
 
 
 def job_constants_of(gpus: int, tp_degree: int, kind: int, comm_fraction: float, tp_comm_share: float,
-                     model: SpeedModel) -> tuple[float, float, float, float]:
+                     model: SpeedModel) -> tuple[float, float, float, float, int]:
     """`job_constants` from a job's shape and communication profile (what a decision state holds)."""
     c = comm_fraction
     return (
@@ -197,6 +206,7 @@ def job_constants_of(gpus: int, tp_degree: int, kind: int, comm_fraction: float,
         c * (1.0 - tp_comm_share) if gpus // tp_degree > 1 else 0.0,
         model.pressure_by_kind[kind],
         model.sensitivity_by_kind[kind],
+        int(kind),
     )
 
 
@@ -204,10 +214,11 @@ def job_profile(job: Job, geometry: PlacementGeometry, model: SpeedModel) -> Pla
     return job_profile_of(job_constants(job, model), geometry)
 
 
-def job_profile_of(constants: tuple[float, float, float, float], geometry: PlacementGeometry) -> PlacementProfile:
+def job_profile_of(constants: tuple[float, float, float, float, int], geometry: PlacementGeometry) -> PlacementProfile:
     """A job with these `job_constants` on a placement of this geometry."""
-    c_tp, c_dp, pressure, sensitivity = constants
-    return PlacementProfile(geometry=geometry, c_tp=c_tp, c_dp=c_dp, pressure=pressure, sensitivity=sensitivity)
+    c_tp, c_dp, pressure, sensitivity, kind = constants
+    return PlacementProfile(geometry=geometry, c_tp=c_tp, c_dp=c_dp, pressure=pressure, sensitivity=sensitivity,
+                            kind=kind, min_speed=geometry.min_speed_by_kind[kind])
 
 
 def placement_profile(cluster: Cluster, job: Job, gpus: np.ndarray, model: SpeedModel) -> PlacementProfile:

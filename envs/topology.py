@@ -15,20 +15,52 @@ from functools import cached_property
 import networkx as nx
 import numpy as np
 
+from envs.jobs import JOB_KIND_BY_NAME, JOB_KIND_NAMES, JobKind
+
 # Reference point of the speed model: a job's `work_s` is its runtime on this GPU type with all
 # its traffic on the ideal link for its tier.
 REFERENCE_NVLINK_GBPS = 900.0  # H100 NVSwitch, the ideal for tensor-parallel traffic
 REFERENCE_NET_PER_GPU_GBPS = 50.0  # 8 x 400 Gb/s per 8-GPU node, the ideal for data-parallel traffic
 
 
+NUM_JOB_KINDS = len(JobKind)
+
+
 @dataclass(frozen=True)
 class GpuType:
+    """A GPU model. `speed` is its relative speed (reference H100 = 1.0); `speed_by_kind`
+    optionally overrides it per job kind (the speed-up of a faster GPU differs by workload: see
+    docs/speed.md). Pass it as a mapping from JobKind (or its name: `pretrain`) to a factor > 0;
+    it is stored as sorted (JobKind, factor) pairs so the type stays hashable. Kinds not given
+    run at `speed`."""
+
     name: str
     memory_gb: float
     speed: float  # relative compute speed, reference H100 = 1.0
     nvlink_GBps: float  # 0 when the type has no NVLink
     power_busy_w: float
     power_idle_w: float
+    speed_by_kind: tuple[tuple[JobKind, float], ...] = ()  # empty: every kind runs at `speed`
+
+    def __post_init__(self):
+        items = self.speed_by_kind.items() if isinstance(self.speed_by_kind, dict) else self.speed_by_kind
+        pairs = {}
+        for kind, factor in items:
+            k = JOB_KIND_BY_NAME.get(kind) if isinstance(kind, str) else kind
+            if k not in JOB_KIND_NAMES:
+                raise ValueError(f"GPU type '{self.name}': speed_by_kind: unknown job kind {kind!r} "
+                                 f"(known: {', '.join(JOB_KIND_NAMES.values())})")
+            if not 0 < float(factor) < float("inf"):
+                raise ValueError(f"GPU type '{self.name}': speed_by_kind.{JOB_KIND_NAMES[JobKind(k)]} must be a finite "
+                                 f"number > 0, got {factor!r}")
+            pairs[JobKind(k)] = float(factor)
+        object.__setattr__(self, "speed_by_kind", tuple(sorted(pairs.items())))
+
+    @property
+    def kind_speeds(self) -> tuple[float, ...]:
+        """(NUM_JOB_KINDS,) relative speed for each job kind, in JobKind order."""
+        by_kind = dict(self.speed_by_kind)
+        return tuple(by_kind.get(k, self.speed) for k in JobKind)
 
 
 GPU_CATALOGUE: dict[str, GpuType] = {
@@ -106,7 +138,7 @@ class Cluster:
     gpu_node: np.ndarray  # (G,) int
     gpu_local: np.ndarray  # (G,) index inside the node
     gpu_socket: np.ndarray  # (G,) NUMA socket inside the node
-    gpu_speed: np.ndarray  # (G,)
+    gpu_speed: np.ndarray  # (G,) generic relative speed (capacity, or where no job is known)
     node_speed: np.ndarray  # (N,) relative speed of the node's GPU type
     gpu_memory_gb: np.ndarray  # (G,)
     tier_bandwidth_GBps: np.ndarray  # (max_tier + 1,) nominal per-GPU bottleneck of each tier
@@ -123,6 +155,18 @@ class Cluster:
     @property
     def max_tier(self) -> int:
         return int(self.node_tier.max()) if self.num_nodes > 1 else 0
+
+    @cached_property
+    def gpu_speed_by_kind(self) -> np.ndarray:
+        """(G, NUM_JOB_KINDS) relative speed of each GPU for each job kind (JobKind order): its
+        type's `speed_by_kind`, its `speed` (= gpu_speed) for kinds without a factor."""
+        table = np.array([t.kind_speeds for t in self.gpu_types], dtype=float).reshape(len(self.gpu_types), NUM_JOB_KINDS)
+        return table[self.node_gpu_type][self.gpu_node]
+
+    @cached_property
+    def speed_varies_by_kind(self) -> bool:
+        """Some GPU type has per-kind factors (otherwise gpu_speed_by_kind is gpu_speed broadcast)."""
+        return any(t.speed_by_kind for t in self.gpu_types)
 
     @cached_property
     def node_memory_gb(self) -> np.ndarray:

@@ -4,11 +4,15 @@ Feasibility is decided by GPU counts alone, per job class (gang size, TP degree,
 priority): a class fits when the nodes' free GPUs usable in whole TP groups add up to the gang,
 or would after preempting every lower-priority preemptible job (every placement rule finds a
 placement exactly when its count allows one). A trace of 80,000 jobs has a few dozen classes,
-so this is worked out once per allocation for every class.
+so this is worked out once per allocation for every class. The `preempt-las` rule's victims
+depend on the jobs' 2D-LAS queues (envs.las), which change with time: its counts are worked out
+once per state, per (priority class, LAS queue) of the preempting job (`las_fits`).
 
 The window: queued jobs that have at least one valid placement, taken round-robin from the
 heads of four orders, so that each classic rule's favourite job is always present: arrival
-(FIFO), shortest estimated remaining time, highest priority, least attained service.
+(FIFO), shortest estimated remaining time, highest priority, least attained service. Jobs whose
+only valid placement is `preempt-las` fill the slots left over, in Tiresias' order (LAS queue,
+then FIFO): they never displace a job the other rules can place (`candidate_window`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import bisect
 import numpy as np
 
 from envs.cache import job_table, memo_of, per_alloc, per_jobs, per_state
+from envs.las import NUM_LAS_QUEUES, las_queue
 from envs.state import ClusterState
 
 WINDOW_ORDERS = ("arrival", "shortest", "priority", "least_attained")
@@ -180,6 +185,142 @@ def shortest_head(state: ClusterState, k: int, walk_limit: int = 256) -> list[in
         elif n - len(out) > walk_limit:
             return None
     return out
+
+
+def _preemptible_gpus(state: ClusterState) -> tuple[np.ndarray, np.ndarray] | None:
+    """(owner, node) of every GPU held by a running preemptible job, once per allocation; None
+    when there is none."""
+    cache = per_alloc(state)
+    if "preemptible_gpus" in cache:
+        return cache["preemptible_gpus"]
+    hit = None
+    if state.node_preemptible.any():
+        run = state.running
+        running = np.zeros(len(state.num_gpus), dtype=bool)
+        running[run[state.preemptible[run]]] = True
+        owner = state.gpu_owner
+        held = owner >= 0
+        held[held] = running[owner[held]]
+        gpus = np.flatnonzero(held)
+        hit = (owner[gpus], state.cluster.gpu_node[gpus])
+    cache["preemptible_gpus"] = hit
+    return hit
+
+
+_LOWER_QUEUES = NUM_LAS_QUEUES - 1  # LAS queues that have a lower one (a job in the last has no victims)
+
+
+_LAS_ROWS: dict[int, np.ndarray] = {}
+
+
+def _las_rows(n_priorities: int) -> np.ndarray:
+    """(rows, priorities x LAS queues) 0/1: row p * _LOWER_QUEUES + q takes the GPUs of jobs of
+    priority <= p in a LAS queue > q."""
+    rows = _LAS_ROWS.get(n_priorities)
+    if rows is None:
+        p, q = np.divmod(np.arange(n_priorities * _LOWER_QUEUES), _LOWER_QUEUES)
+        p2, k = np.divmod(np.arange(n_priorities * NUM_LAS_QUEUES), NUM_LAS_QUEUES)
+        rows = _LAS_ROWS[n_priorities] = ((p2[None, :] <= p[:, None]) & (k[None, :] > q[:, None])).astype(np.int64)
+    return rows
+
+
+def _las_totals(state: ClusterState) -> np.ndarray | None:
+    """The counts behind `las_fits`, once per state: row p * _LOWER_QUEUES + q holds, per
+    (memory level, TP degree) flattened as in `class_fits`, the GPUs usable in whole TP groups
+    counting on each node its free GPUs and those held by running preemptible jobs of priority
+    <= p in a LAS queue > q. None when no running preemptible job is below queue 0 (then no job
+    has a preempt-las victim)."""
+    cache = per_state(state)
+    if "las_totals" in cache:
+        return cache["las_totals"]
+    totals = None
+    held = _preemptible_gpus(state)
+    if held is not None:
+        owner, node = held
+        queue = las_queue(state, owner, queued=False)
+        if queue.max() > 0:
+            n_nodes, n_priorities = state.node_preemptible.shape
+            # Held GPUs per (priority, LAS queue) and node, then summed into the rows.
+            cell = (state.priority[owner] * NUM_LAS_QUEUES + queue) * n_nodes + node
+            held_by = np.bincount(cell, minlength=n_priorities * NUM_LAS_QUEUES * n_nodes).reshape(-1, n_nodes)
+            counts = state.node_free + _las_rows(n_priorities) @ held_by  # (rows, nodes)
+            class_fits(state)  # every job's class is registered: the class index below is final for this state
+            _, on_level, by_free, _, _ = _class_index(state)
+            totals = (on_level @ by_free[counts]).reshape(len(counts), -1)
+    cache["las_totals"] = totals
+    return totals
+
+
+def las_fits(state: ClusterState, jobs) -> np.ndarray:
+    """(n,) bool per queued job (state index): the `preempt-las` rule is valid for it. It does not
+    fit now in whole TP groups per node, but would after preempting the running jobs
+    `envs.placement.las_victim_pool` allows (preemptible, of no higher priority class, in a
+    strictly lower LAS queue); by GPU counts, like `class_fits`."""
+    jobs = np.asarray(jobs, dtype=np.int64)
+    fits_aligned = class_fits(state)[0]
+    return _las_fits(state, jobs, job_classes(state)[jobs], fits_aligned)
+
+
+def _las_fits(state: ClusterState, jobs: np.ndarray, cls: np.ndarray, fits_aligned: np.ndarray) -> np.ndarray:
+    """`las_fits` for jobs of classes `cls` (class_fits and job_classes are current)."""
+    out = np.zeros(len(jobs), dtype=bool)
+    if not len(jobs):
+        return out
+    blocked = ~fits_aligned[cls]
+    if not blocked.any():
+        return out
+    totals = _las_totals(state)
+    if totals is None:
+        return out
+    if not blocked.all():
+        jobs, cls = jobs[blocked], cls[blocked]
+    queue = las_queue(state, jobs)
+    _, _, _, positions, need = _class_index(state)
+    row = state.priority[jobs] * _LOWER_QUEUES + np.minimum(queue, _LOWER_QUEUES - 1)
+    out[blocked] = (queue < _LOWER_QUEUES) & (need[cls] <= totals[row, positions[cls]])
+    return out
+
+
+_NO_JOBS = np.zeros(0, dtype=np.int64)
+_NO_JOBS.flags.writeable = False
+
+
+def las_only_queue(state: ClusterState) -> np.ndarray:
+    """Queued jobs whose only valid placement is `preempt-las` (they fit neither now nor after
+    preempting lower-priority jobs), in Tiresias' order: LAS queue, then FIFO. Once per state:
+    read it, do not change it."""
+    cache = per_state(state)
+    hit = cache.get("las_only_queue")
+    if hit is None:
+        hit = _NO_JOBS
+        q = state.queue
+        fits_aligned, _, fits, _ = class_fits(state)
+        cls = job_classes(state)[q]
+        blocked = ~fits[cls]
+        if blocked.any() and _las_totals(state) is not None:
+            others = q[blocked]
+            others = others[_las_fits(state, others, cls[blocked], fits_aligned)]
+            if len(others):  # the queue is in FIFO order: a stable sort by LAS queue keeps it inside each
+                hit = others[np.argsort(las_queue(state, others), kind="stable")]
+        cache["las_only_queue"] = hit
+    return hit
+
+
+def can_place(state: ClusterState) -> bool:
+    """Some queued job has a valid placement (a real choice): it fits now, after preempting
+    lower-priority jobs, or by preempt-las."""
+    return bool(len(feasible_queue(state)) or len(las_only_queue(state)))
+
+
+def candidate_window(state: ClusterState, queue_window: int) -> list[int]:
+    """The jobs the candidates are built for: `select_window`, then, in the slots it leaves over,
+    the jobs whose only valid placement is preempt-las (`las_only_queue`)."""
+    window = select_window(state, queue_window)
+    if len(window) < queue_window:
+        extra = las_only_queue(state)
+        if len(extra):
+            window += extra[: queue_window - len(window)].tolist()
+    return window
 
 
 def select_window(state: ClusterState, queue_window: int) -> list[int]:

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from envs.candidates import build_candidates
-from envs.placement import PREEMPT
+from envs.placement import PREEMPT, PREEMPT_RULES
 from envs.state import ClusterState, StateError
 from envs.topology import Cluster
 from service.scoring import Scorer
@@ -398,7 +398,7 @@ class Extender:
         state = self.current_state(pending=self._job(pod, job_id, members, 0.0), blocked=blocked, skip_plan=pod.gang)
         cset = build_candidates(state, self.queue_window)
         j = int(state.queue[0]) if len(state.queue) and state.name_of(int(state.queue[0])) == job_id else -1
-        restrict = np.array([cd.job_id == j and cd.rule != PREEMPT for cd in cset.candidates]) if j >= 0 else np.zeros(len(cset.candidates), bool)
+        restrict = np.array([cd.job_id == j and cd.rule not in PREEMPT_RULES for cd in cset.candidates]) if j >= 0 else np.zeros(len(cset.candidates), bool)
         decision = self.scorer.decide(state, cset, restrict)
         c = self.cluster
         scores: dict[int, int] = {}
@@ -556,6 +556,8 @@ class Extender:
         state = self.current_state(pending=self._job(pod, f"pending:{pod.key}", 1, 0.0))
         cset = build_candidates(state, self.queue_window)
         j = int(state.queue[0]) if len(state.queue) else -1
+        # kube-scheduler's preemption takes only pods of strictly lower spec.priority (the options
+        # offered): that is the `preempt` rule; `preempt-las` victims may share the pod's class.
         restrict = np.array([cd.job_id == j and cd.rule == PREEMPT for cd in cset.candidates])
         decision = self.scorer.decide(state, cset, restrict)
         if not decision.order:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from envs.config import cluster_from_dict
 from envs.jobs import Job, JobKind
 from envs.topology import Cluster
@@ -33,3 +37,18 @@ def job(job_id: int, arrival_s: float, gpus: int, work_s: float, *, tp: int = 1,
         estimate_s=work_s if estimate_s is None else estimate_s, comm_fraction=comm, tp_comm_share=tp_share,
         priority=priority, preemptible=preemptible, checkpoint_s=checkpoint_s, restore_s=restore_s,
     )
+
+
+def seen_until(jobs: list[Job], cut_s: float, other: list[Job], seed: int) -> list[Job]:
+    """A workload that a scheduler cannot tell from `jobs` before `cut_s`: the same arrivals and
+    estimates up to then, different true work for every job, and other jobs after it."""
+    rng = np.random.default_rng(seed)
+    kept = [dataclasses.replace(j, work_s=j.work_s * float(rng.uniform(1.2, 2.0))) for j in jobs if j.arrival_s <= cut_s]
+    later = [j for j in other if j.arrival_s > cut_s]
+    return [dataclasses.replace(j, job_id=i) for i, j in enumerate(kept + later)]
+
+
+def history(sim) -> tuple:
+    """What has happened so far: arrivals and completions with their times."""
+    done = sorted((int(j), float(sim.end[j])) for j in sim.finished_order)
+    return sim.now, sim.decision_state().num_jobs, tuple(sim.arrival[: sim.decision_state().num_jobs].tolist()), tuple(done)

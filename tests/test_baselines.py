@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 
 from baselines import BASELINES, make_baseline
-from envs.candidates import CandidateSet
-from envs.placement import PREEMPT, RULES
+from envs.candidates import CandidateSet, build_candidates
+from envs.las import STARVATION_FACTOR, las_queue
+from envs.placement import PREEMPT, PREEMPT_LAS, RULES, choose_las_victims
+from envs.state import ClusterState
+from envs.window import can_place, las_fits
 from envs.config import cluster_from_dict, load_cluster
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, Job, JobKind
 from envs.metrics import episode_metrics
@@ -127,21 +130,127 @@ def test_sjf_orders_by_estimate_not_true_work() -> None:
     assert chosen(cset, i)[0] == 1
 
 
-def test_tiresias_prefers_least_attained_service() -> None:
-    # Job 0 runs 100 s on 8 GPUs, is preempted by job 1 (high priority, the whole cluster) and
-    # requeued at 110 s with 800 GPU-s attained; job 2 arrives at 200 s. When job 1 ends (after 610 s) both
-    # fit: FIFO takes job 0 (requeued first), Tiresias takes job 2 (0 GPU-s attained).
-    jobs = [job(0, 8, priority=PRIORITY_LOW, work_s=1e4), job(1, 32, arrival_s=100.0, priority=PRIORITY_HIGH, work_s=500.0), job(2, 8, arrival_s=200.0)]
+def _preempted_low_job(high_work_s: float) -> tuple[Simulator, CandidateSet, int]:
+    """Job 0 (low priority) runs 500 s on 8 GPUs (4,000 GPU-s attained: LAS queue 1), is
+    preempted by job 1 (high priority, the whole cluster, `high_work_s` of work) and requeued at
+    510 s; job 2 (8 GPUs, queue 0) arrives at 600 s. When job 1 ends both fit."""
+    jobs = [job(0, 8, priority=PRIORITY_LOW, work_s=1e5), job(1, 32, arrival_s=500.0, priority=PRIORITY_HIGH, work_s=high_work_s),
+            job(2, 8, arrival_s=600.0)]
     sim = Simulator(TWO_LEAVES, jobs)
     sim.start(0, np.arange(8))
     sim.advance()
     sim.preempt_and_start(1, np.arange(32), [0])
     cset, i = choose("tiresias", sim)
-    assert sim.now > 610.0 and sim.attained_gpu_s[0] == pytest.approx(800.0)  # job 1 ran at most at speed 1
-    assert sim.queue == [0, 2]
+    assert sim.attained_gpu_s[0] == pytest.approx(4000.0) and las_queue(cset.state, [0, 2]).tolist() in ([1, 0], [0, 0])
+    assert sim.queue == [0, 2] and not sim.running.size
+    return sim, cset, i
+
+
+def test_tiresias_takes_the_higher_las_queue_first() -> None:
+    # Job 1 ends after about 1,020 s: job 0 has waited about 510 s, under STARVATION_FACTOR x
+    # its 500 s executed. FIFO takes job 0 (requeued first); Tiresias takes job 2 (queue 0).
+    sim, cset, i = _preempted_low_job(500.0)
+    assert las_queue(cset.state, [0, 2]).tolist() == [1, 0]
     assert chosen(cset, i)[:2] == (2, "topology")
     cset, i = choose("topology", sim)
     assert chosen(cset, i)[:2] == (0, "topology")
+
+
+def test_tiresias_is_fifo_inside_a_queue_and_the_starvation_guard_promotes() -> None:
+    # Job 1 runs 2,500 s: job 0 waits about 2,500 s >= STARVATION_FACTOR (4) x 500 s executed,
+    # so it is promoted to queue 0, where FIFO puts it before job 2.
+    assert STARVATION_FACTOR == 4.0
+    _, cset, i = _preempted_low_job(2500.0)
+    state = cset.state
+    assert state.now - state.queued_since_s[0] >= STARVATION_FACTOR * state.attained_gpu_s[0] / 8
+    assert las_queue(state, [0, 2]).tolist() == [0, 0]
+    assert las_queue(state, [0], queued=False).tolist() == [1]  # once it runs, its queue is its service's again
+    assert chosen(cset, i)[:2] == (0, "topology")
+
+
+def _las_state(running: list[dict], queued: list[dict], now: float = 36_000.0):
+    """A decision state on TWO_LEAVES from plain data (jobs: finetunes, normal priority,
+    preemptible unless said otherwise)."""
+    def full(d: dict) -> dict:
+        return {"kind": "finetune", "estimate_s": 1e5, "mem_per_gpu_gb": 40.0, **d}
+    return ClusterState.from_dict({"time_s": now, "running": [full(d) for d in running], "queued": [full(d) for d in queued]},
+                                  TWO_LEAVES)
+
+
+def _candidate(cset: CandidateSet, job_id, rule: int):
+    j = cset.state.names.index(job_id)
+    return cset.candidates[cset.index(cset.window.index(j), rule)], cset.mask[cset.index(cset.window.index(j), rule)]
+
+
+def test_preempt_las_takes_a_same_class_job_with_more_service_and_tiresias_takes_it() -> None:
+    # A long job of the same (normal) class holds all 32 GPUs, 64 GPU-h attained (queue 2); a
+    # new 4-GPU job (queue 0) does not fit. `preempt` needs a lower class: invalid; preempt-las
+    # is valid, takes the long job and places the new one by topology on its GPUs.
+    state = _las_state([{"id": "long", "num_gpus": 32, "gpus": list(range(32)), "attained_gpu_s": 64 * 3600.0}],
+                       [{"id": "new", "num_gpus": 4}])
+    cset = build_candidates(state, Q)
+    assert cset.window == [1]
+    _, preempt_ok = _candidate(cset, "new", PREEMPT)
+    cd, las_ok = _candidate(cset, "new", PREEMPT_LAS)
+    assert not preempt_ok and las_ok
+    assert cd.victims == (0,) and sorted(cd.gpus.tolist()) == [0, 1, 2, 3]
+    i = make_baseline("tiresias").select(state, cset)
+    assert i == cset.index(0, PREEMPT_LAS)
+    for name in ("topology", "priority", "sect", "easy"):  # the other rules never preempt a job of the same class
+        assert make_baseline(name).select(state, cset) == cset.wait_index
+
+
+def test_preempt_las_in_a_simulation_preempts_and_the_victim_keeps_its_queue() -> None:
+    # The same on a simulator: job 0 (32 GPUs) runs alone for 2 h; job 1 (4 GPUs) arrives. Only
+    # preempt-las can place it: the decision point exists for it, Tiresias preempts job 0 (paying
+    # its checkpoint and restore), job 1 runs, job 0 comes back in queue 2 and does not preempt
+    # job 1 back (job 1 is in a higher queue, and job 0's wait is short next to its 2 h run).
+    sim = Simulator(TWO_LEAVES, [job(0, 32, work_s=1e5), job(1, 4, arrival_s=7200.0, work_s=600.0)])
+    sim.start(0, np.arange(32))
+    cset, i = choose("tiresias", sim)
+    assert sim.now == 7200.0 and cset.window == [1]
+    assert chosen(cset, i)[:2] == (1, "preempt-las") and cset.candidates[i].victims == (0,)
+    cset_topology, i_topology = choose("topology", sim)
+    assert i_topology == cset_topology.wait_index  # the others wait here, as before the rule existed
+    replay(sim, make_baseline("tiresias").select, Q)
+    assert sim.done and sim.num_preemptions == 1 and sim.preemptions[0] == 1
+    assert sim.end[1] < sim.end[0]
+
+
+def test_preempt_las_never_takes_a_job_with_less_service() -> None:
+    # The queued job has 5 GPU-h attained (queue 1); the running one 0.1 GPU-h (queue 0): no
+    # victim, even when the starvation guard promotes the queued job to queue 0 (not strictly higher).
+    running = [{"id": "young", "num_gpus": 32, "gpus": list(range(32)), "attained_gpu_s": 360.0}]
+    for waited_s in (0.0, 30 * 3600.0):
+        state = _las_state(running, [{"id": "old", "num_gpus": 4, "attained_gpu_s": 5 * 3600.0,
+                                      "queued_since_s": 36_000.0 - waited_s, "arrival_s": 0.0}], now=36_000.0 + waited_s)
+        assert las_queue(state, [1]).tolist() == [1 if waited_s == 0 else 0]
+        assert not las_fits(state, [1]).any() and choose_las_victims(state, 1) is None
+        assert not can_place(state)
+
+
+def test_preempt_las_never_takes_a_higher_priority_job() -> None:
+    # Two 16-GPU jobs with 64 GPU-h each (queue 2): the high-priority one on leaf 0, a normal
+    # one on leaf 1. A new normal 16-GPU job may take only the normal one.
+    running = [{"id": "high", "num_gpus": 16, "gpus": list(range(16)), "priority": "high", "attained_gpu_s": 64 * 3600.0},
+               {"id": "normal", "num_gpus": 16, "gpus": list(range(16, 32)), "attained_gpu_s": 64 * 3600.0}]
+    state = _las_state(running, [{"id": "new", "num_gpus": 16}])
+    assert choose_las_victims(state, 2)[1] == (1,)
+    running[1]["priority"] = "high"
+    state = _las_state(running, [{"id": "new", "num_gpus": 16}])
+    assert not las_fits(state, [2]).any() and choose_las_victims(state, 2) is None
+
+
+def test_preempt_las_takes_the_most_served_victims_first() -> None:
+    # Four 8-GPU jobs, one per node, 2, 40, 20 and 30 GPU-h attained (n0-n3): all in queues below
+    # the new job's (queue 0). A 16-GPU job needs two of them: the most served, the 40 and the
+    # 30 GPU-h jobs (n1, n3), though the 2 GPU-h one and the 20 GPU-h one would do as well.
+    hours = [2, 40, 20, 30]
+    running = [{"id": f"r{n}", "num_gpus": 8, "gpus": list(range(8 * n, 8 * n + 8)), "attained_gpu_s": h * 3600.0}
+               for n, h in enumerate(hours)]
+    state = _las_state(running, [{"id": "new", "num_gpus": 16}])
+    gpus, victims = choose_las_victims(state, 4)
+    assert victims == (1, 3) and sorted(gpus.tolist()) == list(range(8, 16)) + list(range(24, 32))
 
 
 def test_priority_preempts_for_the_top_job_only_when_it_does_not_fit() -> None:
@@ -242,6 +351,18 @@ def test_random_depends_on_its_seed(small_workload) -> None:
         replay(sim, make_baseline("random", seed=seed).select, Q)
         jcts.append(episode_metrics(sim)["avg_jct_s"])
     assert jcts[0] != jcts[1]
+
+
+def test_tiresias_differs_from_topology_on_the_default_setting() -> None:
+    """Tiresias used to equal topology (attained service ordered nothing while only priority
+    preemption existed); with preempt-las it preempts jobs of its own class and changes the
+    schedule: mixed-64gpu + llm-mix, seed 0."""
+    from agents.evaluation import run_baseline
+
+    cluster, spec = load_cluster("mixed-64gpu"), load_workload_spec("llm-mix")
+    runs = {name: episode_metrics(run_baseline(name, cluster, spec, 0)[0]) for name in ("topology", "tiresias")}
+    assert runs["topology"]["preemptions"] == 0 and runs["tiresias"]["preemptions"] > 10
+    assert runs["tiresias"]["avg_jct_s"] != runs["topology"]["avg_jct_s"]
 
 
 def test_model_trade_offs_on_the_default_setting() -> None:

@@ -11,8 +11,10 @@ from envs.cache import clear_cluster_memos
 from envs.candidates import apply_candidate
 from envs.config import load_cluster
 from envs.features import _geometry_columns, fragmentation
-from envs.placement import BINPACK, PREEMPT, RULES, SPREAD, TOPOLOGY, choose_victims, place
+from envs.las import LAS_QUEUE_THRESHOLDS_GPU_S, STARVATION_FACTOR
+from envs.placement import BINPACK, PREEMPT, PREEMPT_LAS, RULES, SPREAD, TOPOLOGY, choose_las_victims, choose_victims, place
 from envs.window import aligned as _aligned
+from envs.window import las_fits
 from envs.replay import advance_to_decision
 from envs.simulator import Simulator
 from envs.workload import load_workload_spec, make_workload
@@ -98,6 +100,68 @@ def test_victims_on_node_counts_equal_the_per_gpu_reference():
                     assert got[1] == want[1]
                     checked += 1
     assert checked >= 20, f"only {checked} preemptions compared"
+
+
+def _las_victims_by_gpu(state, j):
+    """Reference for choose_las_victims on per-GPU masks, the LAS queues worked out in plain
+    Python: preemptible running jobs of no higher class in a strictly lower queue, the most
+    attained first (more useful GPUs on ties), until the gang fits in whole TP groups; then the
+    topology rule over their GPUs."""
+    c = state.cluster
+    need, tp, mem = int(state.num_gpus[j]), int(state.tp_degree[j]), float(state.mem_per_gpu_gb[j])
+    eligible = c.gpu_memory_gb >= mem
+
+    def aligned_total(avail):
+        return int(_aligned(np.bincount(c.gpu_node[avail], minlength=c.num_nodes), tp).sum())
+
+    def queue_of(v):
+        return sum(float(state.attained_gpu_s[v]) >= t for t in LAS_QUEUE_THRESHOLDS_GPU_S)
+
+    free = state.free_mask & eligible
+    if aligned_total(free) >= need:
+        return None
+    executed_s = float(state.attained_gpu_s[j]) / int(state.num_gpus[j])
+    mine = 0 if state.now - float(state.queued_since_s[j]) >= STARVATION_FACTOR * executed_s else queue_of(j)
+    pool = [v for v in state.running.tolist()
+            if state.preemptible[v] and state.priority[v] <= state.priority[j] and queue_of(v) > mine]
+    useful = {v: int(eligible[state.placement[v]].sum()) for v in pool}
+    avail = free.copy()
+    chosen = []
+    for v in sorted(pool, key=lambda v: (-float(state.attained_gpu_s[v]), -useful[v])):
+        if aligned_total(avail) >= need:
+            break
+        if useful[v] > 0:
+            chosen.append(v)
+            avail[state.placement[v]] = True
+            avail &= eligible
+    if aligned_total(avail) < need:
+        return None
+    gpus = place(state, need, tp, mem, PREEMPT_LAS, avail)
+    victims = tuple(v for v in chosen if np.isin(state.placement[v], gpus).any())
+    return (gpus, victims) if victims else None
+
+
+def test_las_victims_and_validity_equal_the_per_gpu_reference():
+    """preempt-las: the per-node count validity (las_fits), the victims chosen on node counts
+    and a per-GPU reference agree on every queued job of random episodes (whose random actions
+    take preempt-las candidates too, so LAS preemptions are in flight)."""
+    checked = 0
+    for seed in range(4):
+        for _, state, cset in _random_states("mixed-64gpu", "llm-mix-bursty", seed, np.random.default_rng(seed), steps=150, num_jobs=120):
+            q = state.queue.tolist()
+            fits = las_fits(state, q).tolist()
+            for j, valid in zip(q, fits):
+                got, want = choose_las_victims(state, j), _las_victims_by_gpu(state, j)
+                assert (got is None) == (want is None) == (not valid), j
+                if want is not None:
+                    np.testing.assert_array_equal(got[0], want[0])
+                    assert got[1] == want[1]
+                    assert all(state.priority[v] <= state.priority[j] and state.preemptible[v] for v in got[1])
+                    checked += 1
+            for cd in cset.candidates[:-1]:  # every valid preempt-las candidate resolves to a placement
+                if cd.valid and cd.rule == PREEMPT_LAS:
+                    assert cd.gpus is not None and cd.victims
+    assert checked >= 20, f"only {checked} LAS preemptions compared"
 
 
 def _fragmented_share(sim, node_free):

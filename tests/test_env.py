@@ -44,7 +44,7 @@ def test_defaults_and_spaces():
     u = env.unwrapped
     assert u.cluster.name == "mixed-64gpu" and u.workload_spec.name == "llm-mix"
     K = u.action_space.n
-    assert K == 8 * 4 + 1
+    assert K == 8 * 5 + 1
     assert u.observation_space["candidates"].shape == (K, NUM_CANDIDATE_FEATURES)
     assert u.observation_space["global"].shape == (NUM_GLOBAL_FEATURES,)
     obs, info = env.reset(seed=3)

@@ -47,7 +47,7 @@ def run_export(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
-    """A run directory with a briefly trained model (K=33), its config and version, exported by the CLI."""
+    """A run directory with a briefly trained model (K=41), its config and version, exported by the CLI."""
     run_dir = tmp_path_factory.mktemp("run")
     env = DummyVecEnv([lambda: GpuClusterEnv(cluster="h100-4node", num_jobs=12, queue_window=8)])
     model = MaskablePPO(CandidateScoringPolicy, env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu",
@@ -89,7 +89,7 @@ def test_cli_writes_the_graph_and_its_metadata(run: Path) -> None:
     assert meta["feature_schema_version"] == FEATURE_SCHEMA_VERSION
     assert meta["candidate_features"] == list(CANDIDATE_FEATURES) and meta["global_features"] == list(GLOBAL_FEATURES)
     assert meta["rules"] == list(RULES) and meta["gpu_types"] == list(GPU_CATALOGUE)
-    assert (meta["queue_window"], meta["num_candidates"]) == (8, 33)
+    assert (meta["queue_window"], meta["num_candidates"]) == (8, 41)
     assert meta["onnx_file"] == "policy.onnx"
     assert meta["onnx_sha256"] == hashlib.sha256((export / "policy.onnx").read_bytes()).hexdigest()
     assert meta["opset"] >= 17 and meta["masked_logit"] == MASKED_LOGIT
@@ -115,7 +115,7 @@ def test_cli_writes_the_graph_and_its_metadata(run: Path) -> None:
 
 
 def test_onnxruntime_matches_torch_on_1000_observations(run: Path) -> None:
-    """Several clusters and queue windows (K = 17, 33, 65 for a policy trained at 33)."""
+    """Several clusters and queue windows (K = 21, 41, 81 for a policy trained at 41)."""
     model = load_model(run / "model.zip", device="cpu")
     policy = model.policy
     policy.set_training_mode(False)
@@ -150,7 +150,7 @@ def test_onnx_policy_scores_one_observation(run: Path) -> None:
     served = OnnxPolicy(run / "export")
     obs = collect_observations("h100-4node", 12, 4, 1)
     logits, value = served.score(obs[CANDIDATES_KEY][0], obs[GLOBAL_KEY][0], obs[MASK_KEY][0])
-    assert logits.shape == (17,) and isinstance(value, float)
+    assert logits.shape == (21,) and isinstance(value, float)
     batch_logits, batch_value = served.score(obs[CANDIDATES_KEY], obs[GLOBAL_KEY], obs[MASK_KEY])
     np.testing.assert_array_equal(logits, batch_logits[0])
     assert value == pytest.approx(float(batch_value[0]))
@@ -182,7 +182,7 @@ def _flip_one_byte(meta: dict, export: Path) -> None:
         (lambda meta, _: meta["candidate_features"].__setitem__(3, "kind_tuning"),
          "candidate_features\\[3\\] is 'kind_tuning' in the file but 'kind_finetune' in this code"),
         (lambda meta, _: meta["global_features"].pop(), f"global_features has {len(GLOBAL_FEATURES) - 1} entries in the file but {len(GLOBAL_FEATURES)}"),
-        (lambda meta, _: meta["rules"].reverse(), "rules\\[0\\] is 'preempt'"),
+        (lambda meta, _: meta["rules"].reverse(), "rules\\[0\\] is 'preempt-las'"),
         (lambda meta, _: meta.update(format_version=2), "format_version 2; this code reads format_version 1"),
         (lambda meta, _: meta.pop("onnx_sha256"), "missing onnx_sha256"),
         (lambda meta, export: (export / "policy.onnx").unlink(), "policy.onnx: no such file"),

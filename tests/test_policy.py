@@ -136,9 +136,9 @@ def test_save_and_load_give_identical_deterministic_actions(tmp_path: Path) -> N
 
 def test_same_weights_run_on_a_larger_queue_window(tmp_path: Path) -> None:
     model = make_model()
-    assert model.action_space.n == 33
+    assert model.action_space.n == 41
     big_env = make_env(queue_window=16)
-    assert big_env.action_space.n == 65
+    assert big_env.action_space.n == 81
     obs, _ = big_env.reset(seed=5)
     for _ in range(100):
         mask = big_env.unwrapped.action_masks()

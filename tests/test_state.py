@@ -4,7 +4,6 @@ field named."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -15,11 +14,11 @@ from envs.candidates import apply_candidate, build_candidates
 from envs.config import load_cluster
 from envs.env import GpuClusterEnv
 from envs.features import candidate_features
-from envs.jobs import Job
 from envs.replay import advance_to_decision
 from envs.simulator import Simulator
 from envs.state import ClusterState, StateError
 from envs.workload import load_workload_spec, make_workload
+from tests.helpers import history, seen_until
 
 
 def _decision(state: ClusterState, queue_window: int = 8):
@@ -74,21 +73,6 @@ def test_state_from_plain_data_decides_as_the_simulator(cluster_name, workload, 
         assert preempting > 0, "no state with a preemption in flight was compared"
 
 
-def _seen_until(jobs: list[Job], cut_s: float, other: list[Job], seed: int) -> list[Job]:
-    """A workload that a scheduler cannot tell from `jobs` before `cut_s`: the same arrivals and
-    estimates up to then, different true work for every job, and other jobs after it."""
-    rng = np.random.default_rng(seed)
-    kept = [dataclasses.replace(j, work_s=j.work_s * float(rng.uniform(1.2, 2.0))) for j in jobs if j.arrival_s <= cut_s]
-    later = [j for j in other if j.arrival_s > cut_s]
-    return [dataclasses.replace(j, job_id=i) for i, j in enumerate(kept + later)]
-
-
-def _history(sim: Simulator) -> tuple:
-    """What has happened so far: arrivals and completions with their times."""
-    done = sorted((int(j), float(sim.end[j])) for j in sim.finished_order)
-    return sim.now, sim.decision_state().num_jobs, tuple(sim.arrival[: sim.decision_state().num_jobs].tolist()), tuple(done)
-
-
 def test_observation_mask_and_baselines_see_no_true_work_and_no_future_arrivals():
     """Two workloads identical in everything a scheduler can see up to time t (arrivals so far,
     estimates) but with different true work and different future arrivals give identical
@@ -100,11 +84,11 @@ def test_observation_mask_and_baselines_see_no_true_work_and_no_future_arrivals(
     for seed in range(6):
         jobs = make_workload(spec, cluster, seed, num_jobs=100)
         for k in (4, 12):  # the moment after which the twin's arrivals differ
-            twin = _seen_until(jobs, jobs[k].arrival_s, make_workload(spec, cluster, seed + 1000, num_jobs=100), seed)
+            twin = seen_until(jobs, jobs[k].arrival_s, make_workload(spec, cluster, seed + 1000, num_jobs=100), seed)
             envs_ = [GpuClusterEnv(cluster=cluster, workload=w) for w in (jobs, twin)]
             obs = [e.reset(seed=0)[0] for e in envs_]
             sect = make_baseline("sect")
-            while _history(envs_[0].sim) == _history(envs_[1].sim):
+            while history(envs_[0].sim) == history(envs_[1].sim):
                 where = f"seed {seed}, cut after job {k}, t={envs_[0].sim.now}"
                 for key in obs[0]:
                     np.testing.assert_array_equal(obs[0][key], obs[1][key], err_msg=f"{where}: {key}")

@@ -63,15 +63,22 @@ class MaskablePPOLoader:
 POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader()}
 
 
+# Policies that simulate (agents.lookahead): they need the simulator, not only the decision
+# state, so they are neither baselines nor env actors. `lookahead-oracle` is a bound.
+SIMULATING_POLICIES = ("lookahead", "lookahead-oracle")
+SIMULATING = "simulating"  # PolicySpec.loader of a simulating policy
+
+
 @dataclass(frozen=True)
 class PolicySpec:
     label: str  # as given on the command line; the key in results.json
-    loader: str | None  # None for a baseline, else a key of POLICY_LOADERS
-    arg: str  # the baseline name, or the loader's argument
+    loader: str | None  # None for a baseline, SIMULATING for a lookahead, else a key of POLICY_LOADERS
+    arg: str  # the baseline or lookahead name, or the loader's argument
 
 
 def parse_policy(text: str) -> PolicySpec:
-    """`NAME` (a baseline) or `PREFIX=ARG` (a loaded policy), checked without loading it."""
+    """`NAME` (a baseline, or `lookahead` / `lookahead-oracle`) or `PREFIX=ARG` (a loaded
+    policy), checked without loading it."""
     text = text.strip()
     if "=" in text:
         prefix, arg = text.split("=", 1)
@@ -79,8 +86,10 @@ def parse_policy(text: str) -> PolicySpec:
             raise UsageError(f"unknown policy loader '{prefix}=' in '{text}' (known: {', '.join(p + '=PATH' for p in POLICY_LOADERS)})")
         POLICY_LOADERS[prefix].check(arg)
         return PolicySpec(text, prefix, arg)
+    if text in SIMULATING_POLICIES:
+        return PolicySpec(text, SIMULATING, text)
     if text not in BASELINES:
-        known = ", ".join([*BASELINES, *(p + "=PATH" for p in POLICY_LOADERS)])
+        known = ", ".join([*BASELINES, *SIMULATING_POLICIES, *(p + "=PATH" for p in POLICY_LOADERS)])
         raise UsageError(f"unknown policy '{text}' (known: {known})")
     return PolicySpec(text, None, text)
 

@@ -19,8 +19,9 @@ from typing import Any
 from agents.evaluation.stats import mean_ci95, paired_rel_diff
 from envs.jobs import JOB_KIND_NAMES
 from envs.metrics import METRICS
+from envs.objective import OBJECTIVE_TERMS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: scenario, objective, paired_metric; paired entries name their metric
 
 _NUM = {"type": "number", "nullable": True}
 _SUMMARY = {"type": "object", "properties": {"mean": _NUM, "ci95_low": _NUM, "ci95_high": _NUM, "n": {"type": "integer"}}}
@@ -30,6 +31,9 @@ RESULTS_SCHEMA: dict = {
         "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
         "cluster": {"type": "string"},
         "workload": {"type": "string"},
+        "scenario": {"type": "string", "nullable": True},
+        "objective": {"type": "object", "nullable": True, "properties": {t: {"type": "number"} for t in OBJECTIVE_TERMS}},
+        "paired_metric": {"type": "string"},
         "num_jobs": {"type": "integer", "nullable": True},
         "queue_window": {"type": "integer"},
         "seeds": {"type": "array", "items": {"type": "integer"}},
@@ -58,7 +62,7 @@ RESULTS_SCHEMA: dict = {
         },
         "paired_vs_reference": {
             "type": "map",
-            "values": {"type": "object", "properties": {"avg_jct_rel_diff_mean": _NUM, "ci95_low": _NUM, "ci95_high": _NUM, "n": {"type": "integer"}}},
+            "values": {"type": "object", "properties": {"metric": {"type": "string"}, "rel_diff_mean": _NUM, "ci95_low": _NUM, "ci95_high": _NUM, "n": {"type": "integer"}}},
         },
         "lower_bound": {"type": "object", "properties": {"avg_ideal_runtime_s": _SUMMARY}},
         "environment": {
@@ -159,9 +163,14 @@ def build_results(
     seeds: list[int],
     reference: str,
     environment: dict,
+    scenario: str | None = None,
+    objective: dict | None = None,
 ) -> dict:
     """The results.json document from every policy's runs (each sorted by seed); `cluster` and
-    `workload` are config names, `reference` a key of `runs`."""
+    `workload` are config names, `reference` a key of `runs`. With a `scenario` (and its
+    `objective`, as `Objective.to_dict()`), policies are paired on the objective, else on the
+    average JCT."""
+    paired_metric = "objective" if scenario else "avg_jct_s"
     policies = {
         label: {"runs": rs, "summary": {m: mean_ci95([r["metrics"][m] for r in rs]) for m in METRICS}}
         for label, rs in runs.items()
@@ -172,12 +181,15 @@ def build_results(
             "schema_version": SCHEMA_VERSION,
             "cluster": cluster,
             "workload": workload,
+            "scenario": scenario,
+            "objective": objective,
+            "paired_metric": paired_metric,
             "num_jobs": num_jobs,
             "queue_window": queue_window,
             "seeds": seeds,
             "reference": reference,
             "policies": policies,
-            "paired_vs_reference": {label: paired_rel_diff(rs, ref_runs) for label, rs in runs.items() if label != reference},
+            "paired_vs_reference": {label: paired_rel_diff(rs, ref_runs, paired_metric) for label, rs in runs.items() if label != reference},
             "lower_bound": {"avg_ideal_runtime_s": mean_ci95([r["metrics"]["avg_ideal_runtime_s"] for r in ref_runs])},
             "environment": environment,
         }
@@ -189,6 +201,7 @@ def build_results(
 
 # (metric, column title, scale): the table's columns; times shown in hours.
 TABLE_COLUMNS: tuple[tuple[str, str, float], ...] = (
+    ("objective", "objective", 1.0),
     ("avg_jct_s", "avg JCT h", 1 / 3600),
     ("p95_jct_s", "p95 JCT h", 1 / 3600),
     ("p99_jct_s", "p99 JCT h", 1 / 3600),
@@ -197,7 +210,8 @@ TABLE_COLUMNS: tuple[tuple[str, str, float], ...] = (
     ("goodput", "goodput", 1.0),
     ("fragmentation", "fragmentation", 1.0),
     ("preemptions", "preemptions", 1.0),
-    ("inference_slo_misses", "SLO misses", 1.0),
+    ("preemption_gpu_hours", "preempt GPU-h", 1.0),
+    ("slo_misses", "SLO misses", 1.0),
     ("inference_interference", "interference", 1.0),
     ("energy_kwh", "energy kWh", 1.0),
 )
@@ -225,8 +239,14 @@ def results_markdown(doc: dict) -> str:
     """A readable report: key metrics with 95% CIs, per-kind JCTs, the paired comparison."""
     n = len(doc["seeds"])
     lb = doc["lower_bound"]["avg_ideal_runtime_s"]["mean"]
+    title = f"# scenario {doc['scenario']}: {doc['workload']} on {doc['cluster']}" if doc.get("scenario") else f"# {doc['workload']} on {doc['cluster']}"
+    metric = doc.get("paired_metric", "avg_jct_s")
+    objective = doc.get("objective")
+    weights = ", ".join(f"{k} {v:g}" for k, v in (objective or {}).items() if k in OBJECTIVE_TERMS and v)
     lines = [
-        f"# {doc['workload']} on {doc['cluster']}",
+        title,
+        "",
+        f"Objective (lower is better; envs/objective.py): {weights or 'avg_jct 1'} per job.",
         "",
         f"{n} paired seeds ({', '.join(map(str, doc['seeds']))}); mean ± 95% t-interval half-width over seeds. "
         f"Lower bound on avg JCT (ideal runtimes, no queueing): {lb / 3600:.2f} h." if lb is not None else "",
@@ -237,7 +257,7 @@ def results_markdown(doc: dict) -> str:
         "",
         *_table(doc, KIND_COLUMNS),
         "",
-        f"## Paired avg JCT vs {doc['reference']}",
+        f"## Paired {'objective' if metric == 'objective' else 'avg JCT'} vs {doc['reference']}",
         "",
         "(policy - reference) / reference per seed; negative is better.",
         "",
@@ -245,7 +265,7 @@ def results_markdown(doc: dict) -> str:
         "|---|---|---|",
     ]
     for label, d in doc["paired_vs_reference"].items():
-        mean = "n/a" if d["avg_jct_rel_diff_mean"] is None else f"{d['avg_jct_rel_diff_mean']:+.1%}"
+        mean = "n/a" if d["rel_diff_mean"] is None else f"{d['rel_diff_mean']:+.1%}"
         ci = "n/a" if d["ci95_low"] is None else f"[{d['ci95_low']:+.1%}, {d['ci95_high']:+.1%}]"
         lines.append(f"| {label} | {mean} | {ci} |")
     env = doc["environment"]

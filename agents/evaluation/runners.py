@@ -9,6 +9,7 @@ truncation. Nothing here imports torch: a loaded policy's framework comes in wit
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -21,14 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from agents.evaluation.policies import POLICY_LOADERS, Actor, PolicySpec
+from agents.evaluation.policies import POLICY_LOADERS, SIMULATING, Actor, PolicySpec
 from baselines import make_baseline
 from envs import ENV_ID
 from envs.config import load_cluster
 from envs.jobs import JOB_KIND_NAMES, Job
 from envs.metrics import episode_metrics
+from envs.objective import Objective
 from envs.replay import replay
-from envs.simulator import Simulator
+from envs.scenario import LookaheadConfig, Scenario, load_scenario
+from envs.simulator import SimConfig, Simulator
 from envs.topology import Cluster
 from envs.workload import WorkloadSpec, load_workload_spec, make_workload
 
@@ -44,6 +47,7 @@ class RunTask:
     num_jobs: int | None
     queue_window: int
     keep_trace: bool  # return the timeline and segments for plots
+    scenario: str | None = None  # its objective scores the run; its lookahead settings drive lookaheads
 
 
 def workload_sha256(jobs: list[Job]) -> str:
@@ -63,18 +67,32 @@ def _actor(loader: str, arg: str) -> Actor:
     return POLICY_LOADERS[loader].load(arg)
 
 
-def run_baseline(name: str, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8) -> tuple[Simulator, int]:
+@functools.lru_cache(maxsize=None)
+def _scenario(name: str) -> Scenario:
+    return load_scenario(name)
+
+
+def sim_config(objective: Objective | None = None, max_checkpoint_s: float = 60.0) -> SimConfig:
+    """The simulator settings of an evaluation run (the env builds the same from its arguments)."""
+    return SimConfig(max_checkpoint_s=max_checkpoint_s, priority_weights=(objective or Objective()).priority_weights)
+
+
+def run_baseline(name: str, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8,
+                 config: SimConfig | None = None) -> tuple[Simulator, int]:
     """A baseline on workload `seed`, through the bare replay loop: the finished simulator and
     the number of decisions taken."""
-    sim = Simulator(cluster, make_workload(spec, cluster, seed, num_jobs))
-    return sim, replay(sim, make_baseline(name, seed=seed).select, queue_window)
+    sim = Simulator(cluster, make_workload(spec, cluster, seed, num_jobs), config)
+    rule = make_baseline(name, seed=seed)
+    return sim, replay(sim, rule.select, queue_window, las_points=rule.las_points)
 
 
-def run_actor(act: Actor, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8) -> tuple[Simulator, int]:
+def run_actor(act: Actor, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8,
+              objective: Objective | None = None, max_checkpoint_s: float = 60.0) -> tuple[Simulator, int]:
     """An actor (env, observation) -> action on workload `seed`, through the Gymnasium env."""
     import gymnasium as gym
 
-    env = gym.make(ENV_ID, cluster=cluster, workload=spec, num_jobs=num_jobs, queue_window=queue_window, max_steps=EPISODE_STEP_CAP)
+    env = gym.make(ENV_ID, cluster=cluster, workload=spec, num_jobs=num_jobs, queue_window=queue_window, max_steps=EPISODE_STEP_CAP,
+                   objective=objective, max_checkpoint_s=max_checkpoint_s)
     obs, _ = env.reset(seed=seed)
     steps, done = 0, env.unwrapped.sim.done
     while not done:
@@ -86,29 +104,44 @@ def run_actor(act: Actor, cluster: Cluster, spec: WorkloadSpec, seed: int, num_j
     return sim, steps
 
 
-def _run_episode(task: RunTask) -> tuple[Simulator, int]:
-    """The finished simulator and the number of decisions taken."""
+def _run_episode(task: RunTask) -> tuple[Simulator, int, dict | None]:
+    """The finished simulator, the number of decisions taken and, for a lookahead, its search
+    statistics."""
     cluster, spec = cluster_and_spec(task.cluster, task.workload)
+    sc = _scenario(task.scenario) if task.scenario else None
+    objective = sc.objective if sc else Objective()
+    max_ckpt = sc.max_checkpoint_s if sc else 60.0
     if task.policy.loader is None:
-        return run_baseline(task.policy.arg, cluster, spec, task.seed, task.num_jobs, task.queue_window)
-    return run_actor(_actor(task.policy.loader, task.policy.arg), cluster, spec, task.seed, task.num_jobs, task.queue_window)
+        return (*run_baseline(task.policy.arg, cluster, spec, task.seed, task.num_jobs, task.queue_window, sim_config(objective, max_ckpt)), None)
+    if task.policy.loader == SIMULATING:
+        from agents.lookahead import run_lookahead
+
+        jobs = make_workload(spec, cluster, task.seed, task.num_jobs)
+        sim, steps, stats = run_lookahead(task.policy.arg, cluster, spec, jobs, task.seed, sc.lookahead if sc else LookaheadConfig(),
+                                          objective, task.queue_window, max_ckpt)
+        return sim, steps, dataclasses.asdict(stats)
+    act = _actor(task.policy.loader, task.policy.arg)
+    return (*run_actor(act, cluster, spec, task.seed, task.num_jobs, task.queue_window, objective, max_ckpt), None)
 
 
 def run_one(task: RunTask) -> dict:
     """One (policy, seed) episode: its run record for results.json plus data for plots."""
     start = time.perf_counter()
-    sim, decisions = _run_episode(task)
+    sim, decisions, search = _run_episode(task)
     done = ~np.isnan(sim.end)
+    objective = _scenario(task.scenario).objective if task.scenario else None
     out: dict[str, Any] = {
         "run": {
             "seed": task.seed,
             "jobs_sha256": workload_sha256(sim.jobs),
             "decisions": decisions,
             "wall_s": time.perf_counter() - start,
-            "metrics": episode_metrics(sim),
+            "metrics": episode_metrics(sim, objective),
         },
         "jct_s": (sim.end - sim.arrival)[done].tolist(),
     }
+    if search is not None:
+        out["run"]["search"] = search
     if task.keep_trace:
         out["timeline"] = [list(row) for row in sim.timeline]
         out["segments"] = [(s.job_id, s.gpus.tolist(), s.start_s, s.end_s, s.preempted) for s in sim.segments]
@@ -131,6 +164,7 @@ def run_all(
     workers: int,
     workload_hashes: dict[int, str],
     trace_seed: int,
+    scenario: str | None = None,
 ) -> tuple[dict[str, list[dict]], dict[str, list[float]], dict[str, dict]]:
     """Every (policy, seed) episode, in a process pool when workers > 1, with a progress bar on
     stderr. `workload_hashes` (seed -> `workload_sha256`, drawn beforehand) must match every
@@ -140,7 +174,7 @@ def run_all(
     from tqdm import tqdm
 
     tasks = [
-        RunTask(p, s, cluster, workload, num_jobs, queue_window, keep_trace=s == trace_seed)
+        RunTask(p, s, cluster, workload, num_jobs, queue_window, keep_trace=s == trace_seed, scenario=scenario)
         for p in policies
         for s in seeds
     ]

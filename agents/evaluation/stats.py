@@ -47,8 +47,9 @@ def mean_ci95(values: list[float]) -> dict[str, float | int | None]:
 
 
 def paired_rel_diff(runs: list[dict], ref_runs: list[dict], metric: str = "avg_jct_s") -> dict:
-    """Per seed (policy - reference) / reference of `metric`, with its mean and 95% t-interval."""
+    """Per seed (policy - reference) / reference of `metric`, with its mean and 95% t-interval:
+    {"metric", "rel_diff_mean", "ci95_low", "ci95_high", "n"}."""
     ref = {r["seed"]: r["metrics"][metric] for r in ref_runs}
     diffs = [(r["metrics"][metric] - ref[r["seed"]]) / ref[r["seed"]] for r in runs]
     s = mean_ci95(diffs)
-    return {f"{metric.removesuffix('_s')}_rel_diff_mean": s["mean"], "ci95_low": s["ci95_low"], "ci95_high": s["ci95_high"], "n": s["n"]}
+    return {"metric": metric, "rel_diff_mean": s["mean"], "ci95_low": s["ci95_low"], "ci95_high": s["ci95_high"], "n": s["n"]}

@@ -1,0 +1,154 @@
+"""The scenario leaderboard: every baseline, the lookahead and its oracle (and a model when
+given) on every scenario, paired against that scenario's best heuristic on its objective.
+
+    python -m benchmarks.leaderboard [--scenarios default,bursty] [--seeds 0-9] [--workers 2] \\
+        [--model runs/ppo/model.zip] [--no-lookahead large,philly] [--out results/leaderboard]
+
+Per scenario it writes OUT/NAME/results.json and results.md (evaluate.py's format, paired on the
+objective against the best heuristic), and OUT/leaderboard.md, OUT/leaderboard.json with one
+table per scenario: each policy's objective (mean and 95% CI over the test seeds), its paired
+relative difference against the best heuristic, its preemptions and GPU-hours lost, and for the
+lookaheads the search cost per decision. The best heuristic is the baseline with the lowest
+mean objective on the test seeds (`random` excluded). `lookahead-oracle` sees the true future:
+it is a bound on what one changed decision could buy, never a policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+from agents.evaluation import (
+    build_results,
+    cluster_and_spec,
+    environment_record,
+    parse_policies,
+    results_markdown,
+    run_all,
+    workload_sha256,
+)
+from agents.evaluation.policies import SIMULATING_POLICIES
+from baselines import BASELINES
+from envs.config import parse_seeds
+from envs.scenario import load_scenario, scenario_names
+from envs.workload import make_workload
+
+HEADROOM_FINDING = 0.05  # below this the oracle's headroom is reported as small
+
+
+def best_heuristic(runs: dict[str, list[dict]]) -> str:
+    """The baseline with the lowest mean objective (random excluded)."""
+    means = {label: sum(r["metrics"]["objective"] for r in rs) / len(rs) for label, rs in runs.items()
+             if label in BASELINES and label != "random"}
+    return min(means, key=means.get)
+
+
+def _pct(d: dict) -> str:
+    if d.get("rel_diff_mean") is None:
+        return "n/a"
+    ci = "" if d["ci95_low"] is None else f" [{d['ci95_low']:+.1%}, {d['ci95_high']:+.1%}]"
+    return f"{d['rel_diff_mean']:+.1%}{ci}"
+
+
+def scenario_table(doc: dict, best: str) -> list[str]:
+    """Markdown rows of one scenario's leaderboard."""
+    lines = ["| policy | objective | vs best heuristic | avg JCT h | preemptions | preempt GPU-h | SLO misses | s per decision |",
+             "|---|---|---|---|---|---|---|---|"]
+    pol = doc["policies"]
+    order = sorted(pol, key=lambda p: pol[p]["summary"]["objective"]["mean"])
+    for label in order:
+        s = pol[label]["summary"]
+        o = s["objective"]
+        obj = f"{o['mean']:.3f}" + ("" if o["ci95_low"] is None else f" ± {o['ci95_high'] - o['mean']:.3f}")
+        vs = "(best heuristic)" if label == best else _pct(doc["paired_vs_reference"][label])
+        runs = pol[label]["runs"]
+        per_decision = sum(r["wall_s"] for r in runs) / max(sum(r["decisions"] for r in runs), 1)
+        name = f"**{label}**" if label == best else (f"{label} (bound)" if label == "lookahead-oracle" else label)
+        lines.append(f"| {name} | {obj} | {vs} | {s['avg_jct_s']['mean'] / 3600:.3f} | {s['preemptions']['mean']:.1f} | "
+                     f"{s['preemption_gpu_hours']['mean']:.2f} | {s['slo_misses']['mean']:.1f} | {per_decision:.4f} |")
+    return lines
+
+
+def headroom_lines(doc: dict, best: str) -> list[str]:
+    out = []
+    for label in SIMULATING_POLICIES:
+        d = doc["paired_vs_reference"].get(label)
+        if d is None or d["rel_diff_mean"] is None:
+            continue
+        gain = -d["rel_diff_mean"]
+        search = [r.get("search") or {} for r in doc["policies"][label]["runs"]]
+        changed = sum(s.get("changed", 0) for s in search)
+        decisions = sum(s.get("decisions", 0) for s in search)
+        preempt = sum(s.get("changed_to_preempt", 0) for s in search)
+        wait = sum(s.get("changed_to_wait", 0) for s in search)
+        verdict = ""
+        if label == "lookahead-oracle" and gain < HEADROOM_FINDING:
+            verdict = f" The oracle finds under {HEADROOM_FINDING:.0%} headroom over {best} here."
+        out.append(f"- `{label}`: {gain:+.1%} better than {best} ({_pct(d)} paired); it left the base rule's choice at "
+                   f"{changed} of {decisions} decisions ({preempt} to preempt, {wait} to wait).{verdict}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenarios", default=",".join(scenario_names()))
+    ap.add_argument("--seeds", default=None, help="workload seeds (default: each scenario's test seeds)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--model", default=None, help="a MaskablePPO zip to rank beside the heuristics")
+    ap.add_argument("--no-lookahead", default="", help="scenarios to run without the lookahead policies (e.g. for their cost)")
+    ap.add_argument("--policies", default=None, help="override the policy list (comma list, as evaluate.py)")
+    ap.add_argument("--out", type=Path, default=Path("results/leaderboard"))
+    args = ap.parse_args(argv)
+    names = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    skip_lookahead = {s.strip() for s in args.no_lookahead.split(",") if s.strip()}
+    started = datetime.datetime.now(datetime.timezone.utc)
+    t_all = time.perf_counter()
+    summary: dict[str, dict] = {}
+    md = ["# Scenario leaderboard", ""]
+    for name in names:
+        sc = load_scenario(name)
+        seeds = parse_seeds(args.seeds) if args.seeds else sc.test_seeds
+        labels = args.policies.split(",") if args.policies else [*BASELINES, *(() if name in skip_lookahead else SIMULATING_POLICIES)]
+        if args.model:
+            labels.append(f"ppo={args.model}")
+        policies = parse_policies(",".join(labels))
+        cluster, spec = cluster_and_spec(sc.cluster, sc.workload)
+        hashes = {s: workload_sha256(make_workload(spec, cluster, s, sc.num_jobs)) for s in seeds}
+        t0 = time.perf_counter()
+        print(f"[{name}] {len(policies)} policies x {len(seeds)} seeds", file=sys.stderr, flush=True)
+        runs, _, _ = run_all(policies, seeds, cluster=sc.cluster, workload=sc.workload, num_jobs=sc.num_jobs,
+                             queue_window=sc.queue_window, workers=args.workers, workload_hashes=hashes,
+                             trace_seed=seeds[0], scenario=sc.source)
+        wall = time.perf_counter() - t0
+        best = best_heuristic(runs)
+        command = " ".join(["python -m benchmarks.leaderboard", *(argv if argv is not None else sys.argv[1:])])
+        doc = build_results(runs, cluster=sc.cluster, workload=sc.workload, num_jobs=sc.num_jobs, queue_window=sc.queue_window,
+                            seeds=seeds, reference=best, environment=environment_record(args.workers, wall, started, command),
+                            scenario=sc.name, objective=sc.objective.to_dict())
+        out = args.out / sc.name
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        (out / "results.md").write_text(results_markdown(doc))
+        md += [f"## {sc.name}: {sc.description}", "", f"{len(seeds)} test seeds; best heuristic: **{best}**; "
+               f"wall {wall:.0f} s with {args.workers} worker(s).", "", *scenario_table(doc, best), "", *headroom_lines(doc, best), ""]
+        summary[sc.name] = {
+            "best_heuristic": best, "wall_s": wall, "seeds": seeds,
+            "objective": {label: p["summary"]["objective"] for label, p in doc["policies"].items()},
+            "vs_best": doc["paired_vs_reference"],
+        }
+        print("\n".join(md[-(len(policies) + 6):]), flush=True)
+    total = time.perf_counter() - t_all
+    md += [f"Total wall time {total:.0f} s. Command: `python -m benchmarks.leaderboard {' '.join(argv if argv is not None else sys.argv[1:])}`", ""]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "leaderboard.md").write_text("\n".join(md))
+    (args.out / "leaderboard.json").write_text(json.dumps({"scenarios": summary, "wall_s": total}, indent=1, allow_nan=False) + "\n")
+    print(f"wrote {args.out / 'leaderboard.md'} and {args.out / 'leaderboard.json'} ({total:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The lookahead policies: the oracle never loses to its base with the full horizon, the honest
+lookahead decides from what a scheduler knows only, and its sampled futures are sane."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from agents.evaluation import run_baseline
+from agents.evaluation.runners import sim_config
+from agents.lookahead import FutureSampler, Lookahead, objective_total, run_lookahead, shortlist, unfinished_ids
+from baselines import make_baseline
+from envs.candidates import apply_candidate
+from envs.config import load_cluster
+from envs.metrics import episode_metrics
+from envs.objective import Objective
+from envs.replay import advance_to_decision
+from envs.scenario import LookaheadConfig, load_scenario
+from envs.simulator import Simulator
+from envs.workload import load_workload_spec, make_workload
+from tests.helpers import history, seen_until
+
+FULL = LookaheadConfig(k=3, preempt_k=2, samples=1, horizon_s=math.inf)
+
+
+@pytest.mark.parametrize("scenario", ["default", "slo-preempt"])
+def test_oracle_with_full_horizon_is_never_worse_than_its_base(scenario):
+    """The rollout improvement property: the base's own choice is always simulated, every
+    rollout is exact (the oracle forks the true simulator), so the objective never gets worse."""
+    sc = load_scenario(scenario)
+    cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
+    gains = []
+    for seed in range(3):
+        jobs = make_workload(spec, cluster, seed, num_jobs=40)
+        base_sim, _ = run_baseline("sect", cluster, spec, seed, num_jobs=40, config=sim_config(sc.objective))
+        base = episode_metrics(base_sim, sc.objective)["objective"]
+        sim, _, stats = run_lookahead("lookahead-oracle", cluster, spec, jobs, seed, FULL, sc.objective)
+        got = episode_metrics(sim, sc.objective)["objective"]
+        assert got <= base * (1 + 1e-9), f"seed {seed}: oracle {got} worse than sect {base}"
+        assert stats.searched > 0
+        gains.append(base - got)
+    assert max(gains) > 0, "the oracle never improved on its base: the search is not searching"
+
+
+def test_oracle_sees_the_truth_and_the_honest_lookahead_does_not():
+    """Twin workloads that a scheduler cannot tell apart until a moment (same arrivals and
+    estimates; different true work for every job and different later arrivals): the honest
+    lookahead takes identical decisions until the first real divergence, while the oracle,
+    which forks the true simulator, does not."""
+    cluster, spec = load_cluster("mixed-64gpu"), load_workload_spec("llm-mix")
+    config = LookaheadConfig(k=2, preempt_k=1, samples=2, horizon_s=3 * 3600.0)
+    objective = Objective()
+    compared, oracle_differs = 0, 0
+    for seed in range(4):
+        jobs = make_workload(spec, cluster, seed, num_jobs=40)
+        twin = seen_until(jobs, jobs[20].arrival_s, make_workload(spec, cluster, seed + 1000, num_jobs=40), seed)
+        for clairvoyant in (False, True):
+            sims = [Simulator(cluster, w) for w in (jobs, twin)]
+            pols = [Lookahead(s, spec, config, objective, 8, clairvoyant=clairvoyant, seed=seed) for s in sims]
+            csets = [advance_to_decision(s, 8) for s in sims]
+            while not sims[0].done and history(sims[0]) == history(sims[1]):
+                actions = [p.select(c.state, c) for p, c in zip(pols, csets)]
+                if clairvoyant:
+                    oracle_differs += actions[0] != actions[1]
+                else:
+                    assert actions[0] == actions[1], f"seed {seed} t={sims[0].now}: the honest lookahead saw the truth"
+                    compared += 1
+                for s, c in zip(sims, csets):
+                    apply_candidate(s, c, actions[0])
+                csets = [advance_to_decision(s, 8) for s in sims]
+    assert compared >= 20, f"only {compared} decisions compared before the twins diverged"
+    assert oracle_differs > 0, "the oracle decided as if blind: this test could not catch a leak"
+
+
+def test_sampled_work_respects_the_work_done_and_the_estimate():
+    cluster, spec = load_cluster("mixed-64gpu"), load_workload_spec("llm-mix")
+    sim = Simulator(cluster, make_workload(spec, cluster, 0, num_jobs=60))
+    sect = make_baseline("sect")
+    cset = advance_to_decision(sim, 8)
+    for _ in range(40):
+        apply_candidate(sim, cset, sect.select(cset.state, cset))
+        cset = advance_to_decision(sim, 8)
+    state = sim.decision_state()
+    ids = unfinished_ids(state)
+    assert len(ids) and set(ids.tolist()) >= set(state.running.tolist())
+    sampler = FutureSampler(spec, cluster, 0, 2)
+    rng = np.random.default_rng(0)
+    draws = [sampler.work(state, ids, rng) for _ in range(200)]
+    for j in ids.tolist():
+        w = np.array([d[j] for d in draws])
+        assert (w > state.work_done_s[j]).all(), f"job {j}: a sampled work below the work already done"
+    # The posterior median sits between the kind's prior median and the estimate (log space).
+    j = int(state.queue[0])
+    med = float(np.median([d[j] for d in draws]))
+    est = float(state.estimate_s[j])
+    p = spec.kinds[sim.jobs[j].kind]
+    lo, hi = sorted((est, p.work_median_s))
+    assert lo * 0.7 <= med <= hi * 1.3, (med, est, p.work_median_s)
+    # Futures: the fresh draw arrives after now, ids continue the arrived ones.
+    future = sampler.future(state, 0, state.now + 6 * 3600.0, rng)
+    assert all(f.arrival_s > state.now for f in future)
+    assert [f.job_id for f in future] == list(range(len(state.num_gpus), len(state.num_gpus) + len(future)))
+
+
+def test_shortlist_keeps_the_base_choice_and_one_candidate_per_outcome():
+    cluster, spec = load_cluster("mixed-64gpu"), load_workload_spec("llm-mix")
+    sim = Simulator(cluster, make_workload(spec, cluster, 1, num_jobs=60))
+    cset = advance_to_decision(sim, 8)
+    sect = make_baseline("sect")
+    for _ in range(25):
+        state = sim.decision_state()
+        b = make_baseline("topology").select(state, cset)
+        options = shortlist(state, cset, b, 2, 1)
+        assert options[0] == b and all(cset.mask[i] for i in options)
+        outcomes = [("wait",) if i == cset.wait_index else (cset.candidates[i].job_id, tuple(cset.candidates[i].gpus.tolist()))
+                    for i in options]
+        assert len(set(outcomes)) == len(outcomes)
+        apply_candidate(sim, cset, sect.select(state, cset))
+        cset = advance_to_decision(sim, 8)
+
+
+def test_rollout_cost_is_the_objective_of_the_forked_future():
+    """A rollout of the base's own choice to the end scores exactly the base's episode."""
+    sc = load_scenario("slo-preempt")
+    cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
+    jobs = make_workload(spec, cluster, 2, num_jobs=30)
+    sim = Simulator(cluster, jobs, sim_config(sc.objective))
+    pol = Lookahead(sim, spec, dataclasses.replace(FULL, k=1), sc.objective, 8, clairvoyant=True, seed=2)
+    cset = advance_to_decision(sim, 8)
+    b = pol.base.select(cset.state, cset)
+    cost = pol._rollout(sim.fork(), cset, b, math.inf)
+    base_sim, _ = run_baseline("sect", cluster, spec, 2, num_jobs=30, config=sim_config(sc.objective))
+    assert cost == pytest.approx(objective_total(base_sim, sc.objective), rel=1e-12)
+    assert cost / 30 == pytest.approx(episode_metrics(base_sim, sc.objective)["objective"], rel=1e-12)
