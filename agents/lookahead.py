@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines import make_baseline
-from envs.candidates import CandidateSet, apply_candidate
+from envs.candidates import CandidateSet, apply_candidate, build_candidates
 from envs.features import predicted_rate
 from envs.jobs import Job, JobKind
 from envs.objective import OBJECTIVE_TERMS, Objective, objective_sums
@@ -218,9 +218,9 @@ class Lookahead:
 
     def _rollout(self, fork: Simulator, cset: CandidateSet, action: int, horizon_end: float) -> float:
         apply_candidate(fork, cset, action)
-        base, q, las = self.base.select, self.queue_window, self.base.las_points
+        base, q, las = self.base.select, self.queue_window, self.base.preempt_las
         while not fork.done and fork.now < horizon_end:
-            nxt = advance_to_decision(fork, q, until=horizon_end, las_points=las)
+            nxt = advance_to_decision(fork, q, until=horizon_end, preempt_las=las)
             if nxt is None or fork.done:
                 break
             apply_candidate(fork, nxt, base(nxt.state, nxt))
@@ -285,10 +285,17 @@ def run_lookahead(name: str, cluster: Cluster, spec: WorkloadSpec, jobs: list[Jo
         raise ValueError(f"unknown lookahead policy '{name}' (known: {', '.join(LOOKAHEAD_POLICIES)})")
     sim = Simulator(cluster, jobs, SimConfig(max_checkpoint_s=max_checkpoint_s, priority_weights=objective.priority_weights))
     policy = Lookahead(sim, spec, config, objective, queue_window, clairvoyant=name == "lookahead-oracle", seed=seed)
-    steps, las = 0, policy.base.las_points  # decision points as its base rule has them
-    cset = advance_to_decision(sim, queue_window, las_points=las)
+    # Decisions where its base rule has them (sect: not at moments where preempt-las is the only
+    # choice), over every candidate rule, preempt-las included.
+    steps, las = 0, policy.base.preempt_las
+
+    def decision() -> CandidateSet | None:
+        cset = advance_to_decision(sim, queue_window, preempt_las=las)
+        return cset if las or sim.done else build_candidates(sim.decision_state(), queue_window)
+
+    cset = decision()
     while not sim.done:
         apply_candidate(sim, cset, policy.select(cset.state, cset))
         steps += 1
-        cset = advance_to_decision(sim, queue_window, las_points=las)
+        cset = decision()
     return sim, steps, policy.stats

@@ -20,9 +20,10 @@ class Baseline:
     """A scheduler that picks a valid candidate index at each decision point."""
 
     name: str = ""
-    # Whether it may take `preempt-las` (Tiresias' preemption by attained service), so must be
-    # asked at the moments where that is the only valid placement (envs.replay.advance_to_decision).
-    las_points: bool = False
+    # Whether it may take `preempt-las` (Tiresias' preemption by attained service): the replay
+    # loop offers that rule, and asks at the moments where it is the only valid placement, only
+    # to a rule that may take it (envs.replay.advance_to_decision).
+    preempt_las: bool = False
 
     def __init__(self, seed: int = 0):
         self.seed = seed  # only randomised baselines use it

@@ -14,7 +14,7 @@ class RandomValid(Baseline):
     """Uniform over the valid candidates (WAIT included); seeded, so a run is reproducible."""
 
     name = "random"
-    las_points = True  # it may take preempt-las, so it is asked where that is the only choice
+    preempt_las = True  # it may take preempt-las, so it is asked where that is the only choice
 
     def __init__(self, seed: int = 0):
         super().__init__(seed)

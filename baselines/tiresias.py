@@ -22,7 +22,7 @@ class Tiresias(Baseline):
     job that displaced it unless the starvation guard promotes it. WAIT when no job can start."""
 
     name = "tiresias"
-    las_points = True  # it may take preempt-las, so it is asked where that is the only choice
+    preempt_las = True  # it may take preempt-las, so it is asked where that is the only choice
 
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
         window = cset.window

@@ -52,7 +52,7 @@ def replay_seconds(cluster_name: str, workload: str, jobs: int) -> tuple[float, 
     sim = Simulator(cluster, workload_jobs)
     rule = make_baseline("topology")
     t0 = time.perf_counter()
-    decisions = replay(sim, rule.select, queue_window=8, las_points=rule.las_points)
+    decisions = replay(sim, rule.select, queue_window=8, preempt_las=rule.preempt_las)
     return time.perf_counter() - t0, sim.now, decisions
 
 

@@ -49,7 +49,7 @@ def main() -> None:
         for label, workload in ((args.baseline, jobs), (f"{args.baseline}, clairvoyant oracle", clairvoyant_oracle(jobs))):
             sim = Simulator(cluster, workload)
             rule = make_baseline(args.baseline, seed=seed)
-            replay(sim, rule.select, queue_window=8, las_points=rule.las_points)
+            replay(sim, rule.select, queue_window=8, preempt_las=rule.preempt_las)
             m = episode_metrics(sim)
             rows[label].append(m["avg_jct_s"] / 3600)
         rows["ideal-runtime lower bound"].append(m["avg_ideal_runtime_s"] / 3600)

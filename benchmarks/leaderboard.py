@@ -88,9 +88,24 @@ def headroom_lines(doc: dict, best: str) -> list[str]:
         verdict = ""
         if label == "lookahead-oracle" and gain < HEADROOM_FINDING:
             verdict = f" The oracle finds under {HEADROOM_FINDING:.0%} headroom over {best} here."
-        out.append(f"- `{label}`: {gain:+.1%} better than {best} ({_pct(d)} paired); it left the base rule's choice at "
+        better = f"{gain:.1%} better than" if gain >= 0 else f"{-gain:.1%} worse than"
+        out.append(f"- `{label}`: {better} {best} ({_pct(d)} paired); it left the base rule's choice at "
                    f"{changed} of {decisions} decisions ({preempt} to preempt, {wait} to wait).{verdict}")
     return out
+
+
+def section(sc, doc: dict, best: str, wall: float) -> list[str]:
+    """One scenario's part of leaderboard.md."""
+    return [f"## {sc.name}: {sc.description}", "", f"{len(doc['seeds'])} test seeds; best heuristic: **{best}**; "
+            f"wall {wall:.0f} s with {doc['environment']['workers']} worker(s).", "", *scenario_table(doc, best), "",
+            *headroom_lines(doc, best), ""]
+
+
+def summary_of(doc: dict, best: str, wall: float) -> dict:
+    """One scenario's entry of leaderboard.json."""
+    return {"best_heuristic": best, "wall_s": wall, "seeds": doc["seeds"],
+            "objective": {label: p["summary"]["objective"] for label, p in doc["policies"].items()},
+            "vs_best": doc["paired_vs_reference"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-lookahead", default="", help="scenarios to run without the lookahead policies (e.g. for their cost)")
     ap.add_argument("--policies", default=None, help="override the policy list (comma list, as evaluate.py)")
     ap.add_argument("--out", type=Path, default=Path("results/leaderboard"))
+    ap.add_argument("--report-only", action="store_true", help="rebuild leaderboard.md from OUT/NAME/results.json, run nothing")
     args = ap.parse_args(argv)
     names = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     skip_lookahead = {s.strip() for s in args.no_lookahead.split(",") if s.strip()}
@@ -111,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     md = ["# Scenario leaderboard", ""]
     for name in names:
         sc = load_scenario(name)
+        if args.report_only:
+            doc = json.loads((args.out / sc.name / "results.json").read_text())
+            best, wall = doc["reference"], doc["environment"]["wall_s"]
+            md += section(sc, doc, best, wall)
+            summary[sc.name] = summary_of(doc, best, wall)
+            continue
         seeds = parse_seeds(args.seeds) if args.seeds else sc.test_seeds
         labels = args.policies.split(",") if args.policies else [*BASELINES, *(() if name in skip_lookahead else SIMULATING_POLICIES)]
         if args.model:
@@ -133,15 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
         (out / "results.md").write_text(results_markdown(doc))
-        md += [f"## {sc.name}: {sc.description}", "", f"{len(seeds)} test seeds; best heuristic: **{best}**; "
-               f"wall {wall:.0f} s with {args.workers} worker(s).", "", *scenario_table(doc, best), "", *headroom_lines(doc, best), ""]
-        summary[sc.name] = {
-            "best_heuristic": best, "wall_s": wall, "seeds": seeds,
-            "objective": {label: p["summary"]["objective"] for label, p in doc["policies"].items()},
-            "vs_best": doc["paired_vs_reference"],
-        }
+        md += section(sc, doc, best, wall)
+        summary[sc.name] = summary_of(doc, best, wall)
         print("\n".join(md[-(len(policies) + 6):]), flush=True)
-    total = time.perf_counter() - t_all
+    total = time.perf_counter() - t_all if not args.report_only else sum(v["wall_s"] for v in summary.values())
     md += [f"Total wall time {total:.0f} s. Command: `python -m benchmarks.leaderboard {' '.join(argv if argv is not None else sys.argv[1:])}`", ""]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "leaderboard.md").write_text("\n".join(md))

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     workload = make_workload(load_workload_spec("philly-full"), cluster, args.seed, args.max_jobs)
     sim = Simulator(cluster, workload)
     start_s = time.perf_counter()
-    decisions = replay(sim, make_baseline("topology").select, queue_window=8, las_points=False)
+    decisions = replay(sim, make_baseline("topology").select, queue_window=8, preempt_las=False)
     wall_s = time.perf_counter() - start_s
     m = episode_metrics(sim)
     print(

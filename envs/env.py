@@ -93,9 +93,10 @@ class GpuClusterEnv(gym.Env):
     envs/objective.py). speed_model: dict of `SpeedModel` fields. max_checkpoint_s: the bound on
     a graceful stop. scenario: a scenario name or YAML path (configs/scenarios/): its cluster,
     workload, job count, queue window, objective and checkpoint bound, for every argument not
-    given explicitly. las_points: ask the agent also where the only valid placements are
-    `preempt-las` (Tiresias' preemption by attained service; True, so that a learned policy can
-    do what Tiresias does; False skips those moments, 1.2-2.5x fewer decisions).
+    given explicitly. preempt_las: offer the `preempt-las` rule (Tiresias' preemption by
+    attained service) and ask the agent also where it is the only valid placement (True, so that
+    a learned policy can do what Tiresias does; False leaves the rule's candidates invalid and
+    skips those moments: 1.2-2.5x fewer decisions).
     render_mode: "ansi" (returns text) or "human" (prints it).
 
     ## Version History
@@ -115,7 +116,7 @@ class GpuClusterEnv(gym.Env):
         speed_model: dict | SpeedModel | None = None,
         max_checkpoint_s: float | None = None,
         scenario: str | Path | None = None,
-        las_points: bool = True,
+        preempt_las: bool = True,
         render_mode: str | None = None,
     ):
         if scenario is not None:
@@ -157,7 +158,7 @@ class GpuClusterEnv(gym.Env):
             priority_weights=self.objective.priority_weights,
         )
         self.render_mode = render_mode
-        self.las_points = las_points
+        self.preempt_las = preempt_las
         K = num_candidates(queue_window)
         self.action_space = spaces.Discrete(K)
         self.observation_space = spaces.Dict(
@@ -234,7 +235,7 @@ class GpuClusterEnv(gym.Env):
     # ------------------------------------------------------------------ internals
 
     def _advance_to_decision(self) -> None:
-        self.cset = advance_to_decision(self.sim, self.queue_window, las_points=self.las_points)
+        self.cset = advance_to_decision(self.sim, self.queue_window, preempt_las=self.preempt_las)
 
     def _observation(self) -> dict[str, np.ndarray]:
         feats, glob = candidate_features(self.cset)

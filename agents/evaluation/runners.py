@@ -83,7 +83,7 @@ def run_baseline(name: str, cluster: Cluster, spec: WorkloadSpec, seed: int, num
     the number of decisions taken."""
     sim = Simulator(cluster, make_workload(spec, cluster, seed, num_jobs), config)
     rule = make_baseline(name, seed=seed)
-    return sim, replay(sim, rule.select, queue_window, las_points=rule.las_points)
+    return sim, replay(sim, rule.select, queue_window, preempt_las=rule.preempt_las)
 
 
 def run_actor(act: Actor, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8,
