@@ -176,3 +176,11 @@ def test_leaderboard_pairs_every_policy_against_the_best_heuristic(tmp_path):
 def test_simulator_config_of_an_evaluation_follows_the_scenario():
     sc = load_scenario("slo-preempt")
     assert sim_config(sc.objective).priority_weights == sc.objective.priority_weights
+
+
+def test_evaluate_refuses_a_scenario_whose_lookahead_base_is_unknown(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ncluster: mixed-64gpu\nworkload: llm-mix\nlookahead: {base: sectt}\n")
+    r = subprocess.run([sys.executable, "evaluate.py", "--scenario", str(bad), "--out", str(tmp_path / "o")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "bad.yaml: lookahead.base: unknown baseline 'sectt'" in r.stderr, r.stderr
