@@ -135,3 +135,30 @@ def test_rollout_cost_is_the_objective_of_the_forked_future():
     base_sim, _ = run_baseline("sect", cluster, spec, 2, num_jobs=30, config=sim_config(sc.objective))
     assert cost == pytest.approx(objective_total(base_sim, sc.objective), rel=1e-12)
     assert cost / 30 == pytest.approx(episode_metrics(base_sim, sc.objective)["objective"], rel=1e-12)
+
+
+def test_a_traces_sampled_future_resamples_the_jobs_seen_so_far():
+    """For a trace there is no generator: arrivals come at the rate seen so far, each a copy of
+    a job seen so far (its known fields only), none before now."""
+    cluster, spec = load_cluster("mixed-64gpu"), load_workload_spec("philly-busy-vc")
+    sim = Simulator(cluster, make_workload(spec, cluster, 0, num_jobs=120))
+    sect = make_baseline("sect")
+    cset = advance_to_decision(sim, 8)
+    for _ in range(60):
+        apply_candidate(sim, cset, sect.select(cset.state, cset))
+        cset = advance_to_decision(sim, 8)
+    state = sim.decision_state()
+    sampler = FutureSampler(spec, cluster, 0, 2)
+    rng = np.random.default_rng(1)
+    future = sampler.future(state, 0, state.now + 48 * 3600.0, rng)
+    assert future and all(state.now < f.arrival_s <= state.now + 48 * 3600.0 for f in future)
+    seen = {(int(g), float(e)) for g, e in zip(state.num_gpus, state.estimate_s)}
+    assert all((f.gpus, f.estimate_s) in seen for f in future)
+    rate_seen = len(state.num_gpus) / (state.now - float(state.arrival_s[0]))
+    assert 0.5 * rate_seen < len(future) / (48 * 3600.0) < 2.0 * rate_seen
+    assert sampler.future(state, 0, math.inf, rng) == []  # no horizon: no invented arrivals
+    fork = sim.fork(work=sampler.work(state, unfinished_ids(state), rng), future_jobs=future)
+    while not fork.done:  # the sampled world runs to its end
+        nxt = advance_to_decision(fork, 8)
+        if not fork.done:
+            apply_candidate(fork, nxt, sect.select(nxt.state, nxt))
