@@ -283,7 +283,7 @@ def run_lookahead(name: str, cluster: Cluster, spec: WorkloadSpec, jobs: list[Jo
     decisions and the search statistics."""
     if name not in LOOKAHEAD_POLICIES:
         raise ValueError(f"unknown lookahead policy '{name}' (known: {', '.join(LOOKAHEAD_POLICIES)})")
-    sim = Simulator(cluster, jobs, SimConfig(max_checkpoint_s=max_checkpoint_s, priority_weights=objective.priority_weights))
+    sim = Simulator(cluster, jobs, SimConfig(max_checkpoint_s=max_checkpoint_s))
     policy = Lookahead(sim, spec, config, objective, queue_window, clairvoyant=name == "lookahead-oracle", seed=seed)
     # Decisions where its base rule has them (sect: not at moments where preempt-las is the only
     # choice), over every candidate rule, preempt-las included.

@@ -155,7 +155,6 @@ class GpuClusterEnv(gym.Env):
         self.sim_config = SimConfig(
             speed_model=_dataclass_from(SpeedModel, speed_model, "speed_model"),
             max_checkpoint_s=max_checkpoint_s,
-            priority_weights=self.objective.priority_weights,
         )
         self.render_mode = render_mode
         self.preempt_las = preempt_las

@@ -77,7 +77,6 @@ class Segment:
 class SimConfig:
     speed_model: SpeedModel = field(default_factory=SpeedModel)
     max_checkpoint_s: float = 60.0  # a graceful stop is bounded
-    priority_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)  # low, normal, high
 
 
 def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
@@ -116,7 +115,6 @@ def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
     a["attained_gpu_s"] = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
     a["preemptions"] = np.zeros(n, dtype=np.int64)
     a["needs_restore"] = np.zeros(n, dtype=bool)
-    a["_job_weight"] = np.array(config.priority_weights, dtype=float)[a["priority"]]  # weight of the job's class
     return a
 
 
@@ -174,9 +172,7 @@ class Simulator:
 
         # Integrals since t=0.
         self.jobs_in_system = 0
-        self.weighted_in_system = 0.0
         self.jobs_in_system_s = 0.0  # integral of the number of jobs in the system: sum of JCTs
-        self.weighted_jobs_s = 0.0
         self.energy_j = 0.0
         self.allocated_gpu_s = 0.0
         self.useful_work_s = 0.0  # reference GPU-seconds of work done
@@ -592,9 +588,7 @@ class Simulator:
         f.finished_order = self.finished_order.copy()
         f.version = self.version
         f.jobs_in_system = self.jobs_in_system
-        f.weighted_in_system = self.weighted_in_system
         f.jobs_in_system_s = self.jobs_in_system_s
-        f.weighted_jobs_s = self.weighted_jobs_s
         f.energy_j = self.energy_j
         f.allocated_gpu_s = self.allocated_gpu_s
         f.useful_work_s = self.useful_work_s
@@ -652,7 +646,6 @@ class Simulator:
         if dt <= 0:
             return
         self.jobs_in_system_s += self.jobs_in_system * dt
-        self.weighted_jobs_s += self.weighted_in_system * dt
         self.energy_j += self.power.power_w * dt
         self.allocated_gpu_s += self.ledger.allocated_gpus * dt
         run = self.running
@@ -693,7 +686,6 @@ class Simulator:
             self.num_done += 1
             self.finished_order.append(int(j))
             self.jobs_in_system -= 1
-            self.weighted_in_system -= self._job_weight[j]
         if len(finished) == 1:
             self.running = run[run != finished[0]]
         elif len(finished):
@@ -742,7 +734,6 @@ class Simulator:
             self._job_lists.add(job.gpus, job.tp_degree, job.mem_per_gpu_gb, job.kind, job.priority, job.preemptible,
                                 job.comm_fraction, job.tp_comm_share)
             self.jobs_in_system += 1
-            self.weighted_in_system += self._job_weight[j]
             self._next_arrival += 1
 
     def _close_segment(self, job_id: int, preempted: bool) -> None:

@@ -35,7 +35,7 @@ def test_oracle_with_full_horizon_is_never_worse_than_its_base(scenario):
     gains = []
     for seed in range(3):
         jobs = make_workload(spec, cluster, seed, num_jobs=40)
-        base_sim, _ = run_baseline("sect", cluster, spec, seed, num_jobs=40, config=sim_config(sc.objective))
+        base_sim, _ = run_baseline("sect", cluster, spec, seed, num_jobs=40, config=sim_config(sc.max_checkpoint_s))
         base = episode_metrics(base_sim, sc.objective)["objective"]
         sim, _, stats = run_lookahead("lookahead-oracle", cluster, spec, jobs, seed, FULL, sc.objective)
         got = episode_metrics(sim, sc.objective)["objective"]
@@ -127,12 +127,12 @@ def test_rollout_cost_is_the_objective_of_the_forked_future():
     sc = load_scenario("slo-preempt")
     cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
     jobs = make_workload(spec, cluster, 2, num_jobs=30)
-    sim = Simulator(cluster, jobs, sim_config(sc.objective))
+    sim = Simulator(cluster, jobs, sim_config(sc.max_checkpoint_s))
     pol = Lookahead(sim, spec, dataclasses.replace(FULL, k=1), sc.objective, 8, clairvoyant=True, seed=2)
     cset = advance_to_decision(sim, 8)
     b = pol.base.select(cset.state, cset)
     cost = pol._rollout(sim.fork(), cset, b, math.inf)
-    base_sim, _ = run_baseline("sect", cluster, spec, 2, num_jobs=30, config=sim_config(sc.objective))
+    base_sim, _ = run_baseline("sect", cluster, spec, 2, num_jobs=30, config=sim_config(sc.max_checkpoint_s))
     assert cost == pytest.approx(objective_total(base_sim, sc.objective), rel=1e-12)
     assert cost / 30 == pytest.approx(episode_metrics(base_sim, sc.objective)["objective"], rel=1e-12)
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from agents.evaluation import run_baseline
-from agents.evaluation.runners import sim_config
 from baselines import make_baseline
 from envs.config import CONFIG_ROOT, ConfigError, load_cluster
 from envs.env import GpuClusterEnv
@@ -171,11 +170,6 @@ def test_leaderboard_pairs_every_policy_against_the_best_heuristic(tmp_path):
     assert "lookahead-oracle (bound)" in board and "best heuristic" in board
     summary = json.loads((out / "leaderboard.json").read_text())
     assert summary["scenarios"]["tiny"]["best_heuristic"] == doc["reference"]
-
-
-def test_simulator_config_of_an_evaluation_follows_the_scenario():
-    sc = load_scenario("slo-preempt")
-    assert sim_config(sc.objective).priority_weights == sc.objective.priority_weights
 
 
 def test_evaluate_refuses_a_scenario_whose_lookahead_base_is_unknown(tmp_path):
