@@ -46,7 +46,7 @@ from agents.evaluation import (
 from baselines import BASELINES
 from envs.config import ConfigError
 from envs.config import parse_seeds as envs_parse_seeds
-from envs.scenario import load_scenario
+from envs.scenario import Scenario, load_scenario
 from envs.workload import make_workload
 
 PLOT_SEED_INDEX = 0  # timelines and the Gantt chart show the first seed
@@ -64,7 +64,7 @@ def parse_seeds(text: str) -> list[int]:
 class EvalConfig:
     cluster: str
     workload: str
-    scenario: str | None
+    scenario: Scenario | None
     cluster_name: str
     workload_name: str
     policies: list[PolicySpec]
@@ -129,7 +129,7 @@ def parse_config(argv: list[str]) -> EvalConfig:
     cluster, spec = cluster_and_spec(args.cluster, args.workload)
     hashes = {s: workload_sha256(make_workload(spec, cluster, s, args.num_jobs)) for s in seeds}
     return EvalConfig(
-        args.cluster, args.workload, scenario.source if scenario else None, cluster.name, spec.name, policies, seeds, reference, args.out,
+        args.cluster, args.workload, scenario, cluster.name, spec.name, policies, seeds, reference, args.out,
         args.workers, args.num_jobs, args.queue_window, hashes,
     )
 
@@ -147,15 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     runs, jcts, traces = run_all(
         cfg.policies, cfg.seeds, cluster=cfg.cluster, workload=cfg.workload, num_jobs=cfg.num_jobs,
         queue_window=cfg.queue_window, workers=cfg.workers, workload_hashes=cfg.workload_hashes, trace_seed=plot_seed,
-        scenario=cfg.scenario,
+        scenario=cfg.scenario.source if cfg.scenario else None,
     )
     cfg.out.mkdir(parents=True, exist_ok=True)
     environment = environment_record(cfg.workers, time.perf_counter() - t0, started, " ".join(["python", "evaluate.py", *argv]))
     doc = build_results(
         runs, cluster=cfg.cluster_name, workload=cfg.workload_name, num_jobs=cfg.num_jobs,
         queue_window=cfg.queue_window, seeds=cfg.seeds, reference=cfg.reference, environment=environment,
-        scenario=load_scenario(cfg.scenario).name if cfg.scenario else None,
-        objective=load_scenario(cfg.scenario).objective.to_dict() if cfg.scenario else None,
+        scenario=cfg.scenario.name if cfg.scenario else None,
+        objective=cfg.scenario.objective.to_dict() if cfg.scenario else None,
     )
     (cfg.out / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     (cfg.out / "results.md").write_text(results_markdown(doc))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,8 +37,8 @@ from baselines import make_baseline
 from envs.candidates import CandidateSet, apply_candidate, build_candidates
 from envs.features import predicted_rate
 from envs.jobs import Job, JobKind
-from envs.objective import OBJECTIVE_TERMS, Objective, objective_sums
-from envs.placement import RULES
+from envs.objective import Objective, objective_total
+from envs.placement import PREEMPT_RULES
 from envs.replay import advance_to_decision
 from envs.scenario import LookaheadConfig
 from envs.simulator import SimConfig, Simulator
@@ -46,15 +47,7 @@ from envs.topology import Cluster
 from envs.workload import WorkloadSpec, generate
 
 LOOKAHEAD_POLICIES = ("lookahead", "lookahead-oracle")
-_PREEMPT_RULES = frozenset(i for i, r in enumerate(RULES) if r.startswith("preempt"))
 _FUTURE_SEED_BASE = 2**40  # fresh workload draws for sampled futures: far from every episode seed
-
-
-def objective_total(sim: Simulator, objective: Objective) -> float:
-    """`jobs x objective` so far (the weighted sums of envs.objective.objective_sums): what a
-    rollout compares."""
-    sums = objective_sums(sim, objective)
-    return sum(getattr(objective, t) * sums[t] for t in OBJECTIVE_TERMS if getattr(objective, t))
 
 
 def terminal_cost(sim: Simulator, objective: Objective) -> float:
@@ -64,7 +57,7 @@ def terminal_cost(sim: Simulator, objective: Objective) -> float:
     finishing small jobs before it to making progress on long ones."""
     if not (objective.avg_jct or objective.weighted_jct):
         return 0.0
-    n = sim._next_arrival
+    n = sim.num_arrived
     open_ = np.isnan(sim.end[:n])
     left = sim.work_left[:n][open_] + sim.overhead_left[:n][open_]
     w = objective.avg_jct + objective.weighted_jct * np.asarray(objective.priority_weights)[sim.priority[:n][open_]]
@@ -82,7 +75,7 @@ def shortlist(state: ClusterState, cset: CandidateSet, base_choice: int, k: int,
         if not cset.mask[i]:
             continue
         key = (float(state.remaining_estimate_s(cd.job_id)) / max(predicted_rate(state, cd), 1e-6), int(pos[cd.job_id]), i)
-        (preempt if cd.rule in _PREEMPT_RULES else plain).append(key)
+        (preempt if cd.rule in PREEMPT_RULES else plain).append(key)
     plain.sort()
     preempt.sort()
     chosen = [base_choice] + [i for *_, i in plain[:k]] + [i for *_, i in preempt[:preempt_k]]
@@ -231,8 +224,6 @@ class Lookahead:
         return objective_total(fork, self.objective)
 
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
-        import time
-
         cfg, sim = self.config, self.sim
         b = self.base.select(state, cset)
         self.stats.decisions += 1
@@ -271,7 +262,7 @@ class Lookahead:
             self.stats.changed += 1
             if choice == cset.wait_index:
                 self.stats.changed_to_wait += 1
-            elif cset.candidates[choice].rule in _PREEMPT_RULES:
+            elif cset.candidates[choice].rule in PREEMPT_RULES:
                 self.stats.changed_to_preempt += 1
         self.stats.search_s += time.perf_counter() - t0
         return choice

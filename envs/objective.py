@@ -144,7 +144,7 @@ def slo_miss_flags(sim, objective: Objective | None = None) -> np.ndarray:
     """(arrived,) bool: the arrived jobs whose SLO miss is certain now (see the module
     docstring). The one implementation of an SLO miss: metrics and rewards both call it."""
     obj = objective or Objective()
-    n = sim._next_arrival
+    n = sim.num_arrived
     kind, arrival, now = sim.kind[:n], sim.arrival[:n], sim.now
     started = sim.first_start[:n]
     ended = sim.end[:n]
@@ -156,7 +156,7 @@ def slo_miss_flags(sim, objective: Objective | None = None) -> np.ndarray:
 def weighted_jct_s(sim, objective: Objective) -> float:
     """Sum over arrived jobs of w(priority class) x time in the system so far (s): the
     priority-weighted JCT sum once every job has finished."""
-    n = sim._next_arrival
+    n = sim.num_arrived
     ended = sim.end[:n]
     in_system = np.where(np.isnan(ended), sim.now, ended) - sim.arrival[:n]
     return float((np.asarray(objective.priority_weights)[sim.priority[:n]] * in_system).sum())
@@ -175,11 +175,19 @@ def objective_sums(sim, objective: Objective) -> dict[str, float]:
     }
 
 
+def weighted_total(sums: dict[str, float], objective: Objective) -> float:
+    """`jobs x objective` from `objective_sums`: the weighted sum of the terms' sums."""
+    return sum(getattr(objective, t) * sums[t] for t in OBJECTIVE_TERMS if getattr(objective, t))
+
+
+def objective_total(sim, objective: Objective) -> float:
+    """`jobs x objective` so far, from a simulator (what a lookahead's rollouts compare)."""
+    return weighted_total(objective_sums(sim, objective), objective)
+
+
 def objective_value(sim, objective: Objective) -> float:
     """The objective of an episode (per job of the workload), from a finished or truncated simulator."""
-    sums = objective_sums(sim, objective)
-    total = sum(getattr(objective, t) * sums[t] for t in OBJECTIVE_TERMS if getattr(objective, t))
-    return total / max(sim.num_jobs, 1)
+    return objective_total(sim, objective) / max(sim.num_jobs, 1)
 
 
 class RewardTracker:

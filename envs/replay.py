@@ -29,7 +29,7 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     while not sim.done:
         if sim.queue_len:
             state = sim.decision_state()
-            if can_place(state) if preempt_las else len(feasible_queue(state)):
+            if (can_place(state) if preempt_las else len(feasible_queue(state)) > 0):
                 return build_candidates(state, queue_window, preempt_las)
         if until is not None and sim.next_event_s() > until:
             sim.advance_until(until)

@@ -194,6 +194,11 @@ class Simulator:
         return len(self.jobs)
 
     @property
+    def num_arrived(self) -> int:
+        """Jobs that have arrived (ids 0..num_arrived-1)."""
+        return self._next_arrival
+
+    @property
     def done(self) -> bool:
         return self.num_done == len(self.jobs)
 

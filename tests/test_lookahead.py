@@ -10,16 +10,15 @@ import numpy as np
 import pytest
 
 from agents.evaluation import run_baseline
-from agents.evaluation.runners import sim_config
-from agents.lookahead import FutureSampler, Lookahead, objective_total, run_lookahead, shortlist, unfinished_ids
+from agents.lookahead import FutureSampler, Lookahead, run_lookahead, shortlist, unfinished_ids
 from baselines import make_baseline
 from envs.candidates import apply_candidate
 from envs.config import load_cluster
 from envs.metrics import episode_metrics
-from envs.objective import Objective
-from envs.replay import advance_to_decision
+from envs.objective import Objective, objective_total
+from envs.replay import advance_to_decision, replay
 from envs.scenario import LookaheadConfig, load_scenario
-from envs.simulator import Simulator
+from envs.simulator import SimConfig, Simulator
 from envs.workload import load_workload_spec, make_workload
 from tests.helpers import history, seen_until
 
@@ -35,7 +34,7 @@ def test_oracle_with_full_horizon_is_never_worse_than_its_base(scenario):
     gains = []
     for seed in range(3):
         jobs = make_workload(spec, cluster, seed, num_jobs=40)
-        base_sim, _ = run_baseline("sect", cluster, spec, seed, num_jobs=40, config=sim_config(sc.max_checkpoint_s))
+        base_sim, _ = run_baseline("sect", cluster, spec, seed, num_jobs=40, config=SimConfig(max_checkpoint_s=sc.max_checkpoint_s))
         base = episode_metrics(base_sim, sc.objective)["objective"]
         sim, _, stats = run_lookahead("lookahead-oracle", cluster, spec, jobs, seed, FULL, sc.objective)
         got = episode_metrics(sim, sc.objective)["objective"]
@@ -78,11 +77,7 @@ def test_oracle_sees_the_truth_and_the_honest_lookahead_does_not():
 def test_sampled_work_respects_the_work_done_and_the_estimate():
     cluster, spec = load_cluster("mixed-64gpu"), load_workload_spec("llm-mix")
     sim = Simulator(cluster, make_workload(spec, cluster, 0, num_jobs=60))
-    sect = make_baseline("sect")
-    cset = advance_to_decision(sim, 8)
-    for _ in range(40):
-        apply_candidate(sim, cset, sect.select(cset.state, cset))
-        cset = advance_to_decision(sim, 8)
+    replay(sim, make_baseline("sect").select, 8, max_steps=40)
     state = sim.decision_state()
     ids = unfinished_ids(state)
     assert len(ids) and set(ids.tolist()) >= set(state.running.tolist())
@@ -127,12 +122,12 @@ def test_rollout_cost_is_the_objective_of_the_forked_future():
     sc = load_scenario("slo-preempt")
     cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
     jobs = make_workload(spec, cluster, 2, num_jobs=30)
-    sim = Simulator(cluster, jobs, sim_config(sc.max_checkpoint_s))
+    sim = Simulator(cluster, jobs, SimConfig(max_checkpoint_s=sc.max_checkpoint_s))
     pol = Lookahead(sim, spec, dataclasses.replace(FULL, k=1), sc.objective, 8, clairvoyant=True, seed=2)
     cset = advance_to_decision(sim, 8)
     b = pol.base.select(cset.state, cset)
     cost = pol._rollout(sim.fork(), cset, b, math.inf)
-    base_sim, _ = run_baseline("sect", cluster, spec, 2, num_jobs=30, config=sim_config(sc.max_checkpoint_s))
+    base_sim, _ = run_baseline("sect", cluster, spec, 2, num_jobs=30, config=SimConfig(max_checkpoint_s=sc.max_checkpoint_s))
     assert cost == pytest.approx(objective_total(base_sim, sc.objective), rel=1e-12)
     assert cost / 30 == pytest.approx(episode_metrics(base_sim, sc.objective)["objective"], rel=1e-12)
 
@@ -143,10 +138,7 @@ def test_a_traces_sampled_future_resamples_the_jobs_seen_so_far():
     cluster, spec = load_cluster("mixed-64gpu"), load_workload_spec("philly-busy-vc")
     sim = Simulator(cluster, make_workload(spec, cluster, 0, num_jobs=120))
     sect = make_baseline("sect")
-    cset = advance_to_decision(sim, 8)
-    for _ in range(60):
-        apply_candidate(sim, cset, sect.select(cset.state, cset))
-        cset = advance_to_decision(sim, 8)
+    replay(sim, sect.select, 8, max_steps=60)
     state = sim.decision_state()
     sampler = FutureSampler(spec, cluster, 0, 2)
     rng = np.random.default_rng(1)

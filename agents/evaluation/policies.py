@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from agents.lookahead import LOOKAHEAD_POLICIES
 from baselines import BASELINES
 
 
@@ -65,7 +66,7 @@ POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader()}
 
 # Policies that simulate (agents.lookahead): they need the simulator, not only the decision
 # state, so they are neither baselines nor env actors. `lookahead-oracle` is a bound.
-SIMULATING_POLICIES = ("lookahead", "lookahead-oracle")
+SIMULATING_POLICIES = LOOKAHEAD_POLICIES
 SIMULATING = "simulating"  # PolicySpec.loader of a simulating policy
 
 

@@ -72,11 +72,6 @@ def _scenario(name: str) -> Scenario:
     return load_scenario(name)
 
 
-def sim_config(max_checkpoint_s: float = 60.0) -> SimConfig:
-    """The simulator settings of an evaluation run (the env builds the same from its arguments)."""
-    return SimConfig(max_checkpoint_s=max_checkpoint_s)
-
-
 def run_baseline(name: str, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8,
                  config: SimConfig | None = None) -> tuple[Simulator, int]:
     """A baseline on workload `seed`, through the bare replay loop: the finished simulator and
@@ -112,7 +107,7 @@ def _run_episode(task: RunTask) -> tuple[Simulator, int, dict | None]:
     objective = sc.objective if sc else Objective()
     max_ckpt = sc.max_checkpoint_s if sc else 60.0
     if task.policy.loader is None:
-        return (*run_baseline(task.policy.arg, cluster, spec, task.seed, task.num_jobs, task.queue_window, sim_config(max_ckpt)), None)
+        return (*run_baseline(task.policy.arg, cluster, spec, task.seed, task.num_jobs, task.queue_window, SimConfig(max_checkpoint_s=max_ckpt)), None)
     if task.policy.loader == SIMULATING:
         from agents.lookahead import run_lookahead
 
