@@ -13,10 +13,7 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,10 +141,6 @@ def run_one(task: RunTask) -> dict:
     return out
 
 
-def _worker_init() -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core per worker, also for torch
-
-
 def run_all(
     policies: list[PolicySpec],
     seeds: list[int],
@@ -166,29 +159,14 @@ def run_all(
     run's workload, else RuntimeError: the runs would not be paired. Returns runs per policy
     label (sorted as `seeds`), pooled JCTs per policy, and the `trace_seed` episode's output
     per policy (with its timeline and segments, for plots)."""
-    from tqdm import tqdm
+    from agents.parallel import run_tasks
 
     tasks = [
         RunTask(p, s, cluster, workload, num_jobs, queue_window, keep_trace=s == trace_seed, scenario=scenario)
         for p in policies
         for s in seeds
     ]
-    outputs: dict[tuple[str, int], dict] = {}
-    with tqdm(total=len(tasks), desc="episodes", unit="ep", file=sys.stderr) as bar:
-        if workers == 1:
-            for t in tasks:
-                outputs[(t.policy.label, t.seed)] = run_one(t)
-                bar.update()
-        else:
-            import multiprocessing
-
-            ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
-                futures = {pool.submit(run_one, t): t for t in tasks}
-                for f in as_completed(futures):
-                    t = futures[f]
-                    outputs[(t.policy.label, t.seed)] = f.result()
-                    bar.update()
+    outputs = {(t.policy.label, t.seed): o for t, o in zip(tasks, run_tasks(run_one, tasks, workers=workers, desc="episodes"))}
     runs, jcts, traces = {}, {}, {}
     for p in policies:
         outs = [outputs[(p.label, s)] for s in seeds]
