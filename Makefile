@@ -8,7 +8,7 @@ TORCH_VERSION ?= 2.13.0
 # torch is pinned first so that pip does not pull a multi-GB CUDA build on CPU-only machines.
 install:
 	$(PIP) install -q "torch==$(TORCH_VERSION)"
-	$(PIP) install -q -e ".[test,service]"
+	$(PIP) install -q -e ".[test,service,ray]"
 
 # Install, train the quick PPO config for a few minutes, compare it with every baseline.
 demo: install

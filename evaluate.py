@@ -3,6 +3,7 @@
     python evaluate.py --cluster mixed-64gpu --workload llm-mix \
         --policies binpack,spread,topology,easy,ppo=runs/model.zip --seeds 0-9 --out results/
     python evaluate.py --scenario slo-preempt --policies priority,tiresias,lookahead --out results/slo
+    python evaluate.py --backend ray [--ray-address HOST:6379] --out results/ray   (docs/ray.md)
 
 A scenario (configs/scenarios/) fixes the cluster, workload, objective and test seeds; its
 objective is reported first and the paired comparison is on it. `lookahead` and
@@ -16,6 +17,11 @@ every policy), so comparisons are paired per seed. A policy is a baseline name (
 one-line error and exit code 2 before any episode runs. The results.json schema is
 `agents.evaluation.RESULTS_SCHEMA` (documented in docs/evaluate.md).
 
+Episodes run in this process, in `--workers` processes, or as Ray tasks (`--backend ray`: on
+this machine, or on the cluster at `--ray-address`; docs/ray.md), with identical results. An
+episode that fails is reported with its policy, scenario and seed; results.json keeps the others
+and lists it under "missing", and the exit code is 1.
+
 This script is the command line only (arguments, checks, output files); the episodes,
 statistics, results document and plots are the library `agents.evaluation`.
 """
@@ -23,6 +29,7 @@ statistics, results document and plots are the library `agents.evaluation`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import sys
@@ -43,6 +50,7 @@ from agents.evaluation import (
     workload_sha256,
     write_plots,
 )
+from agents.parallel import BACKENDS, BackendError, import_ray, ray_cpus, ray_session
 from baselines import BASELINES
 from envs.config import ConfigError
 from envs.config import parse_seeds as envs_parse_seeds
@@ -71,10 +79,12 @@ class EvalConfig:
     seeds: list[int]
     reference: str
     out: Path
-    workers: int
+    workers: int | None  # local: processes (1 when not given); ray: cap on tasks in flight (None: the cluster's CPUs)
     num_jobs: int | None
     queue_window: int
     workload_hashes: dict[int, str]  # seed -> workload_sha256, drawn once before any episode
+    backend: str = "local"
+    ray_address: str | None = None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,10 +101,50 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default=None, help="workload seeds: 0-9, 0,3,5 or 0-4,10 (0-9, or the scenario's test seeds)")
     p.add_argument("--out", required=True, type=Path, help="output directory")
     p.add_argument("--reference", default=None, help="policy for paired comparisons and the Gantt chart (default topology if listed, else the first)")
-    p.add_argument("--workers", type=int, default=1, help="processes")
+    p.add_argument("--workers", type=int, default=None, help="local: worker processes (1); ray: most episodes in flight (default: the cluster's CPUs)")
     p.add_argument("--num-jobs", type=int, default=None, help="override the workload's job count")
     p.add_argument("--queue-window", type=int, default=None, help="jobs per decision (Q, 8)")
+    add_backend_arguments(p)
     return p
+
+
+def add_backend_arguments(p: argparse.ArgumentParser) -> None:
+    """--backend and --ray-address, shared with benchmarks.leaderboard."""
+    p.add_argument("--backend", choices=BACKENDS, default="local", help="local: this process or --workers processes; ray: one Ray task per episode (docs/ray.md)")
+    p.add_argument("--ray-address", default=None, metavar="ADDRESS", help="with --backend ray: join this Ray cluster (auto, HOST:6379, ray://HOST:10001); default: start Ray on this machine")
+
+
+def check_backend(backend: str, ray_address: str | None) -> None:
+    """--ray-address only with --backend ray, and Ray installed for it; UsageError otherwise."""
+    if ray_address is not None and backend != "ray":
+        raise UsageError("--ray-address needs --backend ray")
+    if ray_address is not None and not ray_address.strip():
+        raise UsageError("--ray-address is empty")
+    if backend == "ray":
+        try:
+            import_ray()
+        except BackendError as e:
+            raise UsageError(str(e)) from None
+
+
+def write_missing(out: Path, missing: list[dict]) -> list[dict]:
+    """The failed episodes' tracebacks into OUT/errors.log (when there are any); returns the
+    records for results.json, without them."""
+    if missing:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "errors.log").write_text("".join(f"== policy {m['policy']}, scenario {m['scenario']}, seed {m['seed']}\n{m['traceback']}\n" for m in missing))
+    return [{k: v for k, v in m.items() if k != "traceback"} for m in missing]
+
+
+def report_missing(prog: str, missing: list[dict], total: int, log: Path | None = None) -> None:
+    """One stderr line per failed episode, then which are missing (and where the tracebacks are)."""
+    for m in missing:
+        where = f", scenario {m['scenario']}" if m["scenario"] else ""
+        print(f"{prog}: episode failed: policy {m['policy']}{where}, seed {m['seed']}: {m['error']}", file=sys.stderr)
+    if missing:
+        names = ", ".join(f"{m['policy']} seed {m['seed']}" for m in missing)
+        where = f"; tracebacks in {log}" if log else ""
+        print(f"{prog}: {len(missing)} of {total} episodes missing ({names}); the others' results are kept{where}", file=sys.stderr)
 
 
 def parse_config(argv: list[str]) -> EvalConfig:
@@ -124,13 +174,15 @@ def parse_config(argv: list[str]) -> EvalConfig:
     for flag, value in (("--workers", args.workers), ("--num-jobs", args.num_jobs), ("--queue-window", args.queue_window)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be >= 1, got {value}")
+    check_backend(args.backend, args.ray_address)
+    workers = args.workers if args.workers is not None or args.backend == "ray" else 1
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a directory")
     cluster, spec = cluster_and_spec(args.cluster, args.workload)
     hashes = {s: workload_sha256(make_workload(spec, cluster, s, args.num_jobs)) for s in seeds}
     return EvalConfig(
         args.cluster, args.workload, scenario, cluster.name, spec.name, policies, seeds, reference, args.out,
-        args.workers, args.num_jobs, args.queue_window, hashes,
+        workers, args.num_jobs, args.queue_window, hashes, args.backend, args.ray_address,
     )
 
 
@@ -144,26 +196,36 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.perf_counter()
     plot_seed = cfg.seeds[PLOT_SEED_INDEX]
-    runs, jcts, traces = run_all(
-        cfg.policies, cfg.seeds, cluster=cfg.cluster, workload=cfg.workload, num_jobs=cfg.num_jobs,
-        queue_window=cfg.queue_window, workers=cfg.workers, workload_hashes=cfg.workload_hashes, trace_seed=plot_seed,
-        scenario=cfg.scenario.source if cfg.scenario else None,
-    )
+    try:
+        with ray_session(cfg.ray_address) if cfg.backend == "ray" else contextlib.nullcontext():
+            workers = cfg.workers if cfg.backend == "local" else min(cfg.workers or ray_cpus(), ray_cpus())
+            runs, jcts, traces, missing = run_all(
+                cfg.policies, cfg.seeds, cluster=cfg.cluster, workload=cfg.workload, num_jobs=cfg.num_jobs,
+                queue_window=cfg.queue_window, workers=cfg.workers or 0, workload_hashes=cfg.workload_hashes, trace_seed=plot_seed,
+                scenario=cfg.scenario.source if cfg.scenario else None, backend=cfg.backend, ray_address=cfg.ray_address,
+            )
+    except BackendError as e:
+        print(f"evaluate.py: error: {e}", file=sys.stderr)
+        return 2
     cfg.out.mkdir(parents=True, exist_ok=True)
-    environment = environment_record(cfg.workers, time.perf_counter() - t0, started, " ".join(["python", "evaluate.py", *argv]))
+    missing_records = write_missing(cfg.out, missing)
+    environment = environment_record(workers, time.perf_counter() - t0, started, " ".join(["python", "evaluate.py", *argv]), cfg.backend)
     doc = build_results(
         runs, cluster=cfg.cluster_name, workload=cfg.workload_name, num_jobs=cfg.num_jobs,
         queue_window=cfg.queue_window, seeds=cfg.seeds, reference=cfg.reference, environment=environment,
         scenario=cfg.scenario.name if cfg.scenario else None,
-        objective=cfg.scenario.objective.to_dict() if cfg.scenario else None,
+        objective=cfg.scenario.objective.to_dict() if cfg.scenario else None, missing=missing_records,
     )
     (cfg.out / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     (cfg.out / "results.md").write_text(results_markdown(doc))
     cluster, _ = cluster_and_spec(cfg.cluster, cfg.workload)
-    plots = write_plots(cfg.out, cluster, cfg.reference, plot_seed, jcts, traces)
+    plots = []
+    if cfg.reference in traces:  # the Gantt chart needs the reference's plot-seed episode
+        plots = write_plots(cfg.out, cluster, cfg.reference, plot_seed, {k: v for k, v in jcts.items() if v}, traces)
     print(results_markdown(doc))
-    print(f"wrote {cfg.out / 'results.json'}, {cfg.out / 'results.md'}, " + ", ".join(str(p) for p in plots))
-    return 0
+    print(f"wrote {cfg.out / 'results.json'}, {cfg.out / 'results.md'}" + "".join(f", {p}" for p in plots))
+    report_missing("evaluate.py", missing, len(cfg.policies) * len(cfg.seeds), cfg.out / "errors.log" if missing else None)
+    return 1 if missing else 0
 
 
 if __name__ == "__main__":

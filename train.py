@@ -2,11 +2,19 @@
 
     python train.py --config configs/train/ppo.yaml --out runs/NAME [--device auto|cpu|cuda]
                     [--seed N] [--total-timesteps N] [--resume runs/NAME] [--compare]
+    python train.py --backend ray --seeds 0-4 [--ray-address ADDRESS] --config ... --out runs/NAME
+    python train.py --backend ray --sweep configs/train/sweep.yaml --out runs/sweep
 
 Every hyper-parameter, the cluster and the workload come from the YAML config; flags override
 it. `--resume runs/NAME` continues a killed run from its last checkpoint (its own config).
 `--compare` evaluates the trained model beside every baseline afterwards and prints the table.
 The best model is exported for serving into runs/NAME/export/ (agents/export.py, docs/export.md).
+
+`--backend ray` runs several runs at once as Ray Tune trials (agents/tuning.py, docs/ray.md):
+`--seeds 0-4` trains each seed into runs/NAME/seed-N, `--sweep FILE` searches hyperparameters
+into runs/NAME/trial-K and reports the best trial on the validation seeds. Each trial is
+`train_and_export`, exactly what a plain run does. Ray starts on this machine, or
+`--ray-address` joins a cluster.
 """
 
 from __future__ import annotations
@@ -17,10 +25,50 @@ from pathlib import Path
 
 from envs.config import ConfigError
 
+DEFAULT_CONFIG = "configs/train/ppo.yaml"
+
+
+class ExportError(RuntimeError):
+    """The run is trained and its model saved, but the serving export failed."""
+
+
+def apply_overrides(cfg, *, device: str | None = None, seed: int | None = None, total_timesteps: int | None = None):
+    """The command line's overrides of a train config (also each Ray Tune trial's)."""
+    if device:
+        cfg.device = device
+    if seed is not None:
+        cfg.seed = seed
+    if total_timesteps is not None:
+        if total_timesteps < 1:
+            raise ConfigError("--total-timesteps", "", "must be >= 1")
+        cfg.total_timesteps = total_timesteps
+    return cfg
+
+
+def train_and_export(cfg, out: Path, *, resume: bool = False, progress_bar: bool = True, log=print) -> dict:
+    """One run, as this command makes it and as every Ray Tune trial makes it: agents.training's
+    `train` into `out`, then the serving files of its best model into out/export (policy.onnx,
+    policy.json; docs/export.md). Returns train's summary; ExportError when the export fails."""
+    from agents.export import export_model
+    from agents.training import train
+
+    summary = train(cfg, out, resume=resume, progress_bar=progress_bar, log=log)
+    log(f"trained {summary['timesteps']} steps in {summary['wall_s']:.0f} s ({summary['env_steps_per_s']:.0f} env steps/s) on {summary['device']}")
+    log(f"best validation objective {summary['best_validation_objective']:.3f} vs {summary['baseline']} {summary['baseline_objective']:.3f}")
+    for key in ("model", "last_model", "config", "tensorboard", "checkpoint"):
+        log(f"  {key:11s} {summary[key]}")
+    export_dir = out / "export"
+    try:
+        export_model(summary["model"], export_dir)
+    except (ValueError, RuntimeError, ImportError, OSError) as e:
+        raise ExportError(f"the model is saved, but exporting it to {export_dir} failed: {e}") from e
+    log(f"  {'export':11s} {export_dir} (policy.onnx, policy.json)")
+    return summary
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default="configs/train/ppo.yaml", help="train config: name in configs/train/ or YAML path")
+    ap.add_argument("--config", default=None, help=f"train config: name in configs/train/ or YAML path ({DEFAULT_CONFIG})")
     ap.add_argument("--out", help="run directory (default runs/<config name>)")
     ap.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     ap.add_argument("--device", help="auto, cpu, cuda or cuda:N (overrides the config)")
@@ -29,7 +77,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--compare", action="store_true", help="evaluate against every baseline afterwards")
     ap.add_argument("--compare-seeds", default="0-9", help="test seeds for --compare (default 0-9)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ray = ap.add_argument_group("several runs as Ray Tune trials (docs/ray.md)")
+    ray.add_argument("--backend", choices=("local", "ray"), default="local", help="local: one run in this process; ray: Ray Tune trials")
+    ray.add_argument("--seeds", help="with --backend ray: train these seeds in parallel (0-4, 0,3,5), each into OUT/seed-N")
+    ray.add_argument("--sweep", metavar="SWEEP", help="with --backend ray: search hyperparameters as this sweep file says (configs/train/sweep.yaml), each trial into OUT/trial-K")
+    ray.add_argument("--ray-address", metavar="ADDRESS", help="with --backend ray: join this Ray cluster (auto, HOST:6379, ray://HOST:10001); default: start Ray here")
+    ray.add_argument("--cpus-per-trial", type=float, default=1.0, help="CPUs Ray reserves for each trial (1)")
+    ray.add_argument("--gpus-per-trial", type=float, default=0.0, help="GPUs Ray reserves for each trial (0)")
     return ap.parse_args(argv)
+
+
+def _ray_usage(args: argparse.Namespace) -> str | None:
+    """The first misuse of the Ray flags, as one line, or None."""
+    if args.backend != "ray":
+        for flag, value in (("--seeds", args.seeds), ("--sweep", args.sweep), ("--ray-address", args.ray_address)):
+            if value is not None:
+                return f"{flag} needs --backend ray"
+        return None
+    for flag, value in (("--resume", args.resume), ("--compare", args.compare or None)):
+        if value is not None:
+            return f"{flag} is for one plain run, not with --backend ray"
+    if args.seeds is not None and args.sweep is not None:
+        return "--seeds and --sweep: give one (a sweep trains the config's seed, or --seed)"
+    if args.seeds is not None and args.seed is not None:
+        return "--seed conflicts with --seeds"
+    if args.sweep is not None and args.config is not None:
+        return "--config conflicts with --sweep (the sweep file names its train config)"
+    if args.cpus_per_trial <= 0:
+        return f"--cpus-per-trial must be > 0, got {args.cpus_per_trial:g}"
+    if args.gpus_per_trial < 0:
+        return f"--gpus-per-trial must be >= 0, got {args.gpus_per_trial:g}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,8 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     # Validate everything before importing torch-heavy modules or doing any work.
     from agents.config import load_train_config
     from agents.device import resolve_device
+    from agents.parallel import BackendError
 
     try:
+        problem = _ray_usage(args)
+        if problem:
+            raise ValueError(problem)
+        sweep = None
+        if args.sweep is not None:
+            from agents.tuning import load_sweep
+
+            sweep = load_sweep(args.sweep)
+            args.config = sweep.config
+        args.config = args.config or DEFAULT_CONFIG
         if args.resume:
             run = Path(args.resume)
             if not (run / "config.yaml").is_file():
@@ -47,52 +136,83 @@ def main(argv: list[str] | None = None) -> int:
             out = run
         else:
             cfg = load_train_config(args.config)
-            out = Path(args.out or f"runs/{Path(args.config).stem}")
-        if args.device:
-            cfg.device = args.device
-        if args.seed is not None:
-            cfg.seed = args.seed
-        if args.total_timesteps is not None:
-            if args.total_timesteps < 1:
-                raise ConfigError("--total-timesteps", "", "must be >= 1")
-            cfg.total_timesteps = args.total_timesteps
+            out = Path(args.out or f"runs/{Path(args.sweep or args.config).stem}")
+        apply_overrides(cfg, device=args.device, seed=args.seed, total_timesteps=args.total_timesteps)
+        seeds = None
+        if args.backend == "ray":
+            from envs.config import parse_seeds
+
+            try:
+                seeds = parse_seeds(args.seeds) if args.seeds is not None else [cfg.seed]
+            except ValueError as e:
+                raise ValueError(f"--seeds: {e}") from None
         resolve_device(cfg.device)
         import gymnasium as gym
 
         import envs  # noqa: F401
 
         gym.make("gangsched/GpuCluster-v0", **cfg.env_kwargs()).close()  # config errors surface now
-    except (ConfigError, ValueError, TypeError) as e:
+        if args.backend == "ray":
+            from agents.parallel import import_ray
+
+            import_ray()
+    except (ConfigError, ValueError, TypeError, BackendError) as e:  # BackendError: --backend ray without Ray installed
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-    from agents.training import train
-
-    summary = train(cfg, out, resume=bool(args.resume), progress_bar=not args.no_progress)
-    print(f"trained {summary['timesteps']} steps in {summary['wall_s']:.0f} s ({summary['env_steps_per_s']:.0f} env steps/s) on {summary['device']}")
-    print(f"best validation avg JCT {summary['best_validation_avg_jct_h']:.2f} h vs {summary['baseline']} {summary['baseline_avg_jct_h']:.2f} h")
-    for key in ("model", "last_model", "config", "tensorboard", "checkpoint"):
-        print(f"  {key:11s} {summary[key]}")
-    from agents.export import export_model
-
-    export_dir = out / "export"
-    try:  # the serving files of the best model: policy.onnx and policy.json (docs/export.md)
-        export_model(summary["model"], export_dir)
-    except (ValueError, RuntimeError, ImportError, OSError) as e:
-        print(f"error: the model is saved, but exporting it to {export_dir} failed: {e}", file=sys.stderr)
+    if args.backend == "ray":
+        return _train_on_ray(args, out, seeds, sweep)
+    try:
+        summary = train_and_export(cfg, out, resume=bool(args.resume), progress_bar=not args.no_progress)
+    except ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"  {'export':11s} {export_dir} (policy.onnx, policy.json)")
     if args.compare:
         from evaluate import main as evaluate_main
 
         seeds = args.compare_seeds
         ppo = f"ppo={summary['model']}"
         policies = ",".join([*cfg.eval["baselines"], ppo])
+        where = ["--scenario", cfg.scenario] if cfg.scenario else ["--cluster", cfg.cluster, "--workload", cfg.workload]
         return evaluate_main([
-            "--cluster", cfg.cluster, "--workload", cfg.workload, "--policies", policies,
+            *where, "--policies", policies,
             "--seeds", seeds, "--out", str(out / "compare"), "--reference", ppo, "--workers", "2",
             *(["--num-jobs", str(cfg.env["num_jobs"])] if "num_jobs" in cfg.env else []),
         ])
+    return 0
+
+
+def _train_on_ray(args: argparse.Namespace, out: Path, seeds: list[int], sweep) -> int:
+    """--backend ray: the seeds, or the sweep's trials, as Ray Tune trials; a table of them and
+    the best on the validation seeds. Exit code 1 when a trial failed (the others are kept)."""
+    from agents.parallel import BackendError, ray_session
+    from agents.tuning import METRIC, run_trials
+    from envs.config import resolve_config
+
+    overrides = {"device": args.device, "total_timesteps": args.total_timesteps, **({"seed": args.seed} if args.seed is not None else {})}
+    try:
+        with ray_session(args.ray_address):
+            report = run_trials(str(resolve_config(args.config, "train")), out, overrides=overrides, seeds=None if sweep else seeds, sweep=sweep,
+                                cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial)
+    except BackendError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for t in report.trials:
+        settings = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["settings"].items())
+        what = f"seed {t['seed']}" + (f" ({settings})" if settings else "")
+        if t.get("error"):
+            print(f"trial failed: {what}: {t['error']}", file=sys.stderr)
+        else:
+            print(f"{what}: best validation objective {t[METRIC]:.4g} (baseline {t['baseline']} {t['baseline_objective']:.4g}) in {t['run_dir']}")
+    if report.best is not None:
+        b = report.best
+        settings = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in b["settings"].items())
+        print(f"best trial on the validation seeds: {b['run_dir']} (seed {b['seed']}{', ' + settings if settings else ''}): "
+              f"objective {b[METRIC]:.4g} vs {b['baseline']} {b['baseline_objective']:.4g}")
+    print(f"wrote {report.path}")
+    if report.failed:
+        print(f"error: {len(report.failed)} of {len(report.trials)} trials failed; the others' run folders are complete", file=sys.stderr)
+        return 1
     return 0
 
 

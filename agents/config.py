@@ -43,18 +43,34 @@ BC_DEFAULTS: dict[str, Any] = {
     "batch_size": 256,
     "learning_rate": 1e-3,
 }
+DISTILL_DEFAULTS: dict[str, Any] = {
+    "teacher": "auto",  # "lookahead", a baseline name, or "auto": the lookahead where it beats the best heuristic on the validation seeds
+    "rounds": 0,  # 0 disables distillation; round 0 follows the teacher, later rounds the student (DAgger)
+    "episodes": 8,  # labelled episodes per round
+    "beta_decay": 0.5,  # round r follows the teacher's action with probability beta_decay ** r, else the student's
+    "temperature": 0.1,  # soft labels: softmax of the lookahead's estimated gains / this (objective units); 0: its choice only
+    "epochs": 10,
+    "batch_size": 256,
+    "learning_rate": 1e-3,
+    "workers": 2,  # labelling processes (agents.parallel.run_tasks)
+    "backend": "local",  # "ray": each labelled episode a Ray task (on the Ray session of a --backend ray run, else Ray started here)
+}
 EVAL_DEFAULTS: dict[str, Any] = {
     "every_timesteps": 50_000,
-    "seeds": "500-504",  # validation workloads: never used for training (>= 1e6) nor for the final test (0-9)
+    "seeds": "auto",  # validation workloads ("auto": the scenario's, else 500-504): never training seeds (>= 1e6) nor test seeds (0-9)
     "baseline": "auto",  # "auto": the best baseline on the validation seeds
     "baselines": ["binpack", "spread", "topology", "sjf", "sect", "easy", "priority", "tiresias"],
 }
+
+
+DEFAULT_VALIDATION_SEEDS = "500-504"
 
 
 @dataclass
 class TrainConfig:
     cluster: str = "mixed-64gpu"
     workload: str = "llm-mix"
+    scenario: str | None = None  # configs/scenarios/: its cluster, workload, objective, seeds and teacher budget
     seed: int = 0
     device: str = "auto"
     total_timesteps: int = 500_000
@@ -67,24 +83,39 @@ class TrainConfig:
     policy: dict = field(default_factory=lambda: copy.deepcopy(POLICY_DEFAULTS))
     eval: dict = field(default_factory=lambda: copy.deepcopy(EVAL_DEFAULTS))
     bc: dict = field(default_factory=lambda: dict(BC_DEFAULTS))
+    distill: dict = field(default_factory=lambda: dict(DISTILL_DEFAULTS))
     source: str = "<defaults>"
 
     def to_dict(self) -> dict:
+        where = {"scenario": self.scenario} if self.scenario else {"cluster": self.cluster, "workload": self.workload}
         return {
-            "cluster": self.cluster, "workload": self.workload, "seed": self.seed, "device": self.device,
+            **where, "seed": self.seed, "device": self.device,
             "total_timesteps": self.total_timesteps, "n_envs": self.n_envs,
             "checkpoint_every_timesteps": self.checkpoint_every_timesteps, "normalize_reward": self.normalize_reward,
             "vec_env": self.vec_env, "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval, "bc": self.bc,
+            "distill": self.distill,
         }
 
     def env_kwargs(self) -> dict:
+        if self.scenario:
+            return {"scenario": self.scenario, **self.env}
         return {"cluster": self.cluster, "workload": self.workload, **self.env}
+
+    def validation_seeds(self) -> list[int]:
+        """The model-selection seeds: eval.seeds, or with "auto" the scenario's validation seeds."""
+        if self.eval["seeds"] != "auto":
+            return parse_seeds(self.eval["seeds"])
+        if self.scenario:
+            from envs.scenario import load_scenario
+
+            return list(load_scenario(self.scenario).validation_seeds)
+        return parse_seeds(DEFAULT_VALIDATION_SEEDS)
 
     def dump(self, path: Path) -> None:
         path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
-_TOP = {"cluster", "workload", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "vec_env", "env", "ppo", "policy", "eval", "bc", "description"}
+_TOP = {"cluster", "workload", "scenario", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "vec_env", "env", "ppo", "policy", "eval", "bc", "distill", "description"}
 _PPO_TYPES: dict[str, tuple] = {
     "n_steps": (int,), "batch_size": (int,), "n_epochs": (int,), "learning_rate": (float,), "gamma": (float,),
     "gae_lambda": (float,), "clip_range": (float,), "ent_coef": (float,), "vf_coef": (float,), "max_grad_norm": (float,),
@@ -95,6 +126,10 @@ _POLICY_TYPES: dict[str, tuple] = {
     "value_hidden": (list,), "ffn_dim": (int, type(None)), "dropout": (float,),
 }
 _BC_TYPES: dict[str, tuple] = {"baseline": (str,), "episodes": (int,), "epochs": (int,), "batch_size": (int,), "learning_rate": (float,)}
+_DISTILL_TYPES: dict[str, tuple] = {
+    "teacher": (str,), "rounds": (int,), "episodes": (int,), "beta_decay": (float,), "temperature": (float,), "epochs": (int,), "batch_size": (int,),
+    "learning_rate": (float,), "workers": (int,), "backend": (str,),
+}
 _EVAL_TYPES: dict[str, tuple] = {"every_timesteps": (int,), "seeds": (str, int, list), "baseline": (str,), "baselines": (list,)}
 
 
@@ -111,6 +146,18 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     top = Fields(data, source, "")
     top.check_keys(_TOP)
     cfg = TrainConfig(source=source)
+    cfg.scenario = top.get("scenario", (str, type(None)), None)
+    if cfg.scenario is not None:
+        for key in ("cluster", "workload"):
+            if key in data:
+                raise top.error(key, "conflicts with scenario (the scenario fixes its cluster and workload)")
+        from envs.scenario import load_scenario
+
+        try:
+            sc = load_scenario(cfg.scenario)
+        except ConfigError as e:
+            raise top.error("scenario", str(e)) from None
+        cfg.cluster, cfg.workload = sc.cluster, sc.workload
     cfg.cluster = top.get("cluster", str, cfg.cluster)
     cfg.workload = top.get("workload", str, cfg.workload)
     cfg.seed = top.get("seed", int, cfg.seed, min_value=0)
@@ -130,10 +177,31 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     cfg.ppo = _typed_section(top.sub("ppo", {}), _PPO_TYPES, PPO_DEFAULTS)
     cfg.policy = _typed_section(top.sub("policy", {}), _POLICY_TYPES, POLICY_DEFAULTS)
     cfg.bc = _typed_section(top.sub("bc", {}), _BC_TYPES, BC_DEFAULTS)
+    dist = top.sub("distill", {})
+    cfg.distill = _typed_section(dist, _DISTILL_TYPES, DISTILL_DEFAULTS)
+    for key in ("rounds", "episodes", "epochs", "batch_size", "workers"):
+        if cfg.distill[key] < (0 if key == "rounds" else 1):
+            raise dist.error(key, f"must be >= {0 if key == 'rounds' else 1}, got {cfg.distill[key]}")
+    if cfg.distill["backend"] not in ("local", "ray"):
+        raise dist.error("backend", f"{cfg.distill['backend']!r} is not one of local, ray")
+    if cfg.distill["temperature"] < 0:
+        raise dist.error("temperature", f"must be >= 0, got {cfg.distill['temperature']}")
+    if not 0.0 <= cfg.distill["beta_decay"] <= 1.0:
+        raise dist.error("beta_decay", f"must be in [0, 1], got {cfg.distill['beta_decay']}")
+    if cfg.distill["rounds"] > 0 and cfg.bc["episodes"] > 0:
+        raise dist.error("rounds", "distillation and bc are two warm starts: set bc.episodes to 0 or distill.rounds to 0")
+    teacher = cfg.distill["teacher"]
+    from agents.lookahead import LOOKAHEAD_POLICIES
+    from baselines import BASELINES
+
+    if teacher in LOOKAHEAD_POLICIES and teacher != "lookahead":
+        raise dist.error("teacher", "the oracle sees the future: it is a bound, never a teacher")
+    if teacher not in ("auto", "lookahead", *BASELINES):
+        raise dist.error("teacher", f"{teacher!r} is not 'auto', 'lookahead' or a baseline ({', '.join(BASELINES)})")
     ev = top.sub("eval", {})
     cfg.eval = _typed_section(ev, _EVAL_TYPES, EVAL_DEFAULTS)
     try:
-        seeds = parse_seeds(cfg.eval["seeds"])
+        seeds = cfg.validation_seeds()
     except ValueError as e:
         raise ev.error("seeds", str(e)) from None
     if any(s >= 1_000_000 for s in seeds):

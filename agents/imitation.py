@@ -25,6 +25,7 @@ class Demonstrations:
     masks: np.ndarray  # (N, K) bool
     actions: np.ndarray  # (N,) int64
     returns: np.ndarray  # (N,) discounted return from each step
+    targets: np.ndarray | None = None  # (N, K) target distributions (soft labels); None: one-hot `actions`
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -70,6 +71,7 @@ def clone(model: MaskablePPO, demos: Demonstrations, epochs: int, batch_size: in
         "action_mask": th.as_tensor(demos.masks, device=device),
     }
     actions = th.as_tensor(demos.actions, device=device)
+    soft = None if demos.targets is None else th.as_tensor(demos.targets, dtype=th.float32, device=device)
     targets = th.as_tensor(demos.returns / scale, dtype=th.float32, device=device)
     optimizer = th.optim.Adam(policy.parameters(), lr=learning_rate)
     policy.set_training_mode(True)
@@ -80,8 +82,13 @@ def clone(model: MaskablePPO, demos: Demonstrations, epochs: int, batch_size: in
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
             obs = {k: v[idx] for k, v in tensors.items()}
-            values, log_prob, _ = policy.evaluate_actions(obs, actions[idx])
-            policy_loss = -log_prob.mean()
+            if soft is None:
+                values, log_prob, _ = policy.evaluate_actions(obs, actions[idx])
+                policy_loss = -log_prob.mean()
+            else:  # cross-entropy against the target distributions, over the valid candidates
+                logits, values = policy.scorer(obs["candidates"], obs["global"], obs["action_mask"])
+                log_p = th.log_softmax(logits.masked_fill(~obs["action_mask"], -1e9), dim=1)
+                policy_loss = -(soft[idx] * log_p).sum(dim=1).mean()
             value_loss = th.nn.functional.mse_loss(values.flatten(), targets[idx])
             loss = policy_loss + 0.5 * value_loss
             optimizer.zero_grad()

@@ -17,6 +17,7 @@ import json
 import platform
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +34,13 @@ from agents.config import TrainConfig
 from agents.device import resolve_device
 from agents.evaluation import model_actor, run_actor, run_baseline
 from agents.policy import CandidateScoringPolicy, load_model
-from envs.config import parse_seeds
 from envs.env import TRAIN_SEEDS, GpuClusterEnv
 from envs.features import FEATURE_SCHEMA_VERSION
 from envs.metrics import episode_metrics
+from envs.objective import Objective
+from envs.simulator import SimConfig
+from envs.topology import Cluster
+from envs.workload import WorkloadSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,24 +88,54 @@ def build_model(cfg: TrainConfig, vec: VecEnv, device: th.device, tensorboard_lo
     )
 
 
-def _eval_setting(cfg: TrainConfig) -> tuple:
+@dataclass(frozen=True)
+class EvalSetting:
+    """What a validation episode runs on: the config's cluster and workload, or its scenario's
+    (with the scenario's objective, which then scores model selection)."""
+
+    cluster: Cluster
+    spec: WorkloadSpec
+    num_jobs: int | None
+    queue_window: int
+    objective: Objective
+    max_checkpoint_s: float
+
+
+def eval_setting(cfg: TrainConfig) -> EvalSetting:
     from envs.config import load_cluster
+    from envs.objective import objective_config
     from envs.workload import load_workload_spec
 
-    return load_cluster(cfg.cluster), load_workload_spec(cfg.workload), cfg.env.get("num_jobs"), cfg.env.get("queue_window", 8)
+    env = dict(cfg.env)
+    if cfg.scenario:
+        from envs.scenario import load_scenario
+
+        sc = load_scenario(cfg.scenario)
+        base = {"num_jobs": sc.num_jobs, "queue_window": sc.queue_window, "objective": sc.objective, "max_checkpoint_s": sc.max_checkpoint_s}
+        env = {**base, **env}
+    return EvalSetting(load_cluster(cfg.cluster), load_workload_spec(cfg.workload), env.get("num_jobs"), env.get("queue_window", 8),
+                       objective_config(env.get("objective")), float(env.get("max_checkpoint_s", 60.0)))
 
 
 def run_policy_episode(model: MaskablePPO, cfg: TrainConfig, seed: int) -> dict:
-    """Metrics of one deterministic evaluation episode of `model` on workload `seed`."""
-    cluster, spec, num_jobs, window = _eval_setting(cfg)
-    return episode_metrics(run_actor(model_actor(model), cluster, spec, seed, num_jobs, window)[0])
+    """Metrics of one deterministic evaluation episode of `model` on workload `seed`; "objective"
+    is the config's (the scenario's) objective."""
+    e = eval_setting(cfg)
+    sim, _ = run_actor(model_actor(model), e.cluster, e.spec, seed, e.num_jobs, e.queue_window, e.objective, e.max_checkpoint_s)
+    return episode_metrics(sim, e.objective)
+
+
+def baseline_objective(name: str, cfg: TrainConfig, seed: int) -> float:
+    e = eval_setting(cfg)
+    sim, _ = run_baseline(name, e.cluster, e.spec, seed, e.num_jobs, e.queue_window, SimConfig(max_checkpoint_s=e.max_checkpoint_s))
+    return episode_metrics(sim, e.objective)["objective"]
 
 
 def best_baseline(cfg: TrainConfig, seeds: list[int]) -> tuple[str, float]:
-    """The baseline with the lowest mean average JCT on `seeds` (or the configured one)."""
-    cluster, spec, num_jobs, window = _eval_setting(cfg)
+    """The baseline with the lowest mean objective (average JCT in hours by default) on `seeds`
+    (or the configured one)."""
     names = cfg.eval["baselines"] if cfg.eval["baseline"] == "auto" else [cfg.eval["baseline"]]
-    scores = {n: float(np.mean([episode_metrics(run_baseline(n, cluster, spec, s, num_jobs, window)[0])["avg_jct_s"] for s in seeds])) for n in names}
+    scores = {n: float(np.mean([baseline_objective(n, cfg, s) for s in seeds])) for n in names}
     name = min(scores, key=scores.get)
     return name, scores[name]
 
@@ -139,11 +173,12 @@ class EvalAndCheckpointCallback(BaseCallback):
     def __init__(self, cfg: TrainConfig, out: Path, baseline: tuple[str, float], eval_every: int, checkpoint_every: int):
         super().__init__()
         self.cfg, self.out = cfg, out
-        self.baseline_name, self.baseline_jct = baseline
-        self.seeds = parse_seeds(cfg.eval["seeds"])
+        self.baseline_name, self.baseline_objective = baseline
+        self.seeds = cfg.validation_seeds()
         self.eval_every, self.checkpoint_every = eval_every, checkpoint_every
         self.history: list[dict] = json.loads((out / "eval.json").read_text()) if (out / "eval.json").exists() else []
-        self.best = min((h["avg_jct_s"] for h in self.history), default=np.inf)
+        self.best = min((h["objective"] for h in self.history), default=np.inf)
+        self.tb_step: int | None = None  # set by a warm start that evaluates before PPO's logger exists
         self._next_eval = (self._last(self.eval_every) + self.eval_every) if self.history else self.eval_every
         self._next_ckpt = checkpoint_every
 
@@ -154,21 +189,26 @@ class EvalAndCheckpointCallback(BaseCallback):
         self._next_ckpt = self.num_timesteps + self.checkpoint_every
         self._next_eval = max(self._next_eval, self.num_timesteps + 1)
 
-    def evaluate(self) -> None:
+    def evaluate(self, stage: str = "ppo") -> dict:
+        """The model's mean objective on the validation seeds; the best so far is model.zip."""
         t0 = time.perf_counter()
-        jcts = [run_policy_episode(self.model, self.cfg, s)["avg_jct_s"] for s in self.seeds]
-        avg = float(np.mean(jcts))
-        rel = (avg - self.baseline_jct) / self.baseline_jct
+        runs = [run_policy_episode(self.model, self.cfg, s) for s in self.seeds]
+        obj = float(np.mean([m["objective"] for m in runs]))
+        avg = float(np.mean([m["avg_jct_s"] for m in runs]))
+        rel = (obj - self.baseline_objective) / self.baseline_objective
         if getattr(self.model, "_logger", None) is not None:  # not yet set before the first learn()
-            self.logger.record("eval/avg_jct_h", avg / 3600)
-            self.logger.record("eval/baseline_avg_jct_h", self.baseline_jct / 3600)
+            self.logger.record("eval/objective", obj)
+            self.logger.record("eval/baseline_objective", self.baseline_objective)
             self.logger.record("eval/rel_diff_vs_baseline", rel)
-        self.history.append({"timesteps": int(self.num_timesteps), "avg_jct_s": avg, "baseline": self.baseline_name,
-                             "baseline_avg_jct_s": self.baseline_jct, "rel_diff": rel, "eval_wall_s": time.perf_counter() - t0})
+            self.logger.record("eval/avg_jct_h", avg / 3600)
+        entry = {"timesteps": int(self.num_timesteps), "stage": stage, "objective": obj, "avg_jct_s": avg, "baseline": self.baseline_name,
+                 "baseline_objective": self.baseline_objective, "rel_diff": rel, "eval_wall_s": time.perf_counter() - t0}
+        self.history.append(entry)
         (self.out / "eval.json").write_text(json.dumps(self.history, indent=1))
-        if avg < self.best:
-            self.best = avg
+        if obj < self.best:
+            self.best = obj
             self.model.save(self.out / "model.zip")
+        return entry
 
     def checkpoint(self) -> None:
         ck = self.out / "checkpoints"
@@ -218,9 +258,9 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     }
     (out / "version.json").write_text(json.dumps(version, indent=1))
 
-    seeds = parse_seeds(cfg.eval["seeds"])
+    seeds = cfg.validation_seeds()
     baseline = best_baseline(cfg, seeds)
-    log(f"validation seeds {cfg.eval['seeds']}: best baseline '{baseline[0]}' avg JCT {baseline[1] / 3600:.2f} h")
+    log(f"validation seeds {seeds[0]}-{seeds[-1]}: best baseline '{baseline[0]}', objective {baseline[1]:.3f}")
     eval_cb = EvalAndCheckpointCallback(cfg, out, baseline, cfg.eval["every_timesteps"], cfg.checkpoint_every_timesteps)
     if not resume and cfg.bc["episodes"] > 0:
         from agents.imitation import clone, collect
@@ -232,7 +272,12 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
         log(f"behaviour cloning of '{teacher}': {stats['samples']} decisions, accuracy {stats['accuracy']:.3f}, {time.perf_counter() - t0:.0f} s")
         (out / "bc.json").write_text(json.dumps({"teacher": teacher, **stats}, indent=1))
         eval_cb.init_callback(model)
-        eval_cb.evaluate()
+        eval_cb.evaluate("bc")
+    if not resume and cfg.distill["rounds"] > 0:
+        from agents.distill import distill
+
+        eval_cb.init_callback(model)
+        distill(model, cfg, out, baseline, eval_cb, log)
     callbacks = CallbackList([SchedulingMetricsCallback((out / "config.yaml").read_text()), eval_cb])
     remaining = cfg.total_timesteps - model.num_timesteps
     t0 = time.perf_counter()
@@ -246,7 +291,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     steps = model.num_timesteps - start_steps
     summary = {
         "timesteps": int(model.num_timesteps), "wall_s": wall, "env_steps_per_s": steps / wall if wall > 0 else 0.0,
-        "best_validation_avg_jct_h": eval_cb.best / 3600, "baseline": baseline[0], "baseline_avg_jct_h": baseline[1] / 3600,
+        "best_validation_objective": eval_cb.best, "baseline": baseline[0], "baseline_objective": baseline[1],
         "model": str(out / "model.zip"), "last_model": str(out / "last_model.zip"), "tensorboard": str(out / "tb"),
         "config": str(out / "config.yaml"), "checkpoint": str(ck / "latest.zip"), "device": str(device),
     }

@@ -1,7 +1,8 @@
 """Evaluation of schedulers on paired workloads, the library behind evaluate.py.
 
     policies   which policies: baselines by name, `PREFIX=ARG` loaded policies (POLICY_LOADERS)
-    runners    episodes: baselines (replay loop), actors (Gymnasium env), the process pool run
+    runners    episodes: baselines (replay loop), actors (Gymnasium env), every episode of a run
+               through agents.parallel (local processes or Ray tasks), failed ones listed
     stats      Student-t quantile, mean with 95% t-interval, paired relative difference
     results    the results.json schema and checker, the document, the results.md report
     plots      JCT CDF, timelines, Gantt chart (matplotlib, imported when plots are written)
@@ -36,6 +37,7 @@ from agents.evaluation.results import (
 )
 from agents.evaluation.runners import (
     EPISODE_STEP_CAP,
+    EvaluationRuns,
     RunTask,
     cluster_and_spec,
     run_actor,
@@ -47,7 +49,7 @@ from agents.evaluation.runners import (
 from agents.evaluation.stats import mean_ci95, paired_rel_diff, t_quantile
 
 __all__ = [
-    "Actor", "EPISODE_STEP_CAP", "KIND_COLUMNS", "MaskablePPOLoader", "POLICY_LOADERS", "PolicyLoader",
+    "Actor", "EPISODE_STEP_CAP", "EvaluationRuns", "KIND_COLUMNS", "MaskablePPOLoader", "POLICY_LOADERS", "PolicyLoader",
     "PolicySpec", "RESULTS_SCHEMA", "RunTask", "SCHEMA_VERSION", "TABLE_COLUMNS", "UsageError",
     "build_results", "cluster_and_spec", "environment_record", "mean_ci95", "model_actor",
     "paired_rel_diff", "parse_policies", "parse_policy", "results_markdown", "run_actor", "run_all",

@@ -128,9 +128,10 @@ def _json_safe(x: Any) -> Any:
     return x
 
 
-def environment_record(workers: int, wall_s: float, started: datetime.datetime, command: str) -> dict:
+def environment_record(workers: int, wall_s: float, started: datetime.datetime, command: str, backend: str = "local") -> dict:
     """results.json's `environment`: Python, platform, package versions, git commit (null
-    outside a checkout), the command as typed, start time (UTC), workers and wall time."""
+    outside a checkout), the command as typed, start time (UTC), workers, wall time and the
+    backend that ran the episodes (`local` or `ray`; agents/parallel.py)."""
     packages = {}
     for name in ("numpy", "networkx", "gymnasium", "stable-baselines3", "sb3-contrib", "torch", "matplotlib"):
         try:
@@ -150,6 +151,7 @@ def environment_record(workers: int, wall_s: float, started: datetime.datetime, 
         "started_utc": started.isoformat(timespec="seconds"),
         "workers": workers,
         "wall_s": wall_s,
+        "backend": backend,
     }
 
 
@@ -165,17 +167,22 @@ def build_results(
     environment: dict,
     scenario: str | None = None,
     objective: dict | None = None,
+    missing: list[dict] | None = None,
 ) -> dict:
     """The results.json document from every policy's runs (each sorted by seed); `cluster` and
     `workload` are config names, `reference` a key of `runs`. With a `scenario` (and its
     `objective`, as `Objective.to_dict()`), policies are paired on the objective, else on the
-    average JCT."""
+    average JCT. `missing`: the episodes that failed (`run_all`'s records); when there are any,
+    the document lists them under "missing", summaries cover the runs that finished and the
+    paired comparison the seeds the reference finished too."""
     paired_metric = "objective" if scenario else "avg_jct_s"
     policies = {
         label: {"runs": rs, "summary": {m: mean_ci95([r["metrics"][m] for r in rs]) for m in METRICS}}
         for label, rs in runs.items()
     }
     ref_runs = runs[reference]
+    ref_seeds = {r["seed"] for r in ref_runs}
+    extra = {"missing": missing} if missing else {}
     return _json_safe(
         {
             "schema_version": SCHEMA_VERSION,
@@ -189,9 +196,11 @@ def build_results(
             "seeds": seeds,
             "reference": reference,
             "policies": policies,
-            "paired_vs_reference": {label: paired_rel_diff(rs, ref_runs, paired_metric) for label, rs in runs.items() if label != reference},
+            "paired_vs_reference": {label: paired_rel_diff([r for r in rs if r["seed"] in ref_seeds], ref_runs, paired_metric)
+                                    for label, rs in runs.items() if label != reference},
             "lower_bound": {"avg_ideal_runtime_s": mean_ci95([r["metrics"]["avg_ideal_runtime_s"] for r in ref_runs])},
             "environment": environment,
+            **extra,
         }
     )
 
@@ -268,6 +277,11 @@ def results_markdown(doc: dict) -> str:
         mean = "n/a" if d["rel_diff_mean"] is None else f"{d['rel_diff_mean']:+.1%}"
         ci = "n/a" if d["ci95_low"] is None else f"[{d['ci95_low']:+.1%}, {d['ci95_high']:+.1%}]"
         lines.append(f"| {label} | {mean} | {ci} |")
+    if doc.get("missing"):
+        lines += ["", f"## Missing episodes ({len(doc['missing'])})", "", "Failed, left out of every figure above.", "",
+                  "| policy | scenario | seed | error |", "|---|---|---|---|"]
+        lines += [f"| {m['policy']} | {m['scenario'] or '-'} | {m['seed']} | {m['error'].replace('|', '/')} |" for m in doc["missing"]]
     env = doc["environment"]
-    lines += ["", f"Wall time {env['wall_s']:.1f} s with {env['workers']} worker(s). Command: `{env['command']}`", ""]
+    backend = f", backend {env['backend']}" if env.get("backend", "local") != "local" else ""
+    lines += ["", f"Wall time {env['wall_s']:.1f} s with {env['workers']} worker(s){backend}. Command: `{env['command']}`", ""]
     return "\n".join(lines)

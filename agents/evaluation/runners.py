@@ -1,5 +1,6 @@
 """Episodes: baselines through the bare replay loop, actors (loaded models) through the
-Gymnasium env, and every (policy, seed) episode of an evaluation in a process pool.
+Gymnasium env, and every (policy, seed) episode of an evaluation through `agents.parallel`
+(in this process, a process pool or Ray tasks).
 
 Workload seed `s` is the same job list for every policy (`workload_sha256` fingerprints it),
 so runs are paired per seed. Learned policies run to the end (`EPISODE_STEP_CAP`), no
@@ -15,7 +16,8 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -141,6 +143,24 @@ def run_one(task: RunTask) -> dict:
     return out
 
 
+class EvaluationRuns(NamedTuple):
+    """What `run_all` returns: runs per policy label (sorted as the seeds), pooled JCTs per
+    policy, the trace seed's episode output per policy (with its timeline and segments, for
+    plots), and one record per episode that failed (`missing`, empty when every episode ran)."""
+
+    runs: dict[str, list[dict]]
+    jcts: dict[str, list[float]]
+    traces: dict[str, dict]
+    missing: list[dict]
+
+
+def _shared_path(name_or_path: str) -> str:
+    """An existing file as an absolute path, so that a worker whose working directory differs
+    (a Ray worker) finds it; a config name unchanged."""
+    p = Path(name_or_path)
+    return str(p.resolve()) if p.is_file() else name_or_path
+
+
 def run_all(
     policies: list[PolicySpec],
     seeds: list[int],
@@ -153,27 +173,44 @@ def run_all(
     workload_hashes: dict[int, str],
     trace_seed: int,
     scenario: str | None = None,
-) -> tuple[dict[str, list[dict]], dict[str, list[float]], dict[str, dict]]:
-    """Every (policy, seed) episode, in a process pool when workers > 1, with a progress bar on
-    stderr. `workload_hashes` (seed -> `workload_sha256`, drawn beforehand) must match every
-    run's workload, else RuntimeError: the runs would not be paired. Returns runs per policy
-    label (sorted as `seeds`), pooled JCTs per policy, and the `trace_seed` episode's output
-    per policy (with its timeline and segments, for plots)."""
-    from agents.parallel import run_tasks
+    backend: str = "local",
+    ray_address: str | None = None,
+    progress: bool = True,
+) -> EvaluationRuns:
+    """Every (policy, seed) episode through `agents.parallel.run_tasks` (`backend` "local": in
+    this process or a pool of `workers` processes; "ray": Ray tasks, at most `workers` at a time
+    when > 0, else as many as the cluster runs; see agents/parallel.py),
+    with a progress bar on stderr. Model and config files reach the workers as absolute paths,
+    which must exist on every worker's machine. `workload_hashes` (seed -> `workload_sha256`,
+    drawn beforehand) must match every run's workload, else RuntimeError: the runs would not be
+    paired. An episode that fails (its exception, its worker killed) is left out of the runs and
+    listed in `missing` as {"policy", "scenario", "seed", "error", "traceback"}; the others are
+    kept."""
+    from agents.parallel import run_tasks, task_errors
 
+    shared = [dataclasses.replace(p, arg=_shared_path(p.arg)) if p.loader not in (None, SIMULATING) else p for p in policies]
+    scenario_file = _shared_path(scenario) if scenario else None
     tasks = [
-        RunTask(p, s, cluster, workload, num_jobs, queue_window, keep_trace=s == trace_seed, scenario=scenario)
-        for p in policies
+        RunTask(p, s, _shared_path(cluster), _shared_path(workload), num_jobs, queue_window, keep_trace=s == trace_seed, scenario=scenario_file)
+        for p in shared
         for s in seeds
     ]
-    outputs = {(t.policy.label, t.seed): o for t, o in zip(tasks, run_tasks(run_one, tasks, workers=workers, desc="episodes"))}
+    results = run_tasks(run_one, tasks, workers=workers, backend=backend, desc="episodes", progress=progress, on_error="keep",
+                        ray_address=ray_address, max_in_flight=workers or None)
+    failed = {e.index: e for e in task_errors(results)}
+    labels = [p.label for p in policies for _ in seeds]  # the task order; labels as given (paths as typed)
+    scenario_name = _scenario(scenario_file).name if scenario_file else None
+    missing = [{"policy": labels[i], "scenario": scenario_name, "seed": tasks[i].seed, "error": e.error, "traceback": e.details}
+               for i, e in sorted(failed.items())]
+    outputs = {(labels[i], t.seed): o for i, (t, o) in enumerate(zip(tasks, results)) if i not in failed}
     runs, jcts, traces = {}, {}, {}
     for p in policies:
-        outs = [outputs[(p.label, s)] for s in seeds]
+        outs = [outputs[(p.label, s)] for s in seeds if (p.label, s) in outputs]
         for o in outs:
             if o["run"]["jobs_sha256"] != workload_hashes[o["run"]["seed"]]:
                 raise RuntimeError(f"{p.label} saw a different workload for seed {o['run']['seed']}: runs are not paired")
         runs[p.label] = [o["run"] for o in outs]
         jcts[p.label] = [x for o in outs for x in o["jct_s"]]
-        traces[p.label] = outputs[(p.label, trace_seed)]
-    return runs, jcts, traces
+        if (p.label, trace_seed) in outputs:
+            traces[p.label] = outputs[(p.label, trace_seed)]
+    return EvaluationRuns(runs, jcts, traces, missing)

@@ -1,0 +1,252 @@
+"""Distillation of a teacher into the candidate-scoring policy (DAgger), before PPO.
+
+The teacher is the honest `lookahead` (agents.lookahead: it simulates sampled futures at every
+decision) or a heuristic. The student is the network PPO then trains: it decides in one forward
+pass, so it can be served. Round 0 follows the teacher; round r follows the teacher's action
+with probability `beta_decay ** r` and the student's otherwise, so later rounds visit the states
+the student's own mistakes lead to (Ross et al., AISTATS 2011). Every visited state is labelled
+with the teacher's choice, the labels of all rounds are aggregated, and the student is fitted to
+them with the behaviour-cloning loss of agents.imitation (cross-entropy on the masked logits,
+its value head on the scaled returns).
+
+Episodes are labelled in parallel worker processes (`agents.parallel.run_tasks`); each task is
+one training-range workload seed and gives the same labels in any worker. The student reaches a
+worker as a saved model file (`distill/student-rN.zip` in the run folder).
+
+`teacher: auto` distils the lookahead only where it beats the best heuristic on the validation
+seeds; elsewhere the student clones the best heuristic and PPO has to find the gain alone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from agents.imitation import Demonstrations, clone
+from agents.parallel import run_tasks
+from envs.env import TRAIN_SEEDS
+
+TEACHER_RNG_TAG = 0xD1A6  # the student/teacher coin flips of a labelling episode
+
+
+@dataclass(frozen=True)
+class LabelTask:
+    """One labelled episode: workload `seed` of the env `env_kwargs`, following the teacher with
+    probability `beta` per decision and else the student saved at `student` (None: teacher only)."""
+
+    env_kwargs: dict
+    seed: int
+    teacher: str  # "lookahead" or a baseline name
+    heuristic: str  # the best heuristic: its choices are recorded to measure agreement against
+    student: str | None
+    beta: float
+    gamma: float
+
+
+def _lookahead_config(env):
+    from envs.scenario import LookaheadConfig
+
+    return env.scenario.lookahead if env.scenario is not None else LookaheadConfig()
+
+
+def label_episode(task: LabelTask) -> dict:
+    """Run one episode, recording at every decision the observation, the teacher's choice, the
+    best heuristic's choice and the action taken; returns numpy arrays and the episode's stats."""
+    from agents.lookahead import Lookahead
+    from baselines import make_baseline
+    from envs.env import GpuClusterEnv
+
+    t0 = time.perf_counter()
+    env = GpuClusterEnv(**task.env_kwargs)
+    obs, _ = env.reset(seed=task.seed)
+    heuristic = make_baseline(task.heuristic, seed=task.seed)
+    if task.teacher == "lookahead":
+        teacher = Lookahead(env.sim, env.workload_spec, _lookahead_config(env), env.objective, env.queue_window, clairvoyant=False, seed=task.seed)
+    else:
+        teacher = make_baseline(task.teacher, seed=task.seed)
+    student = None
+    if task.student is not None and task.beta < 1.0:
+        from agents.policy import load_model
+
+        student = load_model(task.student, device="cpu")
+    coin = np.random.default_rng([task.seed, TEACHER_RNG_TAG])
+    cands, globs, masks, labels, heur, taken, rewards, gains = [], [], [], [], [], [], [], []
+    K = len(env.cset.mask)
+    done = env.sim.done
+    while not done:
+        state, cset = env.state, env.cset
+        h = heuristic.select(state, cset)
+        t = teacher.select(state, cset)
+        gain = np.full(K, np.nan, dtype=np.float32)  # the teacher's estimated gain over its base, where it searched
+        search = getattr(teacher, "last_search", None)
+        if search is not None:
+            gain[search[0]] = -search[1]
+        a = t
+        if student is not None and coin.random() >= task.beta:
+            a = int(student.predict(obs, action_masks=cset.mask, deterministic=True)[0])
+        cands.append(obs["candidates"])
+        globs.append(obs["global"])
+        masks.append(obs["action_mask"].astype(bool))
+        labels.append(t)
+        gains.append(gain)
+        heur.append(h)
+        taken.append(a)
+        obs, r, term, trunc, info = env.step(a)
+        rewards.append(r)
+        done = term or trunc
+    returns, g = np.empty(len(rewards)), 0.0
+    for i in range(len(rewards) - 1, -1, -1):
+        g = rewards[i] + task.gamma * g
+        returns[i] = g
+    return {
+        "candidates": np.stack(cands), "global": np.stack(globs), "masks": np.stack(masks),
+        "labels": np.array(labels, dtype=np.int64), "heuristic": np.array(heur, dtype=np.int64),
+        "taken": np.array(taken, dtype=np.int64), "returns": returns, "gains": np.stack(gains),
+        "objective": float(info["metrics"]["objective"]), "wall_s": time.perf_counter() - t0,
+    }
+
+
+def label_tasks(cfg, teacher: str, heuristic: str, round_: int, student: str | None) -> list[LabelTask]:
+    """The round's labelling tasks: `distill.episodes` training-range workload seeds, drawn from
+    the run's seed and the round (never a validation or test seed)."""
+    d = cfg.distill
+    rng = np.random.default_rng([cfg.seed, round_, 0xDA6])
+    seeds = rng.integers(*TRAIN_SEEDS, size=d["episodes"])
+    beta = 1.0 if student is None else float(d["beta_decay"]) ** round_
+    return [LabelTask(cfg.env_kwargs(), int(s), teacher, heuristic, student, beta, float(cfg.ppo["gamma"])) for s in seeds]
+
+
+def aggregate(episodes: list[dict], temperature: float = 0.0) -> tuple[Demonstrations, np.ndarray]:
+    """The labelled states of `episodes` as demonstrations (actions = the teacher's choices;
+    with a temperature > 0, soft targets from its estimated gains), and the best heuristic's
+    choices on the same states."""
+    cat = lambda k: np.concatenate([e[k] for e in episodes])  # noqa: E731
+    demos = Demonstrations(cat("candidates"), cat("global"), cat("masks"), cat("labels"), cat("returns"))
+    if temperature > 0:
+        demos.targets = soft_targets(demos.actions, cat("gains"), temperature)
+    return demos, cat("heuristic")
+
+
+def soft_targets(labels: np.ndarray, gains: np.ndarray, temperature: float) -> np.ndarray:
+    """(N, K) target distributions: where the teacher searched, a softmax of its estimated gains
+    over the candidates it simulated (`temperature` in the objective's units: job-hours for a
+    JCT objective); elsewhere, and with temperature 0, its choice (one-hot)."""
+    n, k = gains.shape
+    out = np.zeros((n, k), dtype=np.float32)
+    out[np.arange(n), labels] = 1.0
+    if temperature <= 0:
+        return out
+    for i in np.flatnonzero(~np.isnan(gains).all(axis=1)):
+        ev = ~np.isnan(gains[i])
+        z = gains[i, ev].astype(np.float64) / temperature
+        p = np.exp(z - z.max())
+        out[i] = 0.0
+        out[i, ev] = p / p.sum()
+    return out
+
+
+def student_actions(model, demos: Demonstrations, chunk: int = 2048) -> np.ndarray:
+    """The student's deterministic choices on the demonstrations' states."""
+    import torch as th
+
+    policy = model.policy
+    policy.set_training_mode(False)
+    out = []
+    with th.no_grad():
+        for lo in range(0, len(demos), chunk):
+            obs = {
+                "candidates": th.as_tensor(demos.candidates[lo : lo + chunk], device=policy.device),
+                "global": th.as_tensor(demos.global_features[lo : lo + chunk], device=policy.device),
+                "action_mask": th.as_tensor(demos.masks[lo : lo + chunk], device=policy.device),
+            }
+            out.append(policy.get_distribution(obs).get_actions(deterministic=True).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def choose_teacher(cfg, heuristic: tuple[str, float], seeds: list[int], log=print) -> tuple[str, dict]:
+    """`distill.teacher`, with "auto" resolved on the validation seeds: the honest lookahead where
+    its mean objective beats the best heuristic's, else the best heuristic."""
+    teacher = cfg.distill["teacher"]
+    info: dict = {"requested": teacher, "heuristic": heuristic[0], "heuristic_objective": heuristic[1]}
+    if teacher != "auto":
+        return teacher, info
+    from agents.evaluation.policies import SIMULATING, PolicySpec
+    from agents.evaluation.runners import RunTask, run_one
+
+    e_kwargs = cfg.env_kwargs()
+    tasks = [RunTask(PolicySpec("lookahead", SIMULATING, "lookahead"), s, cfg.cluster, cfg.workload,
+                     e_kwargs.get("num_jobs"), e_kwargs.get("queue_window", 8), keep_trace=False, scenario=cfg.scenario) for s in seeds]
+    t0 = time.perf_counter()
+    runs = run_tasks(run_one, tasks, workers=cfg.distill["workers"], desc="teacher check")
+    la = float(np.mean([r["run"]["metrics"]["objective"] for r in runs]))
+    info.update(lookahead_objective=la, check_wall_s=time.perf_counter() - t0)
+    chosen = "lookahead" if la < heuristic[1] else heuristic[0]
+    log(f"teacher check on {len(seeds)} validation seeds: lookahead {la:.3f} vs {heuristic[0]} {heuristic[1]:.3f} -> distil '{chosen}'"
+        f" ({info['check_wall_s']:.0f} s)")
+    return chosen, info
+
+
+def distill(model, cfg, out: Path, heuristic: tuple[str, float], eval_cb, log=print) -> dict:
+    """The DAgger rounds of `cfg.distill` on `model` (in place). Logs to TensorBoard (tb/distill),
+    writes distill.json, and evaluates the student on the validation seeds after every round
+    (the best so far becomes model.zip, as during PPO)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    d = cfg.distill
+    seeds = cfg.validation_seeds()
+    teacher, record = choose_teacher(cfg, heuristic, seeds, log)
+    folder = out / "distill"
+    folder.mkdir(parents=True, exist_ok=True)
+    writer = SummaryWriter(str(out / "tb" / "distill"))
+    episodes: list[dict] = []
+    rounds = []
+    student: str | None = None
+    t_start = time.perf_counter()
+    for r in range(d["rounds"]):
+        t0 = time.perf_counter()
+        tasks = label_tasks(cfg, teacher, heuristic[0], r, student)
+        new = run_tasks(label_episode, tasks, workers=d["workers"], backend=d["backend"], desc=f"labelling round {r}")
+        label_wall = time.perf_counter() - t0
+        fresh, fresh_heur = aggregate(new)
+        np.savez_compressed(folder / f"labels-r{r}.npz", candidates=fresh.candidates, global_features=fresh.global_features, masks=fresh.masks,
+                            labels=fresh.actions, returns=fresh.returns, heuristic=fresh_heur,
+                            gains=np.concatenate([e["gains"] for e in new]))
+        # Agreement on the states this round visited, before training on them (on-policy for r > 0).
+        before = float((student_actions(model, fresh) == fresh.actions).mean()) if r > 0 else float("nan")
+        episodes.extend(new)
+        demos, heur = aggregate(episodes, d["temperature"] if teacher == "lookahead" else 0.0)
+        stats = clone(model, demos, d["epochs"], d["batch_size"], d["learning_rate"], cfg.seed + r)
+        student_agree = float((student_actions(model, demos) == demos.actions).mean())
+        heuristic_agree = float((heur == demos.actions).mean())
+        student = str(folder / f"student-r{r}.zip")
+        model.save(student)
+        entry = eval_cb.evaluate(stage=f"distill-r{r}")
+        row = {
+            "round": r, "teacher": teacher, "beta": tasks[0].beta, "episodes": len(new), "states": int(len(fresh)), "aggregated": int(len(demos)),
+            "teacher_changes": float((fresh.actions != fresh_heur).mean()), "label_wall_s": label_wall,
+            "labels_per_s": len(fresh) / max(label_wall, 1e-9), "agreement_before": before, "agreement": student_agree,
+            "heuristic_agreement": heuristic_agree, "followed_objective": float(np.mean([e["objective"] for e in new])),
+            "validation_objective": entry["objective"], "validation_rel_diff": entry["rel_diff"],
+            "wall_s": time.perf_counter() - t0, **{f"clone_{k}": v for k, v in stats.items()},
+        }
+        rounds.append(row)
+        for k in ("agreement", "heuristic_agreement", "agreement_before", "teacher_changes", "labels_per_s", "validation_objective",
+                  "validation_rel_diff", "followed_objective"):
+            if not np.isnan(row[k]):
+                writer.add_scalar(f"distill/{k}", row[k], r)
+        writer.flush()
+        log(f"distill round {r} ({teacher}, beta {row['beta']:.2f}): {row['states']} states in {label_wall:.0f} s, "
+            f"student agrees with the teacher on {student_agree:.3f} of {len(demos)} (the {heuristic[0]} heuristic {heuristic_agree:.3f}); "
+            f"validation objective {entry['objective']:.3f} ({entry['rel_diff']:+.1%} vs {heuristic[0]})")
+    writer.close()
+    summary = {"teacher": teacher, "teacher_choice": record, "rounds": rounds, "wall_s": time.perf_counter() - t_start,
+               "config": dict(d)}
+    (out / "distill.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+__all__ = ["LabelTask", "aggregate", "choose_teacher", "distill", "label_episode", "label_tasks", "student_actions"]

@@ -1,0 +1,98 @@
+"""Distillation of the lookahead teacher (agents/distill.py): a tiny run end to end through
+train.py, labels that do not depend on the number of workers, and bad distill configs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from agents.distill import LabelTask, aggregate, label_episode
+from agents.parallel import run_tasks
+from tests.test_train import run_train, tb_scalar_tags, write_config
+
+SMALL = {"scenario": "default", "num_jobs": 24}
+
+
+def test_tiny_distillation_run_student_agrees_with_its_teacher_more_than_the_heuristic(tmp_path):
+    cfg = write_config(
+        tmp_path,
+        cluster=None, workload=None, scenario="default", env={"num_jobs": 40},
+        distill={"teacher": "lookahead", "rounds": 2, "episodes": 2, "epochs": 100, "batch_size": 64, "workers": 2, "temperature": 0.0},
+        eval={"every_timesteps": 64, "seeds": "100", "baselines": ["sect", "sjf"]},
+    )
+    text = cfg.read_text().replace("cluster: null\n", "").replace("workload: null\n", "")
+    cfg.write_text(text)
+    out = tmp_path / "run"
+    r = run_train("--config", str(cfg), "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((out / "distill.json").read_text())
+    assert summary["teacher"] == "lookahead"
+    assert [row["round"] for row in summary["rounds"]] == [0, 1]
+    last = summary["rounds"][-1]
+    assert last["aggregated"] == sum(row["states"] for row in summary["rounds"])
+    # The teacher left the heuristic somewhere (else agreement would prove nothing), and the
+    # student learned those states: it agrees with the teacher more often than the heuristic.
+    assert any(row["teacher_changes"] > 0 for row in summary["rounds"])
+    assert last["agreement"] > last["heuristic_agreement"], last
+    assert summary["rounds"][1]["beta"] == 0.5  # round 1 follows the student half the time
+    assert (out / "distill" / "student-r0.zip").is_file() and (out / "model.zip").is_file()
+    stages = [e["stage"] for e in json.loads((out / "eval.json").read_text())]
+    assert stages[:2] == ["distill-r0", "distill-r1"] and "ppo" in stages
+    tags = tb_scalar_tags(out)
+    assert {"distill/agreement", "distill/heuristic_agreement", "distill/validation_objective", "eval/objective", "time/fps"} <= tags
+
+
+def test_labels_are_the_same_in_one_process_and_in_two_workers():
+    tasks = [LabelTask(SMALL, s, "lookahead", "sect", None, 1.0, 0.97) for s in (1_000_001, 1_000_002)]
+    a = run_tasks(label_episode, tasks, workers=1, progress=False)
+    b = run_tasks(label_episode, tasks, workers=2, progress=False)
+    for x, y in zip(a, b):
+        for key in ("candidates", "global", "masks", "labels", "heuristic", "taken", "returns"):
+            np.testing.assert_array_equal(x[key], y[key])
+    demos, heuristic = aggregate(a)
+    assert len(demos) == len(heuristic) == sum(len(e["labels"]) for e in a)
+    assert (demos.masks[np.arange(len(demos)), demos.actions]).all()  # every label is a valid action
+
+
+def test_beta_one_follows_the_teacher_and_beta_zero_the_student(tmp_path):
+    teacher = label_episode(LabelTask(SMALL, 1_000_003, "lookahead", "sect", None, 1.0, 0.97))
+    np.testing.assert_array_equal(teacher["taken"], teacher["labels"])  # beta 1: the teacher's choice is executed
+    assert (teacher["labels"] != teacher["heuristic"]).any()  # the lookahead leaves sect somewhere
+    # A student that always waits when it may (an untrained net would be arbitrary): take the
+    # tiny run's model; with beta 0 every executed action is the student's, not the teacher's.
+    from agents.config import train_config_from_dict
+    from agents.training import build_model, make_vec_env
+
+    cfg = train_config_from_dict({"scenario": "default", "env": {"num_jobs": 24}, "n_envs": 1, "ppo": {"n_steps": 64, "batch_size": 64},
+                                  "policy": {"d_model": 16, "n_heads": 2, "n_layers": 1, "encoder_hidden": [16], "head_hidden": [16], "value_hidden": [16]}},
+                                 "<test>")
+    model = build_model(cfg, make_vec_env(cfg), __import__("torch").device("cpu"), None)
+    model.save(tmp_path / "student.zip")
+    followed = label_episode(LabelTask(SMALL, 1_000_003, "lookahead", "sect", str(tmp_path / "student.zip"), 0.0, 0.97))
+    from agents.distill import aggregate as agg, student_actions
+
+    demos, _ = agg([followed])
+    np.testing.assert_array_equal(followed["taken"], student_actions(model, demos))
+    assert (followed["taken"] != followed["labels"]).any()
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"scenario": "default"}, "cluster: conflicts with scenario"),
+        ({"distill": {"teacher": "lookahead-oracle", "rounds": 1}}, "distill.teacher: the oracle sees the future"),
+        ({"distill": {"teacher": "clairvoyant", "rounds": 1}}, "distill.teacher: 'clairvoyant' is not"),
+        ({"distill": {"rounds": 1}, "bc": {"episodes": 4}}, "distill.rounds: distillation and bc are two warm starts"),
+        ({"distill": {"beta_decay": 1.5}}, "distill.beta_decay: must be in [0, 1]"),
+        ({"scenario": "no-such-scenario", "cluster": None, "workload": None}, "scenario"),
+    ],
+)
+def test_bad_distill_config_fails_at_start_naming_the_key(tmp_path, overrides, message):
+    cfg = write_config(tmp_path, **overrides)
+    cfg.write_text(cfg.read_text().replace("cluster: null\n", "").replace("workload: null\n", ""))
+    r = run_train("--config", str(cfg), "--out", str(tmp_path / "run"))
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()
