@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.imitation import Demonstrations, clone
+from agents.imitation import Demonstrations, clone, discounted_returns
 from agents.parallel import run_tasks
 from envs.env import TRAIN_SEEDS
 
@@ -60,7 +60,6 @@ def label_episode(task: LabelTask) -> dict:
     from baselines import make_baseline
     from envs.env import GpuClusterEnv
 
-    t0 = time.perf_counter()
     env = GpuClusterEnv(**task.env_kwargs)
     obs, _ = env.reset(seed=task.seed)
     heuristic = make_baseline(task.heuristic, seed=task.seed)
@@ -98,15 +97,12 @@ def label_episode(task: LabelTask) -> dict:
         obs, r, term, trunc, info = env.step(a)
         rewards.append(r)
         done = term or trunc
-    returns, g = np.empty(len(rewards)), 0.0
-    for i in range(len(rewards) - 1, -1, -1):
-        g = rewards[i] + task.gamma * g
-        returns[i] = g
+    returns = discounted_returns(rewards, task.gamma)
     return {
         "candidates": np.stack(cands), "global": np.stack(globs), "masks": np.stack(masks),
         "labels": np.array(labels, dtype=np.int64), "heuristic": np.array(heur, dtype=np.int64),
         "taken": np.array(taken, dtype=np.int64), "returns": returns, "gains": np.stack(gains),
-        "objective": float(info["metrics"]["objective"]), "wall_s": time.perf_counter() - t0,
+        "objective": float(info["metrics"]["objective"]),
     }
 
 
@@ -176,10 +172,11 @@ def choose_teacher(cfg, heuristic: tuple[str, float], seeds: list[int], log=prin
         return teacher, info
     from agents.evaluation.policies import SIMULATING, PolicySpec
     from agents.evaluation.runners import RunTask, run_one
+    from agents.training import eval_setting
 
-    e_kwargs = cfg.env_kwargs()
-    tasks = [RunTask(PolicySpec("lookahead", SIMULATING, "lookahead"), s, cfg.cluster, cfg.workload,
-                     e_kwargs.get("num_jobs"), e_kwargs.get("queue_window", 8), keep_trace=False, scenario=cfg.scenario) for s in seeds]
+    e = eval_setting(cfg)
+    tasks = [RunTask(PolicySpec("lookahead", SIMULATING, "lookahead"), s, cfg.cluster, cfg.workload, e.num_jobs, e.queue_window,
+                     keep_trace=False, scenario=cfg.scenario) for s in seeds]
     t0 = time.perf_counter()
     runs = run_tasks(run_one, tasks, workers=cfg.distill["workers"], desc="teacher check")
     la = float(np.mean([r["run"]["metrics"]["objective"] for r in runs]))

@@ -31,6 +31,15 @@ class Demonstrations:
         return len(self.actions)
 
 
+def discounted_returns(rewards: list[float], gamma: float) -> np.ndarray:
+    """The discounted return from each step of an episode."""
+    out, g = np.empty(len(rewards)), 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        g = rewards[t] + gamma * g
+        out[t] = g
+    return out
+
+
 def collect(env: GpuClusterEnv, baseline: str, episodes: int, gamma: float, seed: int) -> Demonstrations:
     """Run `baseline` through the env on training-range workloads and record what it did."""
     rng = np.random.default_rng(seed)
@@ -50,11 +59,7 @@ def collect(env: GpuClusterEnv, baseline: str, episodes: int, gamma: float, seed
             obs, r, term, trunc, _ = env.step(a)
             rewards.append(r)
             done = term or trunc
-        g, out = 0.0, np.empty(len(rewards))
-        for t in range(len(rewards) - 1, -1, -1):
-            g = rewards[t] + gamma * g
-            out[t] = g
-        returns.append(out)
+        returns.append(discounted_returns(rewards, gamma))
     return Demonstrations(np.stack(cands), np.stack(globs), np.stack(masks), np.array(actions, dtype=np.int64), np.concatenate(returns))
 
 

@@ -209,8 +209,8 @@ class Lookahead:
         self.rng = np.random.default_rng([seed, 0x100C])
         self.stats = LookaheadStats()
         # The last decision's search: (candidate indices, mean cost difference to the base rule's
-        # choice over the sampled futures, its standard error), or None where nothing was searched.
-        self.last_search: tuple[list[int], np.ndarray, np.ndarray] | None = None
+        # choice over the sampled futures), or None where nothing was searched.
+        self.last_search: tuple[list[int], np.ndarray] | None = None
 
     def _rollout(self, fork: Simulator, cset: CandidateSet, action: int, horizon_end: float) -> float:
         apply_candidate(fork, cset, action)
@@ -252,7 +252,7 @@ class Lookahead:
         self.stats.rollouts += costs.size
         diff = costs - costs[0]  # against the base rule's choice (options[0]), paired per sample
         mean = diff.mean(axis=1)
-        self.last_search = (options, mean, diff.std(axis=1, ddof=1) / math.sqrt(self.samples) if self.samples > 1 else np.zeros_like(mean))
+        self.last_search = (options, mean)
         best = int(np.argmin(mean))
         choice = b
         if mean[best] < 0:

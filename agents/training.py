@@ -102,31 +102,19 @@ class EvalSetting:
 
 
 def eval_setting(cfg: TrainConfig) -> EvalSetting:
-    from envs.config import load_cluster
-    from envs.objective import objective_config
-    from envs.workload import load_workload_spec
-
-    env = dict(cfg.env)
-    if cfg.scenario:
-        from envs.scenario import load_scenario
-
-        sc = load_scenario(cfg.scenario)
-        base = {"num_jobs": sc.num_jobs, "queue_window": sc.queue_window, "objective": sc.objective, "max_checkpoint_s": sc.max_checkpoint_s}
-        env = {**base, **env}
-    return EvalSetting(load_cluster(cfg.cluster), load_workload_spec(cfg.workload), env.get("num_jobs"), env.get("queue_window", 8),
-                       objective_config(env.get("objective")), float(env.get("max_checkpoint_s", 60.0)))
+    """Resolved by the env itself (a scenario's settings, then the config's env overrides), once."""
+    env = make_env(cfg)
+    return EvalSetting(env.cluster, env.workload_spec, env.num_jobs, env.queue_window, env.objective, env.sim_config.max_checkpoint_s)
 
 
-def run_policy_episode(model: MaskablePPO, cfg: TrainConfig, seed: int) -> dict:
+def run_policy_episode(model: MaskablePPO, e: EvalSetting, seed: int) -> dict:
     """Metrics of one deterministic evaluation episode of `model` on workload `seed`; "objective"
-    is the config's (the scenario's) objective."""
-    e = eval_setting(cfg)
+    is the setting's (the scenario's) objective."""
     sim, _ = run_actor(model_actor(model), e.cluster, e.spec, seed, e.num_jobs, e.queue_window, e.objective, e.max_checkpoint_s)
     return episode_metrics(sim, e.objective)
 
 
-def baseline_objective(name: str, cfg: TrainConfig, seed: int) -> float:
-    e = eval_setting(cfg)
+def baseline_objective(name: str, e: EvalSetting, seed: int) -> float:
     sim, _ = run_baseline(name, e.cluster, e.spec, seed, e.num_jobs, e.queue_window, SimConfig(max_checkpoint_s=e.max_checkpoint_s))
     return episode_metrics(sim, e.objective)["objective"]
 
@@ -135,7 +123,8 @@ def best_baseline(cfg: TrainConfig, seeds: list[int]) -> tuple[str, float]:
     """The baseline with the lowest mean objective (average JCT in hours by default) on `seeds`
     (or the configured one)."""
     names = cfg.eval["baselines"] if cfg.eval["baseline"] == "auto" else [cfg.eval["baseline"]]
-    scores = {n: float(np.mean([baseline_objective(n, cfg, s) for s in seeds])) for n in names}
+    setting = eval_setting(cfg)
+    scores = {n: float(np.mean([baseline_objective(n, setting, s) for s in seeds])) for n in names}
     name = min(scores, key=scores.get)
     return name, scores[name]
 
@@ -175,10 +164,10 @@ class EvalAndCheckpointCallback(BaseCallback):
         self.cfg, self.out = cfg, out
         self.baseline_name, self.baseline_objective = baseline
         self.seeds = cfg.validation_seeds()
+        self.setting = eval_setting(cfg)
         self.eval_every, self.checkpoint_every = eval_every, checkpoint_every
         self.history: list[dict] = json.loads((out / "eval.json").read_text()) if (out / "eval.json").exists() else []
         self.best = min((h["objective"] for h in self.history), default=np.inf)
-        self.tb_step: int | None = None  # set by a warm start that evaluates before PPO's logger exists
         self._next_eval = (self._last(self.eval_every) + self.eval_every) if self.history else self.eval_every
         self._next_ckpt = checkpoint_every
 
@@ -192,7 +181,7 @@ class EvalAndCheckpointCallback(BaseCallback):
     def evaluate(self, stage: str = "ppo") -> dict:
         """The model's mean objective on the validation seeds; the best so far is model.zip."""
         t0 = time.perf_counter()
-        runs = [run_policy_episode(self.model, self.cfg, s) for s in self.seeds]
+        runs = [run_policy_episode(self.model, self.setting, s) for s in self.seeds]
         obj = float(np.mean([m["objective"] for m in runs]))
         avg = float(np.mean([m["avg_jct_s"] for m in runs]))
         rel = (obj - self.baseline_objective) / self.baseline_objective
