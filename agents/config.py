@@ -34,7 +34,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "head_hidden": [64],
     "value_hidden": [64],
 }
-VEC_ENVS = ("dummy", "subproc")
+VEC_ENVS = ("dummy", "subproc", "batched")
 ENV_KEYS = {"queue_window", "max_steps", "objective", "speed_model", "max_checkpoint_s", "num_jobs"}
 BC_DEFAULTS: dict[str, Any] = {
     "baseline": "auto",  # a baseline name, or "auto": the best baseline on the validation seeds
@@ -77,7 +77,9 @@ class TrainConfig:
     n_envs: int = 8
     checkpoint_every_timesteps: int = 50_000
     normalize_reward: bool = True
-    vec_env: str = "dummy"  # "dummy": envs step in this process; "subproc": one worker process per env
+    vec_env: str = "dummy"  # "dummy": envs step in this process; "subproc": one worker process per env;
+    # "batched": envs.vec.BatchedClusterEnv, all episodes in one call, over vec_workers processes (0: this one)
+    vec_workers: int = 0
     env: dict = field(default_factory=dict)
     ppo: dict = field(default_factory=lambda: dict(PPO_DEFAULTS))
     policy: dict = field(default_factory=lambda: copy.deepcopy(POLICY_DEFAULTS))
@@ -92,7 +94,7 @@ class TrainConfig:
             **where, "seed": self.seed, "device": self.device,
             "total_timesteps": self.total_timesteps, "n_envs": self.n_envs,
             "checkpoint_every_timesteps": self.checkpoint_every_timesteps, "normalize_reward": self.normalize_reward,
-            "vec_env": self.vec_env, "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval, "bc": self.bc,
+            "vec_env": self.vec_env, "vec_workers": self.vec_workers, "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval, "bc": self.bc,
             "distill": self.distill,
         }
 
@@ -115,7 +117,7 @@ class TrainConfig:
         path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
-_TOP = {"cluster", "workload", "scenario", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "vec_env", "env", "ppo", "policy", "eval", "bc", "distill", "description"}
+_TOP = {"cluster", "workload", "scenario", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "vec_env", "vec_workers", "env", "ppo", "policy", "eval", "bc", "distill", "description"}
 _PPO_TYPES: dict[str, tuple] = {
     "n_steps": (int,), "batch_size": (int,), "n_epochs": (int,), "learning_rate": (float,), "gamma": (float,),
     "gae_lambda": (float,), "clip_range": (float,), "ent_coef": (float,), "vf_coef": (float,), "max_grad_norm": (float,),
@@ -169,6 +171,11 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     cfg.vec_env = top.get("vec_env", str, cfg.vec_env)
     if cfg.vec_env not in VEC_ENVS:
         raise top.error("vec_env", f"{cfg.vec_env!r} is not one of {', '.join(VEC_ENVS)}")
+    cfg.vec_workers = top.get("vec_workers", int, cfg.vec_workers, min_value=0)
+    if cfg.vec_workers and cfg.vec_env != "batched":
+        raise top.error("vec_workers", f"only the batched vec env has workers (vec_env is {cfg.vec_env!r})")
+    if cfg.vec_workers > cfg.n_envs:
+        raise top.error("vec_workers", f"{cfg.vec_workers} workers for {cfg.n_envs} envs (n_envs): at most one per env")
     env = top.sub("env", {})
     env.check_keys(ENV_KEYS)
     cfg.env = dict(env.data)

@@ -40,6 +40,7 @@ from envs.metrics import episode_metrics
 from envs.objective import Objective
 from envs.simulator import SimConfig
 from envs.topology import Cluster
+from envs.vec import BatchedClusterEnv
 from envs.workload import WorkloadSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -62,10 +63,13 @@ def make_env(cfg: TrainConfig) -> GpuClusterEnv:
 
 def make_vec_env(cfg: TrainConfig) -> VecEnv:
     """n_envs copies of the env, each drawing its workloads from the training seed range."""
-    fns = [lambda: Monitor(make_env(cfg)) for _ in range(cfg.n_envs)]
     # Worker processes pay off where cores outnumber the trainer's needs (a GPU machine);
-    # both kinds give the same episodes for the same seeds.
-    vec = SubprocVecEnv(fns) if cfg.vec_env == "subproc" else DummyVecEnv(fns)
+    # every kind gives the same episodes for the same seeds.
+    if cfg.vec_env == "batched":
+        vec: VecEnv = BatchedClusterEnv(cfg.env_kwargs(), cfg.n_envs, workers=cfg.vec_workers)
+    else:
+        fns = [lambda: Monitor(make_env(cfg)) for _ in range(cfg.n_envs)]
+        vec = SubprocVecEnv(fns) if cfg.vec_env == "subproc" else DummyVecEnv(fns)
     # First resets draw workloads from the training range too, never from evaluation seeds.
     vec.seed(TRAIN_SEEDS[0] + 1000 * cfg.seed)
     return vec

@@ -90,7 +90,9 @@ def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
         ({"env": {"queue_windows": 4}}, "env.queue_windows: unknown key"),
         ({"eval": {"seeds": "9-3"}}, "eval.seeds"),
         ({"cluster": "no-such-cluster"}, "no-such-cluster"),
-        ({"vec_env": "threads"}, "vec_env: 'threads' is not one of dummy, subproc"),
+        ({"vec_env": "threads"}, "vec_env: 'threads' is not one of dummy, subproc, batched"),
+        ({"vec_workers": 1}, "vec_workers: only the batched vec env has workers"),
+        ({"vec_env": "batched", "vec_workers": 3}, "vec_workers: 3 workers for 2 envs"),
     ],
 )
 def test_bad_config_fails_at_start_naming_the_key(tmp_path, overrides, message):

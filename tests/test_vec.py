@@ -1,0 +1,143 @@
+"""The batched vector env: the same episodes as N single envs under SB3's DummyVecEnv, in this
+process and over worker processes, and usable by MaskablePPO."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from envs.env import GpuClusterEnv
+from envs.vec import BatchedClusterEnv
+
+# Short episodes, one of them cut by max_steps, so that auto-reset and truncation both happen.
+KWARGS = {"cluster": "mixed-64gpu", "workload": "llm-mix", "num_jobs": 24, "max_steps": 30}
+
+
+def _reference(n: int) -> DummyVecEnv:
+    return DummyVecEnv([lambda: Monitor(GpuClusterEnv(**KWARGS)) for _ in range(n)])
+
+
+def _run(vec, steps: int, seed: int = 7):
+    """Random valid actions drawn from the masks; every array and info the vec env returns."""
+    rng = np.random.default_rng(0)
+    vec.seed(seed)
+    obs = vec.reset()
+    record = [({k: v.copy() for k, v in obs.items()}, [dict(i) for i in vec.reset_infos])]
+    for _ in range(steps):
+        masks = np.stack(vec.env_method("action_masks"))
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        obs, rewards, dones, infos = vec.step(actions)
+        record.append((masks, {k: v.copy() for k, v in obs.items()}, rewards, dones, infos))
+    return record
+
+
+def _same_info(a: dict, b: dict) -> None:
+    assert set(a) == set(b)
+    for key in a:
+        if key == "terminal_observation":
+            for k in a[key]:
+                np.testing.assert_array_equal(a[key][k], b[key][k])
+        elif key == "episode":
+            assert (a[key]["r"], a[key]["l"]) == (b[key]["r"], b[key]["l"])
+        else:
+            np.testing.assert_equal(a[key], b[key], err_msg=key)  # NaN equals NaN in the metrics
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_same_episodes_as_dummy_vec_env(workers):
+    n, steps = 3, 120
+    ref = _reference(n)
+    vec = BatchedClusterEnv(KWARGS, n, workers=workers)
+    try:
+        want, got = _run(ref, steps), _run(vec, steps)
+    finally:
+        vec.close()
+        ref.close()
+    ended = sum(int(d.sum()) for *_, d, _ in want[1:])
+    truncated = sum(i["TimeLimit.truncated"] for *_, infos in want[1:] for i in infos)
+    assert ended >= 6 and truncated >= 1  # the comparison covers auto-resets and truncations
+    for k in want[0][0]:
+        np.testing.assert_array_equal(got[0][0][k], want[0][0][k])
+    for i_got, i_want in zip(got[0][1], want[0][1]):
+        _same_info(i_got, i_want)
+    for (m1, o1, r1, d1, inf1), (m2, o2, r2, d2, inf2) in zip(got[1:], want[1:]):
+        np.testing.assert_array_equal(m1, m2)
+        assert m1.dtype == m2.dtype == bool
+        for k in o2:
+            assert o1[k].dtype == o2[k].dtype
+            np.testing.assert_array_equal(o1[k], o2[k])
+        np.testing.assert_array_equal(r1, r2)
+        assert r1.dtype == r2.dtype
+        np.testing.assert_array_equal(d1, d2)
+        for a, b in zip(inf1, inf2):
+            _same_info(a, b)
+
+
+def test_observations_are_copies():
+    vec = BatchedClusterEnv(KWARGS, 2)
+    obs = vec.reset()
+    masks = vec.action_masks()
+    obs["candidates"][:] = 5.0
+    masks[:] = False
+    assert vec.action_masks().any(axis=1).all()
+    vec.step(np.array([int(np.flatnonzero(m)[0]) for m in vec.action_masks()]))
+    assert (vec.reset()["candidates"] <= 1.0).all()
+    vec.close()
+
+
+def test_attributes_and_methods_reach_the_right_episode():
+    vec = BatchedClusterEnv(KWARGS, 3, workers=2)
+    try:
+        vec.seed(11)
+        vec.reset()
+        assert vec.get_attr("workload_seed") == [11, 12, 13]
+        assert vec.get_attr("queue_window", indices=[2]) == [8]
+        vec.set_attr("max_steps", 5, indices=[1])
+        assert vec.get_attr("max_steps") == [30, 5, 30]
+        texts = vec.env_method("render_text", indices=[0, 2])
+        assert len(texts) == 2 and all(t.startswith("t=") for t in texts)
+        assert vec.has_attr("action_masks")
+        with pytest.raises(RuntimeError, match=r"worker 0 \(episodes 0-1\).*AttributeError"):
+            vec.get_attr("no_such_attribute", indices=[0])
+    finally:
+        vec.close()
+
+
+def test_bad_arguments_are_clear():
+    with pytest.raises(ValueError, match="workers must be between 0 and n_envs"):
+        BatchedClusterEnv(KWARGS, 2, workers=3)
+    with pytest.raises(ValueError, match="n_envs must be >= 1"):
+        BatchedClusterEnv(KWARGS, 0)
+    with pytest.raises(Exception, match="no-such-cluster"):
+        BatchedClusterEnv({**KWARGS, "cluster": "no-such-cluster"}, 2, workers=1)
+
+
+def test_first_training_update_is_the_same_as_with_dummy_vec_env():
+    """MaskablePPO on the batched env (in this process and over 2 workers) makes the same first
+    update, bit for bit on CPU, as on DummyVecEnv: same rollout, same masks, same episodes."""
+    import torch as th
+
+    from agents.config import train_config_from_dict
+    from agents.training import build_model, make_vec_env
+
+    base = {"cluster": "mixed-64gpu", "workload": "llm-mix", "seed": 3, "device": "cpu", "n_envs": 3,
+            "env": {"num_jobs": 24}, "ppo": {"n_steps": 32, "batch_size": 48, "n_epochs": 2},
+            "policy": {"d_model": 16, "n_heads": 2, "n_layers": 1, "encoder_hidden": [16], "head_hidden": [16],
+                       "value_hidden": [16]}}
+    params = {}
+    for kind, workers in (("dummy", 0), ("batched", 0), ("batched", 2)):
+        cfg = train_config_from_dict({**base, "vec_env": kind, "vec_workers": workers}, "<test>")
+        vec = make_vec_env(cfg)
+        try:
+            model = build_model(cfg, vec, th.device("cpu"), None)
+            before = [p.detach().clone() for p in model.policy.parameters()]
+            model.learn(total_timesteps=32 * 3)
+            params[kind, workers] = [p.detach().clone() for p in model.policy.parameters()]
+        finally:
+            vec.close()
+    assert any(not th.equal(b, a) for b, a in zip(before, params["dummy", 0])), "the update changed nothing"
+    for key in (("batched", 0), ("batched", 2)):
+        for want, got in zip(params["dummy", 0], params[key]):
+            assert th.equal(want, got), key
