@@ -3,10 +3,12 @@
     python -m benchmarks.env_speed [--steps 20000] [--jobs 10000] [--repeat 3]
 
 Prints decision steps per second of `gangsched/GpuCluster-v0` under random legal actions on
-mixed-64gpu and h100-1024gpu, and the wall time to replay a 10,000-job workload on
-h100-1024gpu under the `topology` baseline without the Gymnasium layer. Each figure is measured
-`--repeat` times (the same work each time) and printed as best and median: on a shared machine
-the best run is the least disturbed one.
+mixed-64gpu and h100-1024gpu, of the batched vector env (envs.vec.BatchedClusterEnv, `--batch`
+episodes in this process, summed over them), and the wall time to replay a 10,000-job workload
+on h100-1024gpu under the `topology` baseline without the Gymnasium layer. CartPole-v1 under
+random actions runs in the same invocation, and each env figure is printed with its ratio to
+CartPole's. Each figure is measured `--repeat` times (the same work each time) and printed as
+best and median: on a shared machine the best run is the least disturbed one.
 """
 
 from __future__ import annotations
@@ -46,6 +48,38 @@ def random_steps_per_s(cluster: str, workload: str, steps: int, num_jobs: int | 
     return n / (time.perf_counter() - t0), seed
 
 
+def cartpole_steps_per_s(steps: int) -> float:
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    sample = env.action_space.sample
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        _, _, term, trunc, _ = env.step(sample())
+        if term or trunc:
+            env.reset()
+    return steps / (time.perf_counter() - t0)
+
+
+def batched_steps_per_s(cluster: str, workload: str, steps: int, batch: int) -> float:
+    """Decision steps per second summed over `batch` episodes of the batched vector env."""
+    from envs.vec import BatchedClusterEnv
+
+    vec = BatchedClusterEnv({"cluster": cluster, "workload": workload}, batch)
+    rng = np.random.default_rng(0)
+    vec.seed(0)
+    vec.reset()
+    n = 0
+    t0 = time.perf_counter()
+    while n < steps:
+        masks = vec.action_masks()
+        actions = [int(v[rng.integers(len(v))]) for v in (np.flatnonzero(m) for m in masks)]
+        vec.step(np.array(actions))
+        n += batch
+    rate = n / (time.perf_counter() - t0)
+    vec.close()
+    return rate
+
+
 def replay_seconds(cluster_name: str, workload: str, jobs: int) -> tuple[float, float, int]:
     cluster = load_cluster(cluster_name)
     workload_jobs = make_workload(load_workload_spec(workload), cluster, seed=0, num_jobs=jobs)
@@ -61,12 +95,20 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20_000)
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=16, help="episodes of the batched vector env")
     args = ap.parse_args()
+    cart = [cartpole_steps_per_s(args.steps * 5) for _ in range(args.repeat)]
+    cart_best = max(cart)
+    print(f"CartPole-v1 random actions                            best {cart_best:6.0f}, median {np.median(cart):6.0f} "
+          f"steps/s ({args.steps * 5} steps, {args.repeat} runs)")
     for cluster, workload, jobs in (("mixed-64gpu", "llm-mix", None), ("h100-1024gpu", "llm-mix-large", 1000)):
         runs = [random_steps_per_s(cluster, workload, args.steps, jobs) for _ in range(args.repeat)]
         sps = [r[0] for r in runs]
         print(f"env random legal actions  {cluster:13s} {workload:14s} best {max(sps):6.0f}, median {np.median(sps):6.0f} "
-              f"decision steps/s ({args.steps} steps, {runs[0][1]} episodes, {args.repeat} runs)")
+              f"decision steps/s = {max(sps) / cart_best:.3f}x CartPole ({args.steps} steps, {runs[0][1]} episodes, {args.repeat} runs)")
+    sps = [batched_steps_per_s("mixed-64gpu", "llm-mix", args.steps, args.batch) for _ in range(args.repeat)]
+    print(f"batched env, {args.batch} episodes  mixed-64gpu   llm-mix        best {max(sps):6.0f}, median {np.median(sps):6.0f} "
+          f"decision steps/s summed = {max(sps) / cart_best:.3f}x CartPole ({args.steps} steps, {args.repeat} runs)")
     runs = [replay_seconds("h100-1024gpu", "llm-mix-large", args.jobs) for _ in range(args.repeat)]
     walls = [r[0] for r in runs]
     print(f"replay {args.jobs} jobs on h100-1024gpu under topology: best {min(walls):.1f} s, median {np.median(walls):.1f} s wall "

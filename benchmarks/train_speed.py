@@ -1,6 +1,7 @@
 """End-to-end training throughput: MaskablePPO on gangsched beside SB3 PPO on CartPole-v1.
 
     python -m benchmarks.train_speed --config configs/train/ppo.yaml [--device cpu] [--timesteps 16384]
+        [--vec-env batched --vec-workers 2]
 
 Both runs use the config's n_envs, n_steps, batch_size and n_epochs, so the difference is what
 the scheduling env and the candidate-scoring policy cost beyond PPO itself. A warm-up rollout
@@ -17,7 +18,7 @@ import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
 import envs  # noqa: F401
-from agents.config import load_train_config
+from agents.config import VEC_ENVS, load_train_config
 from agents.device import resolve_device
 from agents.training import build_model, make_vec_env
 
@@ -54,14 +55,20 @@ def _timed_learn(model, timesteps: int) -> dict:
             "update_s": round(wall - clock.seconds, 2)}
 
 
-def gangsched_fps(config: str, device: str, timesteps: int) -> dict:
+def gangsched_fps(config: str, device: str, timesteps: int, vec_env: str | None = None, vec_workers: int | None = None) -> dict:
     from stable_baselines3.common.vec_env import VecNormalize
 
     cfg = load_train_config(config)
+    cfg.vec_env = vec_env or cfg.vec_env
+    cfg.vec_workers = cfg.vec_workers if vec_workers is None else vec_workers
     vec = make_vec_env(cfg)
     if cfg.normalize_reward:
         vec = VecNormalize(vec, norm_obs=False, norm_reward=True, gamma=cfg.ppo["gamma"])
-    return _timed_learn(build_model(cfg, vec, resolve_device(device), None), timesteps)
+    try:
+        return {"vec_env": cfg.vec_env, "vec_workers": cfg.vec_workers,
+                **_timed_learn(build_model(cfg, vec, resolve_device(device), None), timesteps)}
+    finally:
+        vec.close()
 
 
 def cartpole_fps(config: str, device: str, timesteps: int) -> dict:
@@ -81,11 +88,13 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--timesteps", type=int, default=16384)
     ap.add_argument("--skip-cartpole", action="store_true")
+    ap.add_argument("--vec-env", choices=VEC_ENVS, default=None, help="override the config's vec_env")
+    ap.add_argument("--vec-workers", type=int, default=None, help="override the config's vec_workers (batched only)")
     args = ap.parse_args()
     base = {"config": args.config, "device": args.device, "timesteps": args.timesteps, "torch_threads": th.get_num_threads()}
     if args.device != "cpu" and th.cuda.is_available():
         base["gpu"] = th.cuda.get_device_name(0)
-    print(json.dumps({**base, "env": "gangsched", **gangsched_fps(args.config, args.device, args.timesteps)}), flush=True)
+    print(json.dumps({**base, "env": "gangsched", **gangsched_fps(args.config, args.device, args.timesteps, args.vec_env, args.vec_workers)}), flush=True)
     if not args.skip_cartpole:
         print(json.dumps({**base, "env": "CartPole-v1", **cartpole_fps(args.config, args.device, args.timesteps)}), flush=True)
 

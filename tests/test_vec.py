@@ -141,3 +141,73 @@ def test_first_training_update_is_the_same_as_with_dummy_vec_env():
     for key in (("batched", 0), ("batched", 2)):
         for want, got in zip(params["dummy", 0], params[key]):
             assert th.equal(want, got), key
+
+
+def _assert_same(got, want) -> None:
+    """Equal values, types and dtypes, through dicts and object arrays (Gymnasium's infos)."""
+    assert type(got) is type(want), (type(got), type(want))
+    if isinstance(want, dict):
+        assert set(got) == set(want)
+        for k in want:
+            _assert_same(got[k], want[k])
+    elif isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if want.dtype == object:
+            for g, w in zip(got.ravel(), want.ravel()):
+                _assert_same(g, w)
+        else:
+            np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_equal(got, want)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_gymnasium_vector_env_matches_sync_vector_env_same_step(workers):
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode
+
+    from envs.vec import BatchedClusterVectorEnv
+
+    n, steps = 3, 100
+    ref = gym.vector.SyncVectorEnv([lambda: GpuClusterEnv(**KWARGS) for _ in range(n)], autoreset_mode=AutoresetMode.SAME_STEP)
+    vec = BatchedClusterVectorEnv(KWARGS, n, workers=workers)
+    assert vec.observation_space == ref.observation_space and vec.action_space == ref.action_space
+    assert vec.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    try:
+        rng_a, rng_b = np.random.default_rng(1), np.random.default_rng(1)
+        (oa, ia), (ob, ib) = ref.reset(seed=5), vec.reset(seed=5)
+        _assert_same(ob, oa)
+        _assert_same(ib, ia)
+        ended = finals = 0
+        for _ in range(steps):
+            ma = np.stack(ref.call("action_masks"))
+            mb = vec.action_masks()
+            np.testing.assert_array_equal(mb, ma)
+            act = np.array([rng_a.choice(np.flatnonzero(m)) for m in ma])
+            assert (act == np.array([rng_b.choice(np.flatnonzero(m)) for m in mb])).all()
+            ra, rb = ref.step(act), vec.step(act)
+            for x, y in zip(ra, rb):  # obs, rewards (float64), terminations, truncations, infos
+                _assert_same(y, x)
+            ended += int(ra[2].sum() + ra[3].sum())
+            finals += "final_obs" in ra[4]
+        assert ended >= 4 and finals >= 1
+        assert vec.call("queue_window") == (8, 8, 8)
+        assert len(vec.call("render_text")) == 3
+    finally:
+        vec.close()
+        ref.close()
+
+
+def test_episodes_may_differ_in_cluster_but_not_in_spaces():
+    mixed = [{**KWARGS, "cluster": "mixed-64gpu"}, {**KWARGS, "cluster": "h100-4node"}]
+    vec = BatchedClusterEnv(mixed)
+    try:
+        vec.seed(0)
+        vec.reset()
+        assert [c.num_gpus for c in vec.get_attr("cluster")] == [64, 32]
+    finally:
+        vec.close()
+    with pytest.raises(ValueError, match="env 1's observation space differs from env 0's"):
+        BatchedClusterEnv([KWARGS, {**KWARGS, "queue_window": 4}])
+    with pytest.raises(ValueError, match="2 env argument sets for n_envs=3"):
+        BatchedClusterEnv(mixed, 3)
