@@ -224,8 +224,10 @@ class _Batch:
         try:
             status, result = self.conns[k].recv()
         except EOFError:
-            raise RuntimeError(f"vec env worker {k} (episodes {chunk.start}-{chunk.stop - 1}) died "
-                               f"(exit code {self.procs[k].exitcode})") from None
+            self.procs[k].join(timeout=2)
+            raise RuntimeError(f"vec env worker {k} (episodes {chunk.start}-{chunk.stop - 1}) died (exit code "
+                               f"{self.procs[k].exitcode}); workers start by forkserver or spawn, so the main "
+                               "script must be a file whose work runs under `if __name__ == \"__main__\":`") from None
         if status == "error":
             raise RuntimeError(f"vec env worker {k} (episodes {chunk.start}-{chunk.stop - 1}): {result}")
         return result
