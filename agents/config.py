@@ -80,6 +80,10 @@ class TrainConfig:
     vec_env: str = "dummy"  # "dummy": envs step in this process; "subproc": one worker process per env;
     # "batched": envs.vec.BatchedClusterEnv, all episodes in one call, over vec_workers processes (0: this one)
     vec_workers: int = 0
+    # Per-episode overrides of the env arguments (cluster, workload, ...), given to the rollout
+    # episodes round-robin: PPO trains on a mix (say, clusters of several sizes). Warm starts and
+    # model selection use the config's own setting.
+    env_mix: list = field(default_factory=list)
     env: dict = field(default_factory=dict)
     ppo: dict = field(default_factory=lambda: dict(PPO_DEFAULTS))
     policy: dict = field(default_factory=lambda: copy.deepcopy(POLICY_DEFAULTS))
@@ -94,7 +98,7 @@ class TrainConfig:
             **where, "seed": self.seed, "device": self.device,
             "total_timesteps": self.total_timesteps, "n_envs": self.n_envs,
             "checkpoint_every_timesteps": self.checkpoint_every_timesteps, "normalize_reward": self.normalize_reward,
-            "vec_env": self.vec_env, "vec_workers": self.vec_workers, "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval, "bc": self.bc,
+            "vec_env": self.vec_env, "vec_workers": self.vec_workers, "env_mix": self.env_mix, "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval, "bc": self.bc,
             "distill": self.distill,
         }
 
@@ -102,6 +106,13 @@ class TrainConfig:
         if self.scenario:
             return {"scenario": self.scenario, **self.env}
         return {"cluster": self.cluster, "workload": self.workload, **self.env}
+
+    def episode_env_kwargs(self) -> list[dict]:
+        """The env arguments of each of the n_envs rollout episodes (env_mix round-robin)."""
+        base = self.env_kwargs()
+        if not self.env_mix:
+            return [base] * self.n_envs
+        return [{**base, **self.env_mix[i % len(self.env_mix)]} for i in range(self.n_envs)]
 
     def validation_seeds(self) -> list[int]:
         """The model-selection seeds: eval.seeds, or with "auto" the scenario's validation seeds."""
@@ -117,7 +128,7 @@ class TrainConfig:
         path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
-_TOP = {"cluster", "workload", "scenario", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "vec_env", "vec_workers", "env", "ppo", "policy", "eval", "bc", "distill", "description"}
+_TOP = {"cluster", "workload", "scenario", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "vec_env", "vec_workers", "env_mix", "env", "ppo", "policy", "eval", "bc", "distill", "description"}
 _PPO_TYPES: dict[str, tuple] = {
     "n_steps": (int,), "batch_size": (int,), "n_epochs": (int,), "learning_rate": (float,), "gamma": (float,),
     "gae_lambda": (float,), "clip_range": (float,), "ent_coef": (float,), "vf_coef": (float,), "max_grad_norm": (float,),
@@ -141,6 +152,27 @@ def _typed_section(f: Fields, types: dict[str, tuple], defaults: dict) -> dict:
     for key, typ in types.items():
         if key in f.data:
             out[key] = f.get(key, typ if len(typ) > 1 else typ[0])
+    return out
+
+
+def _env_mix(top: Fields, cfg: TrainConfig) -> list[dict]:
+    """`env_mix:` checked entry by entry: known keys, no queue window (every episode of a batch
+    has the same observation space), and an env that can be made with them."""
+    entries = top.get("env_mix", list, [])
+    if entries and len(entries) > cfg.n_envs:
+        raise top.error("env_mix", f"{len(entries)} entries for {cfg.n_envs} envs (n_envs): some would never run")
+    out = []
+    for i, entry in enumerate(entries):
+        f = Fields(entry, top.source, f"env_mix[{i}]")
+        f.check_keys((ENV_KEYS | {"cluster", "workload"}) - {"queue_window"})
+        kwargs = {**cfg.env_kwargs(), **f.data}
+        try:
+            from envs.env import GpuClusterEnv
+
+            GpuClusterEnv(**kwargs).close()
+        except (ConfigError, ValueError, KeyError) as e:
+            raise top.error(f"env_mix[{i}]", str(e)) from None
+        out.append(dict(f.data))
     return out
 
 
@@ -181,6 +213,7 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     cfg.env = dict(env.data)
     if "objective" in env.data:
         objective_from_dict(env.data["objective"], source, "env.objective")  # errors name the file and field now
+    cfg.env_mix = _env_mix(top, cfg)
     cfg.ppo = _typed_section(top.sub("ppo", {}), _PPO_TYPES, PPO_DEFAULTS)
     cfg.policy = _typed_section(top.sub("policy", {}), _POLICY_TYPES, POLICY_DEFAULTS)
     cfg.bc = _typed_section(top.sub("bc", {}), _BC_TYPES, BC_DEFAULTS)

@@ -65,10 +65,11 @@ def make_vec_env(cfg: TrainConfig) -> VecEnv:
     """n_envs copies of the env, each drawing its workloads from the training seed range."""
     # Worker processes pay off where cores outnumber the trainer's needs (a GPU machine);
     # every kind gives the same episodes for the same seeds.
+    kwargs = cfg.episode_env_kwargs()
     if cfg.vec_env == "batched":
-        vec: VecEnv = BatchedClusterEnv(cfg.env_kwargs(), cfg.n_envs, workers=cfg.vec_workers)
+        vec: VecEnv = BatchedClusterEnv(kwargs, workers=cfg.vec_workers)
     else:
-        fns = [lambda: Monitor(make_env(cfg)) for _ in range(cfg.n_envs)]
+        fns = [lambda kw=kw: Monitor(GpuClusterEnv(**kw)) for kw in kwargs]
         vec = SubprocVecEnv(fns) if cfg.vec_env == "subproc" else DummyVecEnv(fns)
     # First resets draw workloads from the training range too, never from evaluation seeds.
     vec.seed(TRAIN_SEEDS[0] + 1000 * cfg.seed)

@@ -93,6 +93,9 @@ def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
         ({"vec_env": "threads"}, "vec_env: 'threads' is not one of dummy, subproc, batched"),
         ({"vec_workers": 1}, "vec_workers: only the batched vec env has workers"),
         ({"vec_env": "batched", "vec_workers": 3}, "vec_workers: 3 workers for 2 envs"),
+        ({"env_mix": [{"queue_window": 4}]}, "env_mix[0].queue_window: unknown key"),
+        ({"env_mix": [{"cluster": "no-such-cluster"}]}, "env_mix[0]: "),
+        ({"env_mix": [{}, {}, {}]}, "env_mix: 3 entries for 2 envs"),
     ],
 )
 def test_bad_config_fails_at_start_naming_the_key(tmp_path, overrides, message):

@@ -211,3 +211,23 @@ def test_episodes_may_differ_in_cluster_but_not_in_spaces():
         BatchedClusterEnv([KWARGS, {**KWARGS, "queue_window": 4}])
     with pytest.raises(ValueError, match="2 env argument sets for n_envs=3"):
         BatchedClusterEnv(mixed, 3)
+
+
+def test_env_mix_gives_each_rollout_episode_its_setting_on_every_vec_env():
+    from agents.config import train_config_from_dict
+    from agents.training import make_vec_env
+
+    base = {"cluster": "mixed-64gpu", "workload": "llm-mix", "n_envs": 3, "env": {"num_jobs": 24},
+            "env_mix": [{}, {"cluster": "h100-4node", "num_jobs": 12}], "ppo": {"n_steps": 32, "batch_size": 32}}
+    runs = {}
+    for kind in ("dummy", "batched"):
+        vec = make_vec_env(train_config_from_dict({**base, "vec_env": kind}, "<test>"))
+        try:
+            assert [c.num_gpus for c in vec.get_attr("cluster")] == [64, 32, 64]
+            assert vec.get_attr("num_jobs") == [24, 12, 24]
+            runs[kind] = _run(vec, 40)
+        finally:
+            vec.close()
+    for a, b in zip(runs["dummy"][1:], runs["batched"][1:]):
+        np.testing.assert_array_equal(a[1]["candidates"], b[1]["candidates"])
+        np.testing.assert_array_equal(a[2], b[2])
