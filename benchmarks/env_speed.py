@@ -1,6 +1,6 @@
 """Env and simulator speed on one core.
 
-    python -m benchmarks.env_speed [--steps 20000] [--jobs 10000] [--repeat 3]
+    python -m benchmarks.env_speed [--steps 20000] [--jobs 10000] [--repeat 3] [--batch 16] [--batch-workers 2]
 
 Prints decision steps per second of `gangsched/GpuCluster-v0` under random legal actions on
 mixed-64gpu and h100-1024gpu, of the batched vector env (envs.vec.BatchedClusterEnv, `--batch`
@@ -60,11 +60,12 @@ def cartpole_steps_per_s(steps: int) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-def batched_steps_per_s(cluster: str, workload: str, steps: int, batch: int) -> float:
-    """Decision steps per second summed over `batch` episodes of the batched vector env."""
+def batched_steps_per_s(cluster: str, workload: str, steps: int, batch: int, workers: int = 0) -> float:
+    """Decision steps per second summed over `batch` episodes of the batched vector env (in
+    this process, or over `workers` processes)."""
     from envs.vec import BatchedClusterEnv
 
-    vec = BatchedClusterEnv({"cluster": cluster, "workload": workload}, batch)
+    vec = BatchedClusterEnv({"cluster": cluster, "workload": workload}, batch, workers=workers)
     rng = np.random.default_rng(0)
     vec.seed(0)
     vec.reset()
@@ -96,6 +97,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch", type=int, default=16, help="episodes of the batched vector env")
+    ap.add_argument("--batch-workers", type=int, default=0,
+                    help="also measure the batched env over this many worker processes (not one core: one per worker)")
     args = ap.parse_args()
     cart = [cartpole_steps_per_s(args.steps * 5) for _ in range(args.repeat)]
     cart_best = max(cart)
@@ -109,6 +112,10 @@ def main() -> None:
     sps = [batched_steps_per_s("mixed-64gpu", "llm-mix", args.steps, args.batch) for _ in range(args.repeat)]
     print(f"batched env, {args.batch} episodes  mixed-64gpu   llm-mix        best {max(sps):6.0f}, median {np.median(sps):6.0f} "
           f"decision steps/s summed = {max(sps) / cart_best:.3f}x CartPole ({args.steps} steps, {args.repeat} runs)")
+    if args.batch_workers:
+        sps = [batched_steps_per_s("mixed-64gpu", "llm-mix", args.steps, args.batch, args.batch_workers) for _ in range(args.repeat)]
+        print(f"batched env, {args.batch} episodes over {args.batch_workers} worker processes, mixed-64gpu: best {max(sps):6.0f}, "
+              f"median {np.median(sps):6.0f} decision steps/s summed ({args.steps} steps, {args.repeat} runs)")
     runs = [replay_seconds("h100-1024gpu", "llm-mix-large", args.jobs) for _ in range(args.repeat)]
     walls = [r[0] for r in runs]
     print(f"replay {args.jobs} jobs on h100-1024gpu under topology: best {min(walls):.1f} s, median {np.median(walls):.1f} s wall "
