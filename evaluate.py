@@ -14,7 +14,13 @@ Every policy runs on exactly the same workloads (workload seed s is the same job
 every policy), so comparisons are paired per seed. A policy is a baseline name (see
 `baselines.BASELINES`) or `PREFIX=ARG` for a policy loaded by
 `agents.evaluation.POLICY_LOADERS[PREFIX]` (`ppo=PATH`: a MaskablePPO zip). Bad input gives a
-one-line error and exit code 2 before any episode runs. The results.json schema is
+one-line error and exit code 2 before any episode runs.
+
+`--wait-guard K` (or `overdue_factor=K,min_wait_s=S`; `off` for none) bounds WAIT in the masks
+of every policy of the run (envs.candidates.WaitGuard: WAIT is invalid while a window job that
+could start without preempting has waited longer than max(K x its estimate, S), S = 3600 by
+default). Without it a `ppo=` model gets the guard of its training config (`env: wait_guard:`)
+and the others none. The results.json schema is
 `agents.evaluation.RESULTS_SCHEMA` (documented in docs/evaluate.md).
 
 Episodes run in this process, in `--workers` processes, or as Ray tasks (`--backend ray`: on
@@ -47,11 +53,13 @@ from agents.evaluation import (
     parse_policies,
     results_markdown,
     run_all,
+    with_wait_guards,
     workload_sha256,
     write_plots,
 )
 from agents.parallel import BACKENDS, BackendError, import_ray, ray_cpus, ray_session
 from baselines import BASELINES
+from envs.candidates import wait_guard_of
 from envs.config import ConfigError
 from envs.config import parse_seeds as envs_parse_seeds
 from envs.scenario import Scenario, load_scenario
@@ -104,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="local: worker processes (1); ray: most episodes in flight (default: the cluster's CPUs)")
     p.add_argument("--num-jobs", type=int, default=None, help="override the workload's job count")
     p.add_argument("--queue-window", type=int, default=None, help="jobs per decision (Q, 8)")
+    p.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
+                   help="bound WAIT for every policy: invalid while a job that fits without preempting has waited > max(K x estimate, S); "
+                        "default: a ppo model's training config's, none for the others")
     add_backend_arguments(p)
     return p
 
@@ -152,6 +163,13 @@ def parse_config(argv: list[str]) -> EvalConfig:
     any episode runs. Raises UsageError or ConfigError."""
     args = _parser().parse_args(argv)
     policies = parse_policies(args.policies)
+    if args.wait_guard is not None:
+        try:
+            policies = with_wait_guards(policies, wait_guard_of(args.wait_guard, "--wait-guard"))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    else:
+        policies = with_wait_guards(policies)
     scenario = None
     if args.scenario is not None:
         given = [f for f, v in (("--cluster", args.cluster), ("--workload", args.workload), ("--queue-window", args.queue_window)) if v is not None]

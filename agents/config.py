@@ -35,7 +35,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "value_hidden": [64],
 }
 VEC_ENVS = ("dummy", "subproc", "batched")
-ENV_KEYS = {"queue_window", "max_steps", "objective", "speed_model", "max_checkpoint_s", "num_jobs"}
+ENV_KEYS = {"queue_window", "max_steps", "objective", "speed_model", "max_checkpoint_s", "num_jobs", "wait_guard"}
 BC_DEFAULTS: dict[str, Any] = {
     "baseline": "auto",  # a baseline name, or "auto": the best baseline on the validation seeds
     "episodes": 0,  # 0 disables the behaviour-cloning warm start
@@ -213,6 +213,14 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     cfg.env = dict(env.data)
     if "objective" in env.data:
         objective_from_dict(env.data["objective"], source, "env.objective")  # errors name the file and field now
+    if "wait_guard" in env.data:
+        from envs.candidates import wait_guard_of
+
+        try:
+            wait_guard_of(env.data["wait_guard"], "env.wait_guard")
+        except ValueError as e:  # the message starts with the field's path
+            path, _, message = str(e).partition(": ")
+            raise ConfigError(source, path, message) from None
     cfg.env_mix = _env_mix(top, cfg)
     cfg.ppo = _typed_section(top.sub("ppo", {}), _PPO_TYPES, PPO_DEFAULTS)
     cfg.policy = _typed_section(top.sub("policy", {}), _POLICY_TYPES, POLICY_DEFAULTS)

@@ -1,10 +1,14 @@
 """Export a trained policy for serving: an ONNX graph of its candidate scorer and policy.json.
 
-    python -m agents.export runs/NAME/model.zip [--out DIR]      (default DIR: runs/NAME/export)
+    python -m agents.export runs/NAME/model.zip [--out DIR] [--wait-guard K|overdue_factor=K,min_wait_s=S|off]
+                                                                (default DIR: runs/NAME/export)
 
 writes DIR/policy.onnx and DIR/policy.json (see agents/policy_file.py, which reads them without
 torch, and docs/export.md). A model trained on another feature schema is refused. train.py
-calls `export_model` at the end of every run, into <run dir>/export/.
+calls `export_model` at the end of every run, into <run dir>/export/. policy.json records the
+bound on WAIT (`wait_guard`, envs.candidates.WaitGuard) that the served masks apply: the run's
+`env: wait_guard:` by default, or --wait-guard's (a guard added to a model trained without one,
+or `off`).
 
 The graph comes from torch's dynamo exporter (`torch.onnx.export(..., dynamo=True)`, which needs
 onnxscript): the TorchScript exporter (`dynamo=False`, deprecated since torch 2.9) traces
@@ -159,8 +163,16 @@ def _check_with_onnxruntime(graph, path: Path, candidate_dim: int, global_dim: i
     return {"num_candidates": sizes, "max_abs_diff": worst}
 
 
-def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OPSET, check: bool = True) -> dict[str, Any]:
+_FROM_CONFIG: Any = object()
+
+
+def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OPSET, check: bool = True,
+                 wait_guard: Any = _FROM_CONFIG) -> dict[str, Any]:
     """Write out_dir/policy.onnx and out_dir/policy.json for the MaskablePPO model at model_path.
+
+    `wait_guard` (a WaitGuard or any form `envs.candidates.wait_guard_of` reads; None: none) is
+    recorded in policy.json; by default the run config's `env.wait_guard` (none without one).
+    ValueError naming the field for an invalid one, before anything is written.
 
     Raises ValueError naming the file for a model of another feature schema or policy class
     (FileNotFoundError when there is no such file). With `check` and onnxruntime installed, the
@@ -170,6 +182,7 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     import yaml
 
     from agents.policy import CANDIDATES_KEY, CandidateScoringPolicy, load_model
+    from envs.candidates import wait_guard_of
     from envs.features import CANDIDATE_FEATURES, FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES
     from envs.placement import RULES
     from envs.topology import GPU_CATALOGUE
@@ -177,6 +190,17 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     model_path = Path(model_path)
     if not model_path.is_file() and not Path(f"{model_path}.zip").is_file():
         raise FileNotFoundError(f"{model_path}: no such model file")
+    run_dir = _run_dir(model_path)
+    train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
+    if wait_guard is _FROM_CONFIG:
+        env = train_config.get("env") if isinstance(train_config, dict) else None
+        guard_value = env.get("wait_guard") if isinstance(env, dict) else None
+        try:
+            guard = wait_guard_of(guard_value, "env.wait_guard")
+        except ValueError as e:
+            raise ValueError(f"{run_dir / 'config.yaml'}: {e}") from None
+    else:
+        guard = wait_guard_of(wait_guard)
     model = load_model(model_path, device="cpu")  # refuses another feature schema
     policy = model.policy
     if not isinstance(policy, CandidateScoringPolicy):
@@ -205,8 +229,6 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     finally:
         tmp_onnx.unlink(missing_ok=True)
 
-    run_dir = _run_dir(model_path)
-    train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -216,6 +238,7 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
         "queue_window": (n_candidates - 1) // len(RULES),
         "rules": list(RULES),
         "num_candidates": n_candidates,
+        "wait_guard": None if guard is None else guard.to_dict(),
         "gpu_types": list(GPU_CATALOGUE),
         "onnx_file": ONNX_FILE,
         "onnx_sha256": sha256_file(onnx_path),
@@ -232,21 +255,32 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     return {"onnx": str(onnx_path), "metadata": str(meta_path), "policy": meta, "check": check_result}
 
 
+def _parse_guard(text: str):
+    from envs.candidates import wait_guard_of
+
+    return wait_guard_of(text, "--wait-guard")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m agents.export", description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="a saved MaskablePPO model, e.g. runs/NAME/model.zip")
     ap.add_argument("--out", help="output directory (default: export/ beside the model)")
     ap.add_argument("--no-check", action="store_true", help="skip the onnxruntime-vs-torch check on random inputs")
+    ap.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
+                    help="the bound on WAIT recorded in policy.json (default: the run config's env.wait_guard)")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else Path(args.model).parent / "export"
     try:
-        result = export_model(args.model, out, check=not args.no_check)
+        guard = {} if args.wait_guard is None else {"wait_guard": _parse_guard(args.wait_guard)}
+        result = export_model(args.model, out, check=not args.no_check, **guard)
     except (ValueError, FileNotFoundError, PolicyFileError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     meta = result["policy"]
+    guard = meta["wait_guard"]
     print(f"wrote {result['onnx']} and {result['metadata']} (feature schema {meta['feature_schema_version']}, "
-          f"trained with K={meta['num_candidates']}, opset {meta['opset']})")
+          f"trained with K={meta['num_candidates']}, opset {meta['opset']}, "
+          f"wait guard {'off' if guard is None else ', '.join(f'{k} {v:g}' for k, v in guard.items())})")
     if result["check"]:
         d = result["check"]["max_abs_diff"]
         print(f"onnxruntime vs torch at K={result['check']['num_candidates']}: max abs diff logits {d['logits']:.1e}, value {d['value']:.1e}")

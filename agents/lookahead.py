@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines import make_baseline
-from envs.candidates import CandidateSet, apply_candidate, build_candidates
+from envs.candidates import CandidateSet, WaitGuard, apply_candidate, build_candidates
 from envs.features import predicted_rate
 from envs.jobs import Job, JobKind
 from envs.objective import Objective, objective_total
@@ -274,9 +274,11 @@ class Lookahead:
 
 
 def run_lookahead(name: str, cluster: Cluster, spec: WorkloadSpec, jobs: list[Job], seed: int, config: LookaheadConfig,
-                  objective: Objective, queue_window: int = 8, max_checkpoint_s: float = 60.0) -> tuple[Simulator, int, LookaheadStats]:
+                  objective: Objective, queue_window: int = 8, max_checkpoint_s: float = 60.0,
+                  wait_guard: WaitGuard | None = None) -> tuple[Simulator, int, LookaheadStats]:
     """`lookahead` or `lookahead-oracle` on one workload: the finished simulator, the number of
-    decisions and the search statistics."""
+    decisions and the search statistics. `wait_guard` bounds WAIT at its own decisions (the
+    candidates it searches), not inside the base rule's rollouts."""
     if name not in LOOKAHEAD_POLICIES:
         raise ValueError(f"unknown lookahead policy '{name}' (known: {', '.join(LOOKAHEAD_POLICIES)})")
     sim = Simulator(cluster, jobs, SimConfig(max_checkpoint_s=max_checkpoint_s))
@@ -286,8 +288,8 @@ def run_lookahead(name: str, cluster: Cluster, spec: WorkloadSpec, jobs: list[Jo
     steps, las = 0, policy.base.preempt_las
 
     def decision() -> CandidateSet | None:
-        cset = advance_to_decision(sim, queue_window, preempt_las=las)
-        return cset if las or sim.done else build_candidates(sim.decision_state(), queue_window)
+        cset = advance_to_decision(sim, queue_window, preempt_las=las, wait_guard=wait_guard)
+        return cset if las or sim.done else build_candidates(sim.decision_state(), queue_window, wait_guard=wait_guard)
 
     cset = decision()
     while not sim.done:

@@ -6,13 +6,17 @@
                   mask bool [B, K]; outputs logits float32 [B, K] (invalid candidates at
                   MASKED_LOGIT) and value float32 [B]. B and K are dynamic.
     policy.json   what the graph expects: feature schema version and names, placement rules,
-                  the K it was trained with, the GPU types the code knew, the sha256 of
-                  policy.onnx, the training config and the code version.
+                  the K it was trained with, the bound on WAIT its masks apply (`wait_guard`,
+                  envs.candidates.WaitGuard as {overdue_factor, min_wait_s}, or null / absent:
+                  none), the GPU types the code knew, the sha256 of policy.onnx, the training
+                  config and the code version.
 
 `load_policy_metadata(dir)` reads policy.json and refuses a directory that this code cannot
 feed correctly (another feature schema, other feature names or rules, a policy.onnx whose bytes
-are not those exported). `OnnxPolicy(dir)` adds an onnxruntime session. Neither imports torch;
-docs/export.md has the details.
+are not those exported, a `wait_guard` that is not valid); `policy_wait_guard(meta)` is the
+guard that the service's masks then apply (`build_candidates(..., wait_guard=...)`).
+`OnnxPolicy(dir)` adds an onnxruntime session. Neither imports torch; docs/export.md has the
+details.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.candidates import WaitGuard, wait_guard_of
 from envs.features import CANDIDATE_FEATURES, FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES
 from envs.placement import RULES
 
@@ -101,6 +106,10 @@ def load_policy_metadata(directory: str | Path) -> dict[str, Any]:
         difference = _first_difference(key, meta[key], current)
         if difference:
             raise PolicyFileError(f"{meta_path}: {difference} (feature schema version {FEATURE_SCHEMA_VERSION}); the policy would misread its inputs")
+    try:
+        policy_wait_guard(meta)
+    except ValueError as e:
+        raise PolicyFileError(f"{meta_path}: {e}") from None
     onnx_file = meta["onnx_file"]
     if not isinstance(onnx_file, str) or not onnx_file or Path(onnx_file).name != onnx_file:
         raise PolicyFileError(f"{meta_path}: onnx_file must be a file name in the same directory, got {onnx_file!r}")
@@ -113,6 +122,12 @@ def load_policy_metadata(directory: str | Path) -> dict[str, Any]:
             f"{onnx_path}: sha256 {digest} does not match {meta_path}'s {meta['onnx_sha256']} (the graph was changed or replaced after export)"
         )
     return {**meta, "onnx_path": str(onnx_path.resolve())}
+
+
+def policy_wait_guard(meta: dict[str, Any]) -> WaitGuard | None:
+    """The bound on WAIT recorded in policy.json (`wait_guard`); None when it is absent or null
+    (files written before it existed have none). ValueError naming the field when invalid."""
+    return wait_guard_of(meta.get("wait_guard"), "wait_guard")
 
 
 class OnnxPolicy:
@@ -136,6 +151,7 @@ class OnnxPolicy:
         outputs = tuple(o.name for o in self.session.get_outputs())
         if inputs != INPUT_NAMES or outputs != OUTPUT_NAMES:
             raise PolicyFileError(f"{self.metadata['onnx_path']}: graph inputs {inputs} and outputs {outputs}; expected {INPUT_NAMES} and {OUTPUT_NAMES}")
+        self.wait_guard = policy_wait_guard(self.metadata)  # what the masks fed to it must apply
         self.num_candidate_features = len(self.metadata["candidate_features"])
         self.num_global_features = len(self.metadata["global_features"])
 

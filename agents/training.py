@@ -34,6 +34,7 @@ from agents.config import TrainConfig
 from agents.device import resolve_device
 from agents.evaluation import model_actor, run_actor, run_baseline
 from agents.policy import CandidateScoringPolicy, load_model
+from envs.candidates import WaitGuard
 from envs.env import TRAIN_SEEDS, GpuClusterEnv
 from envs.features import FEATURE_SCHEMA_VERSION
 from envs.metrics import episode_metrics
@@ -104,18 +105,21 @@ class EvalSetting:
     queue_window: int
     objective: Objective
     max_checkpoint_s: float
+    wait_guard: WaitGuard | None = None  # the env's bound on WAIT: the model is selected with the mask it trains with
 
 
 def eval_setting(cfg: TrainConfig) -> EvalSetting:
     """Resolved by the env itself (a scenario's settings, then the config's env overrides), once."""
     env = make_env(cfg)
-    return EvalSetting(env.cluster, env.workload_spec, env.num_jobs, env.queue_window, env.objective, env.sim_config.max_checkpoint_s)
+    return EvalSetting(env.cluster, env.workload_spec, env.num_jobs, env.queue_window, env.objective, env.sim_config.max_checkpoint_s,
+                       env.wait_guard)
 
 
 def run_policy_episode(model: MaskablePPO, e: EvalSetting, seed: int) -> dict:
     """Metrics of one deterministic evaluation episode of `model` on workload `seed`; "objective"
     is the setting's (the scenario's) objective."""
-    sim, _ = run_actor(model_actor(model), e.cluster, e.spec, seed, e.num_jobs, e.queue_window, e.objective, e.max_checkpoint_s)
+    sim, _ = run_actor(model_actor(model), e.cluster, e.spec, seed, e.num_jobs, e.queue_window, e.objective, e.max_checkpoint_s,
+                       e.wait_guard)
     return episode_metrics(sim, e.objective)
 
 

@@ -12,11 +12,21 @@ truth for the mask: the env, the baselines and the scoring service all call `bui
 WAIT (do nothing until something happens) is valid while something the scheduler knows of will
 happen: a running job will end or a checkpoint will finish. On an idle cluster it is not: no
 scheduler can know that more jobs are coming, so it must place one of the jobs that fit.
+
+An optional `WaitGuard` (off by default: masks are then exactly as without it) also makes WAIT
+invalid while a window job that could start now without preempting (its binpack, spread and
+topology candidates are valid) has waited longer than max(overdue_factor x its estimate,
+min_wait_s): a starvation bound for a deterministic policy that would otherwise wait forever
+with work it could start. It reads only the decision state (waiting times, estimates, which
+gangs fit the free GPUs), so the env, evaluation and the scoring service apply the same mask.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from numbers import Real
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +37,8 @@ from envs.speed import PlacementGeometry, PlacementProfile, job_constants_of, jo
 from envs.state import ClusterState
 from envs.window import DEFAULT_QUEUE_WINDOW, candidate_window, class_fits, job_classes, las_fits, select_window
 
-__all__ = ["Candidate", "CandidateSet", "DEFAULT_QUEUE_WINDOW", "apply_candidate", "build_candidates", "job_constants",
-           "num_candidates"]
+__all__ = ["Candidate", "CandidateSet", "DEFAULT_QUEUE_WINDOW", "WaitGuard", "apply_candidate", "build_candidates",
+           "job_constants", "num_candidates", "wait_guard_of", "wait_valid"]
 
 
 class Candidate:
@@ -153,16 +163,120 @@ _EMPTY_SLOTS: list[Candidate] = []  # rule k % len(RULES) at position k
 _WAIT, _NO_WAIT = Candidate(-1, -1, True), Candidate(-1, -1, False)
 
 
-def wait_valid(state: ClusterState) -> bool:
-    """WAIT needs something the scheduler knows will happen: a running job or a checkpoint."""
-    return bool(len(state.running) or state.checkpointing)
+DEFAULT_MIN_WAIT_S = 3600.0
+_GUARD_FIELDS = ("overdue_factor", "min_wait_s")
 
 
-def build_candidates(state: ClusterState, queue_window: int = DEFAULT_QUEUE_WINDOW, preempt_las: bool = True) -> CandidateSet:
+@dataclass(frozen=True)
+class WaitGuard:
+    """A starvation bound on WAIT: WAIT is invalid while some window job that could start now
+    without preempting has waited longer than max(overdue_factor x estimate_s, min_wait_s).
+
+    "Waited" is the job's whole time in the queue (`wait_s` plus the current stay, since
+    `queued_since_s`); `estimate_s` is the user's runtime estimate: both are in every decision
+    state, so the rule needs no history of earlier decisions and no true duration. "Could start
+    without preempting" is the validity of its binpack / spread / topology candidates (the class
+    fits the free GPUs). The policy may then start any valid candidate, not necessarily the
+    overdue job. Plain-data form (a train config's `env: wait_guard:`, policy.json's
+    `wait_guard`): {"overdue_factor": 1.0, "min_wait_s": 3600.0}; see `wait_guard_of`."""
+
+    overdue_factor: float
+    min_wait_s: float = DEFAULT_MIN_WAIT_S
+
+    def __post_init__(self):
+        for name in _GUARD_FIELDS:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(v):
+                raise ValueError(f"wait_guard.{name}: must be a finite number, got {v!r}")
+        if self.overdue_factor <= 0:
+            raise ValueError(f"wait_guard.overdue_factor: must be > 0, got {self.overdue_factor!r}")
+        if self.min_wait_s < 0:
+            raise ValueError(f"wait_guard.min_wait_s: must be >= 0, got {self.min_wait_s!r}")
+        object.__setattr__(self, "overdue_factor", float(self.overdue_factor))
+        object.__setattr__(self, "min_wait_s", float(self.min_wait_s))
+
+    def to_dict(self) -> dict:
+        return {"overdue_factor": self.overdue_factor, "min_wait_s": self.min_wait_s}
+
+    def __str__(self) -> str:
+        return f"overdue_factor={self.overdue_factor:g},min_wait_s={self.min_wait_s:g}"
+
+    def overdue(self, state: ClusterState, j: int) -> bool:
+        """Job `j` (queued) has waited longer than the bound."""
+        waited = float(state.wait_s[j]) + state.now - float(state.queued_since_s[j])
+        return waited > max(self.overdue_factor * float(state.estimate_s[j]), self.min_wait_s)
+
+    def blocks_wait(self, state: ClusterState, window, startable) -> bool:
+        """Whether WAIT is invalid: some `window` job whose `startable` flag (a non-preempting
+        placement is valid) is set is overdue."""
+        return any(ok and self.overdue(state, j) for j, ok in zip(window, startable))
+
+
+def wait_guard_of(value: Any, name: str = "wait_guard") -> WaitGuard | None:
+    """A `WaitGuard` from any of its forms, or None (no guard): None, False or "off"; a
+    WaitGuard; a mapping {overdue_factor, min_wait_s?}; a number (the overdue factor, min_wait_s
+    at its default); or text: "off", "K" or "overdue_factor=K,min_wait_s=S" (command lines).
+    Raises ValueError whose message starts with the field, `name` standing for "wait_guard"
+    (`env.wait_guard.min_wait_s: must be >= 0, got -1.0`)."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, WaitGuard):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("off", "none"):
+            return None
+        if "=" not in text:
+            try:
+                value = float(text)
+            except ValueError:
+                raise ValueError(f"{name}: {text!r} is not 'off', a number (the overdue factor) or "
+                                 "overdue_factor=K,min_wait_s=S") from None
+        else:
+            fields: dict[str, Any] = {}
+            for part in text.split(","):
+                key, _, v = (x.strip() for x in part.partition("="))
+                if key not in _GUARD_FIELDS:
+                    raise ValueError(f"{name}: {part.strip()!r} is not KEY=VALUE with KEY one of {', '.join(_GUARD_FIELDS)}")
+                try:
+                    fields[key] = float(v)
+                except ValueError:
+                    raise ValueError(f"{name}.{key}: must be a number, got {v!r}") from None
+            value = fields
+    if isinstance(value, dict):
+        unknown = sorted(map(str, set(value) - set(_GUARD_FIELDS)))
+        if unknown:
+            raise ValueError(f"{name}: unknown key '{unknown[0]}' (known: {', '.join(_GUARD_FIELDS)})")
+        if "overdue_factor" not in value:
+            raise ValueError(f"{name}.overdue_factor: required")
+        args = value
+    elif isinstance(value, Real) and not isinstance(value, bool):
+        args = {"overdue_factor": value}
+    else:
+        raise ValueError(f"{name}: must be null, 'off', a number or a mapping with overdue_factor and min_wait_s, "
+                         f"got {type(value).__name__}")
+    try:
+        return WaitGuard(**args)
+    except ValueError as e:
+        raise ValueError(f"{name}{str(e)[len('wait_guard'):]}") from None
+
+
+def wait_valid(state: ClusterState, wait_guard: WaitGuard | None = None, window=(), startable=()) -> bool:
+    """WAIT needs something the scheduler knows will happen: a running job or a checkpoint; with
+    a `wait_guard`, also that no `window` job that could start without preempting (`startable`,
+    per window job) is overdue."""
+    if not (len(state.running) or state.checkpointing):
+        return False
+    return wait_guard is None or not wait_guard.blocks_wait(state, window, startable)
+
+
+def build_candidates(state: ClusterState, queue_window: int = DEFAULT_QUEUE_WINDOW, preempt_las: bool = True,
+                     wait_guard: WaitGuard | None = None) -> CandidateSet:
     """The candidate list and its mask for a decision state. `preempt_las=False` leaves the
     `preempt-las` rule out (its candidates invalid, its validity never worked out, the window as
     the other rules have it), for a scheduler that never takes it: its choices are the same,
-    for a fraction of the cost."""
+    for a fraction of the cost. `wait_guard` (a `WaitGuard`, default None: no guard) makes WAIT
+    invalid while a window job that could start without preempting is overdue."""
     window = candidate_window(state, queue_window) if preempt_las else select_window(state, queue_window)
     fits_aligned, fits_preempt, _, _ = class_fits(state)
     cls = job_classes(state)[window]
@@ -171,14 +285,15 @@ def build_candidates(state: ClusterState, queue_window: int = DEFAULT_QUEUE_WIND
     cands = []
     # Binpack, spread and topology all pack whole TP groups: valid exactly when the class fits.
     las_valid = las_fits(state, window).tolist() if preempt_las else [False] * len(window)
-    for j, aligned_fit, preempt, las in zip(window, fits_aligned[cls].tolist(), fits_preempt[cls].tolist(), las_valid):
+    aligned = fits_aligned[cls].tolist()
+    for j, aligned_fit, preempt, las in zip(window, aligned, fits_preempt[cls].tolist(), las_valid):
         cands += [Candidate(j, r, aligned_fit, placer if aligned_fit else None) for r in range(PREEMPT)]
         cands.append(Candidate(j, PREEMPT, preempt, placer if preempt else None))
         cands.append(Candidate(j, PREEMPT_LAS, las, placer if las else None))
     while len(_EMPTY_SLOTS) < queue_window * R:
         _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % R))
     cands += _EMPTY_SLOTS[: (queue_window - len(window)) * R]
-    cands.append(_WAIT if wait_valid(state) else _NO_WAIT)
+    cands.append(_WAIT if wait_valid(state, wait_guard, window, aligned) else _NO_WAIT)
     mask = np.array([cd.valid for cd in cands])
     return CandidateSet(state, window, cands, mask)
 

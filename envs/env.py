@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.candidates import CandidateSet, apply_candidate, num_candidates
+from envs.candidates import CandidateSet, WaitGuard, apply_candidate, num_candidates, wait_guard_of
 from envs.config import load_cluster
 from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES, candidate_features
 from envs.jobs import Job
@@ -96,7 +96,10 @@ class GpuClusterEnv(gym.Env):
     given explicitly. preempt_las: offer the `preempt-las` rule (Tiresias' preemption by
     attained service) and ask the agent also where it is the only valid placement (True, so that
     a learned policy can do what Tiresias does; False leaves the rule's candidates invalid and
-    skips those moments: 1.2-2.5x fewer decisions).
+    skips those moments: 1.2-2.5x fewer decisions). wait_guard: a starvation bound on WAIT
+    (`envs.candidates.WaitGuard`, its mapping {overdue_factor, min_wait_s} or the overdue factor
+    alone; None, the default: no guard): WAIT is invalid while a window job that could start
+    without preempting has waited longer than max(overdue_factor x its estimate, min_wait_s).
     render_mode: "ansi" (returns text) or "human" (prints it).
 
     ## Version History
@@ -117,6 +120,7 @@ class GpuClusterEnv(gym.Env):
         max_checkpoint_s: float | None = None,
         scenario: str | Path | None = None,
         preempt_las: bool = True,
+        wait_guard: WaitGuard | dict | float | None = None,
         render_mode: str | None = None,
     ):
         if scenario is not None:
@@ -158,6 +162,7 @@ class GpuClusterEnv(gym.Env):
         )
         self.render_mode = render_mode
         self.preempt_las = preempt_las
+        self.wait_guard = wait_guard_of(wait_guard)
         K = num_candidates(queue_window)
         self.action_space = spaces.Discrete(K)
         self.observation_space = spaces.Dict(
@@ -234,7 +239,7 @@ class GpuClusterEnv(gym.Env):
     # ------------------------------------------------------------------ internals
 
     def _advance_to_decision(self) -> None:
-        self.cset = advance_to_decision(self.sim, self.queue_window, preempt_las=self.preempt_las)
+        self.cset = advance_to_decision(self.sim, self.queue_window, preempt_las=self.preempt_las, wait_guard=self.wait_guard)
 
     def _observation(self) -> dict[str, np.ndarray]:
         feats, glob = candidate_features(self.cset)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from envs.candidates import CandidateSet, apply_candidate, build_candidates
+from envs.candidates import CandidateSet, WaitGuard, apply_candidate, build_candidates
 from envs.simulator import Simulator
 from envs.state import ClusterState
 from envs.window import can_place, feasible_queue
@@ -17,7 +17,8 @@ from envs.window import can_place, feasible_queue
 Select = Callable[[ClusterState, CandidateSet], int]
 
 
-def advance_to_decision(sim: Simulator, queue_window: int, until: float | None = None, preempt_las: bool = True) -> CandidateSet | None:
+def advance_to_decision(sim: Simulator, queue_window: int, until: float | None = None, preempt_las: bool = True,
+                        wait_guard: WaitGuard | None = None) -> CandidateSet | None:
     """Advance until some queued job can be placed (a real choice) or the workload is done;
     return the candidates there. With `until`, stop at that time instead when the next event
     comes later (None returned; the simulator stands at `until`).
@@ -25,26 +26,29 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     `preempt_las=False` leaves the `preempt-las` rule (Tiresias' preemption by attained service)
     out of the candidates and skips the moments where it would be the only valid placement: a
     scheduler that never takes that rule would only WAIT there, so its schedule is the same, for
-    1.2-2.5x fewer decisions on the default setting and no work on the rule's validity."""
+    1.2-2.5x fewer decisions on the default setting and no work on the rule's validity.
+    `wait_guard` (envs.candidates.WaitGuard, None: none) goes to `build_candidates`; it changes
+    the mask, never which moments are decisions."""
     while not sim.done:
         if sim.queue_len:
             state = sim.decision_state()
             if (can_place(state) if preempt_las else len(feasible_queue(state)) > 0):
-                return build_candidates(state, queue_window, preempt_las)
+                return build_candidates(state, queue_window, preempt_las, wait_guard)
         if until is not None and sim.next_event_s() > until:
             sim.advance_until(until)
             return None
         sim.advance()
-    return build_candidates(sim.decision_state(), queue_window, preempt_las)
+    return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
 
 
-def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | None = None, preempt_las: bool = True) -> int:
+def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | None = None, preempt_las: bool = True,
+           wait_guard: WaitGuard | None = None) -> int:
     """Run `sim` to the end (or `max_steps` decisions) letting `select` pick each candidate
-    (`preempt_las`: see `advance_to_decision`). Returns the number of decisions made."""
+    (`preempt_las`, `wait_guard`: see `advance_to_decision`). Returns the number of decisions made."""
     steps = 0
-    cset = advance_to_decision(sim, queue_window, preempt_las=preempt_las)
+    cset = advance_to_decision(sim, queue_window, preempt_las=preempt_las, wait_guard=wait_guard)
     while not sim.done and (max_steps is None or steps < max_steps):
         apply_candidate(sim, cset, select(cset.state, cset))
         steps += 1
-        cset = advance_to_decision(sim, queue_window, preempt_las=preempt_las)
+        cset = advance_to_decision(sim, queue_window, preempt_las=preempt_las, wait_guard=wait_guard)
     return steps

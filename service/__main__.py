@@ -3,11 +3,13 @@
     python -m service --model DIR --cluster NAME_OR_PATH [--host 127.0.0.1] [--port 8080]
                       [--baseline sect] [--queue-window 8] [--max-body-mb 16] [--body-timeout-s 10]
                       [--gang-ttl-s 600] [--bind-api none|in-cluster] [--log-level info]
+                      [--wait-guard K|overdue_factor=K,min_wait_s=S|off]
 
 Without --model the named baseline is served. A model directory whose policy.onnx does not
 match the sha256 in policy.json, or whose feature schema version is not this code's, is refused:
 the command prints why and exits with status 2 before serving anything; so does an unknown
-cluster or baseline.
+cluster or baseline, or a bad --wait-guard. The bound on WAIT of the served masks is the model's
+(policy.json `wait_guard`) unless --wait-guard is given.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bind-api", choices=("none", "in-cluster"), default="none",
                    help="in-cluster: the bind verb also creates the Binding through the API server")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
+                   help="bound on WAIT of the served masks (default: the model's policy.json wait_guard, else none)")
     return p.parse_args(argv)
 
 
@@ -57,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
             model, info = load_onnx_policy(args.model)
         except PolicyLoadError as e:
             return fail(str(e))
+    guard = {}
+    if args.wait_guard is not None:
+        from envs.candidates import wait_guard_of
+        try:
+            guard = {"wait_guard": wait_guard_of(args.wait_guard, "--wait-guard")}
+        except ValueError as e:
+            return fail(str(e))
     queue_window = args.queue_window or (info.queue_window if info and info.queue_window else 8)
     if not 1 <= queue_window <= 64:
         return fail(f"--queue-window {queue_window}: must be in 1..64")
@@ -71,11 +82,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from service.app import create_app
 
-    scorer = Scorer(args.baseline, model, info)
+    scorer = Scorer(args.baseline, model, info, **guard)
     app = create_app(cluster, scorer, queue_window, int(args.max_body_mb * (1 << 20)), args.body_timeout_s,
                      args.gang_ttl_s, binder)
-    logging.getLogger("gangsched.service").info("serving %s on %s (%d GPUs), queue window %d, at http://%s:%d",
-                                                scorer.policy_name, cluster.name, cluster.num_gpus, queue_window, args.host, args.port)
+    logging.getLogger("gangsched.service").info("serving %s on %s (%d GPUs), queue window %d, wait guard %s, at http://%s:%d",
+                                                scorer.policy_name, cluster.name, cluster.num_gpus, queue_window,
+                                                scorer.wait_guard or "off", args.host, args.port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
                 timeout_keep_alive=30)
     return 0

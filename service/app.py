@@ -191,7 +191,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
     async def warm_up() -> None:
         def decide_once():
             state = ClusterState.from_dict({"time_s": 0.0, "queued": [{"id": "warm-up", "num_gpus": 1, "estimate_s": 60.0}]}, cluster)
-            cset = build_candidates(state, queue_window)
+            cset = build_candidates(state, queue_window, wait_guard=scorer.wait_guard)
             scorer.decide(state, cset)
         try:
             await run(decide_once)
@@ -243,6 +243,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
     async def service_info() -> dict:
         return {"policy": scorer.policy_name, "baseline": scorer.baseline_name, "cluster": cluster.name,
                 "num_gpus": cluster.num_gpus, "nodes": cluster.num_nodes, "queue_window": queue_window,
+                "wait_guard": None if scorer.wait_guard is None else scorer.wait_guard.to_dict(),
                 "model": None if info is None else {"directory": info.directory, "onnx_sha256": info.sha256,
                                                     "feature_schema_version": info.feature_schema_version},
                 "torch_imported": "torch" in sys.modules, "python": sys.version.split()[0]}
@@ -255,7 +256,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
             return 422, {"detail": f"body.{msg}" if msg.startswith("state") else f"body.state.{msg}"}
         except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
             return 422, {"detail": f"body.state: cannot be read ({type(e).__name__}: {e})"}
-        cset = build_candidates(state, qw)
+        cset = build_candidates(state, qw, wait_guard=scorer.wait_guard)
         return 200, describe(state, cset, scorer.decide(state, cset))
 
     score_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": ScoreRequest.model_json_schema()}}}}

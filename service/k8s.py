@@ -396,7 +396,7 @@ class Extender:
         blocked = set(range(self.cluster.num_nodes)) - offered
         job_id = f"pending:{pod.gang or pod.key}"
         state = self.current_state(pending=self._job(pod, job_id, members, 0.0), blocked=blocked, skip_plan=pod.gang)
-        cset = build_candidates(state, self.queue_window)
+        cset = build_candidates(state, self.queue_window, wait_guard=self.scorer.wait_guard)
         j = int(state.queue[0]) if len(state.queue) and state.name_of(int(state.queue[0])) == job_id else -1
         restrict = np.array([cd.job_id == j and cd.rule not in PREEMPT_RULES for cd in cset.candidates]) if j >= 0 else np.zeros(len(cset.candidates), bool)
         decision = self.scorer.decide(state, cset, restrict)
@@ -554,7 +554,7 @@ class Extender:
 
     def _learned_victims(self, pod: PodInfo, options: dict) -> str | None:
         state = self.current_state(pending=self._job(pod, f"pending:{pod.key}", 1, 0.0))
-        cset = build_candidates(state, self.queue_window)
+        cset = build_candidates(state, self.queue_window, wait_guard=self.scorer.wait_guard)
         j = int(state.queue[0]) if len(state.queue) else -1
         # kube-scheduler's preemption takes only pods of strictly lower spec.priority (the options
         # offered): that is the `preempt` rule; `preempt-las` victims may share the pod's class.

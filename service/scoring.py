@@ -3,7 +3,9 @@
 Contract:
 * Candidates, the mask and the features come from the project's own decision-state code
   (`envs.candidates.build_candidates`, `envs.features.candidate_features`), never a copy, so the
-  service ranks exactly the actions the env offers a policy and a baseline.
+  service ranks exactly the actions the env offers a policy and a baseline. `Scorer.wait_guard`
+  is the bound on WAIT those masks apply (`build_candidates(..., wait_guard=scorer.wait_guard)`):
+  the model's policy.json `wait_guard` unless the service was given another.
 * `Scorer.decide(state, cset)` ranks the valid candidates:
   - with an exported model (`OnnxPolicy`): by the model's logits; probabilities are the softmax
     of the logits over the valid candidates (WAIT included when valid). The model's choice is
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from baselines import make_baseline
-from envs.candidates import CandidateSet
+from envs.candidates import CandidateSet, WaitGuard
 from envs.features import FEATURE_SCHEMA_VERSION, candidate_features
 from envs.placement import RULES
 from envs.state import ClusterState
@@ -62,6 +64,7 @@ class ModelInfo:
     feature_schema_version: int
     queue_window: int | None
     metadata: dict = field(default_factory=dict)
+    wait_guard: WaitGuard | None = None  # policy.json's: the bound on WAIT the model's masks apply
 
 
 class PolicyLoadError(RuntimeError):
@@ -73,7 +76,12 @@ def load_onnx_policy(directory: str | Path) -> tuple[Any, ModelInfo]:
     sha256 of policy.onnx and the feature schema version against this code's. Raises
     PolicyLoadError with a clear message."""
     try:
-        from agents.policy_file import OnnxPolicy, PolicyFileError, load_policy_metadata
+        from agents.policy_file import (
+            OnnxPolicy,
+            PolicyFileError,
+            load_policy_metadata,
+            policy_wait_guard,
+        )
     except ImportError as e:  # the export module is missing in this checkout
         raise PolicyLoadError(f"cannot load models: agents.policy_file is unavailable ({e})") from None
     d = Path(directory)
@@ -90,7 +98,7 @@ def load_onnx_policy(directory: str | Path) -> tuple[Any, ModelInfo]:
                               f"version {FEATURE_SCHEMA_VERSION}: re-export a model trained on this schema")
     sha = str(meta.get("onnx_sha256", ""))
     qw = meta.get("queue_window")
-    return policy, ModelInfo(str(d), sha, int(version), int(qw) if isinstance(qw, int) else None, meta)
+    return policy, ModelInfo(str(d), sha, int(version), int(qw) if isinstance(qw, int) else None, meta, policy_wait_guard(meta))
 
 
 def _softmax_over(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -105,13 +113,19 @@ def _softmax_over(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 class Scorer:
     """Ranks candidate sets with a model (onnxruntime) or a baseline; see the module docstring."""
 
+    _MODEL_GUARD: Any = object()
+
     def __init__(self, baseline: str = "sect", model: Any = None, model_info: ModelInfo | None = None,
-                 on_fallback: Callable[[str], None] | None = None):
+                 on_fallback: Callable[[str], None] | None = None, wait_guard: WaitGuard | None = _MODEL_GUARD):
         self.baseline_name = baseline
         self.baseline = make_baseline(baseline)
         self.model = model
         self.model_info = model_info
         self.on_fallback = on_fallback or (lambda reason: None)
+        # The bound on WAIT of the masks this scorer ranks: given, else the model's (policy.json), else none.
+        if wait_guard is Scorer._MODEL_GUARD:
+            wait_guard = model_info.wait_guard if model_info is not None else None
+        self.wait_guard: WaitGuard | None = wait_guard
 
     @property
     def policy_name(self) -> str:

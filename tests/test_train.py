@@ -96,6 +96,7 @@ def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
         ({"env_mix": [{"queue_window": 4}]}, "env_mix[0].queue_window: unknown key"),
         ({"env_mix": [{"cluster": "no-such-cluster"}]}, "env_mix[0]: "),
         ({"env_mix": [{}, {}, {}]}, "env_mix: 3 entries for 2 envs"),
+        ({"env": {"wait_guard": {"overdue_factor": -1}}}, "env.wait_guard.overdue_factor: must be > 0"),
     ],
 )
 def test_bad_config_fails_at_start_naming_the_key(tmp_path, overrides, message):

@@ -24,6 +24,7 @@ from agents.evaluation.policies import (
     model_actor,
     parse_policies,
     parse_policy,
+    with_wait_guards,
 )
 from agents.evaluation.results import (
     KIND_COLUMNS,
@@ -53,5 +54,5 @@ __all__ = [
     "PolicySpec", "RESULTS_SCHEMA", "RunTask", "SCHEMA_VERSION", "TABLE_COLUMNS", "UsageError",
     "build_results", "cluster_and_spec", "environment_record", "mean_ci95", "model_actor",
     "paired_rel_diff", "parse_policies", "parse_policy", "results_markdown", "run_actor", "run_all",
-    "run_baseline", "run_one", "schema_errors", "t_quantile", "workload_sha256", "write_plots",
+    "run_baseline", "run_one", "schema_errors", "t_quantile", "with_wait_guards", "workload_sha256", "write_plots",
 ]

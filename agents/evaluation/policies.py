@@ -4,18 +4,27 @@
 A `PolicySpec` is checked when parsed (unknown names, missing model files raise `UsageError`
 with one line) but nothing is loaded then: a loader imports its framework (torch,
 stable-baselines3) only in `load`, once per worker process.
+
+A spec may carry a bound on WAIT (`wait_guard`, envs.candidates.WaitGuard) that the masks of its
+episodes apply: `with_wait_guards` sets it, from evaluate.py's --wait-guard or, for a `ppo=`
+model, from its run's config.yaml (`env: wait_guard:`), so a model is evaluated with the mask it
+was trained with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
+
 from agents.lookahead import LOOKAHEAD_POLICIES
 from baselines import BASELINES
+from envs.candidates import WaitGuard, wait_guard_of
 
 
 class UsageError(ValueError):
@@ -33,6 +42,9 @@ class PolicyLoader(Protocol):
 
     def load(self, arg: str) -> Actor:
         """The actor; called once per worker process."""
+
+    # Optional: `wait_guard(arg) -> WaitGuard | None`, the bound on WAIT the policy was trained
+    # with (raise UsageError for a bad one); a loader without it has none.
 
 
 def model_actor(model: Any, deterministic: bool = True) -> Actor:
@@ -60,6 +72,31 @@ class MaskablePPOLoader:
 
         return model_actor(load_model(arg, device="cpu"))
 
+    def wait_guard(self, arg: str) -> WaitGuard | None:
+        """`env.wait_guard` of the config.yaml of the model's run (runs/NAME/model.zip or
+        runs/NAME/checkpoints/*.zip), None when there is none."""
+        return run_config_wait_guard(arg)
+
+
+def run_config_wait_guard(model_path: str | Path) -> WaitGuard | None:
+    """The `env: wait_guard:` of the training run a model file belongs to (its directory's, or
+    for a checkpoint its run directory's, config.yaml); None without one. UsageError naming the
+    file and field when it is not valid."""
+    parent = Path(model_path).resolve().parent
+    for d in (parent, parent.parent) if parent.name == "checkpoints" else (parent,):
+        config = d / "config.yaml"
+        if config.is_file():
+            try:
+                data = yaml.safe_load(config.read_text())
+            except yaml.YAMLError as e:
+                raise UsageError(f"{config}: not valid YAML ({str(e).splitlines()[0]})") from None
+            env = data.get("env") if isinstance(data, dict) else None
+            try:
+                return wait_guard_of(env.get("wait_guard") if isinstance(env, dict) else None, "env.wait_guard")
+            except ValueError as e:
+                raise UsageError(f"{config}: {e}") from None
+    return None
+
 
 POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader()}
 
@@ -75,6 +112,7 @@ class PolicySpec:
     label: str  # as given on the command line; the key in results.json
     loader: str | None  # None for a baseline, SIMULATING for a lookahead, else a key of POLICY_LOADERS
     arg: str  # the baseline or lookahead name, or the loader's argument
+    wait_guard: WaitGuard | None = None  # the bound on WAIT its episodes' masks apply (None: none)
 
 
 def parse_policy(text: str) -> PolicySpec:
@@ -105,3 +143,22 @@ def parse_policies(text: str) -> list[PolicySpec]:
     if dup:
         raise UsageError(f"policy '{dup[0]}' is listed twice")
     return specs
+
+
+_UNSET: Any = object()
+
+
+def with_wait_guards(specs: list[PolicySpec], wait_guard: WaitGuard | None = _UNSET) -> list[PolicySpec]:
+    """The specs with their bound on WAIT: `wait_guard` for every one when given (None: no guard
+    for any); otherwise a loaded policy's own (its loader's `wait_guard(arg)`, e.g. a ppo model's
+    training config) and none for baselines and lookaheads."""
+    out = []
+    for s in specs:
+        if wait_guard is not _UNSET:
+            guard = wait_guard
+        elif s.loader in POLICY_LOADERS and hasattr(POLICY_LOADERS[s.loader], "wait_guard"):
+            guard = POLICY_LOADERS[s.loader].wait_guard(s.arg)
+        else:
+            guard = None
+        out.append(dataclasses.replace(s, wait_guard=guard))
+    return out

@@ -24,6 +24,7 @@ import numpy as np
 from agents.evaluation.policies import POLICY_LOADERS, SIMULATING, Actor, PolicySpec
 from baselines import make_baseline
 from envs import ENV_ID
+from envs.candidates import WaitGuard
 from envs.config import load_cluster
 from envs.jobs import JOB_KIND_NAMES, Job
 from envs.metrics import episode_metrics
@@ -47,6 +48,7 @@ class RunTask:
     queue_window: int
     keep_trace: bool  # return the timeline and segments for plots
     scenario: str | None = None  # its objective scores the run; its lookahead settings drive lookaheads
+    wait_guard: WaitGuard | None = None  # the policy's bound on WAIT (PolicySpec.wait_guard)
 
 
 def workload_sha256(jobs: list[Job]) -> str:
@@ -72,21 +74,22 @@ def _scenario(name: str) -> Scenario:
 
 
 def run_baseline(name: str, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8,
-                 config: SimConfig | None = None) -> tuple[Simulator, int]:
+                 config: SimConfig | None = None, wait_guard: WaitGuard | None = None) -> tuple[Simulator, int]:
     """A baseline on workload `seed`, through the bare replay loop: the finished simulator and
-    the number of decisions taken."""
+    the number of decisions taken. `wait_guard`: the bound on WAIT of its masks (none by default)."""
     sim = Simulator(cluster, make_workload(spec, cluster, seed, num_jobs), config)
     rule = make_baseline(name, seed=seed)
-    return sim, replay(sim, rule.select, queue_window, preempt_las=rule.preempt_las)
+    return sim, replay(sim, rule.select, queue_window, preempt_las=rule.preempt_las, wait_guard=wait_guard)
 
 
 def run_actor(act: Actor, cluster: Cluster, spec: WorkloadSpec, seed: int, num_jobs: int | None = None, queue_window: int = 8,
-              objective: Objective | None = None, max_checkpoint_s: float = 60.0) -> tuple[Simulator, int]:
-    """An actor (env, observation) -> action on workload `seed`, through the Gymnasium env."""
+              objective: Objective | None = None, max_checkpoint_s: float = 60.0, wait_guard: WaitGuard | None = None) -> tuple[Simulator, int]:
+    """An actor (env, observation) -> action on workload `seed`, through the Gymnasium env
+    (`wait_guard`: the env's bound on WAIT, none by default)."""
     import gymnasium as gym
 
     env = gym.make(ENV_ID, cluster=cluster, workload=spec, num_jobs=num_jobs, queue_window=queue_window, max_steps=EPISODE_STEP_CAP,
-                   objective=objective, max_checkpoint_s=max_checkpoint_s)
+                   objective=objective, max_checkpoint_s=max_checkpoint_s, wait_guard=wait_guard)
     obs, _ = env.reset(seed=seed)
     steps, done = 0, env.unwrapped.sim.done
     while not done:
@@ -106,16 +109,17 @@ def _run_episode(task: RunTask) -> tuple[Simulator, int, dict | None]:
     objective = sc.objective if sc else Objective()
     max_ckpt = sc.max_checkpoint_s if sc else 60.0
     if task.policy.loader is None:
-        return (*run_baseline(task.policy.arg, cluster, spec, task.seed, task.num_jobs, task.queue_window, SimConfig(max_checkpoint_s=max_ckpt)), None)
+        return (*run_baseline(task.policy.arg, cluster, spec, task.seed, task.num_jobs, task.queue_window, SimConfig(max_checkpoint_s=max_ckpt),
+                              task.wait_guard), None)
     if task.policy.loader == SIMULATING:
         from agents.lookahead import run_lookahead
 
         jobs = make_workload(spec, cluster, task.seed, task.num_jobs)
         sim, steps, stats = run_lookahead(task.policy.arg, cluster, spec, jobs, task.seed, sc.lookahead if sc else LookaheadConfig(),
-                                          objective, task.queue_window, max_ckpt)
+                                          objective, task.queue_window, max_ckpt, wait_guard=task.wait_guard)
         return sim, steps, dataclasses.asdict(stats)
     act = _actor(task.policy.loader, task.policy.arg)
-    return (*run_actor(act, cluster, spec, task.seed, task.num_jobs, task.queue_window, objective, max_ckpt), None)
+    return (*run_actor(act, cluster, spec, task.seed, task.num_jobs, task.queue_window, objective, max_ckpt, task.wait_guard), None)
 
 
 def run_one(task: RunTask) -> dict:
@@ -191,7 +195,8 @@ def run_all(
     shared = [dataclasses.replace(p, arg=_shared_path(p.arg)) if p.loader not in (None, SIMULATING) else p for p in policies]
     scenario_file = _shared_path(scenario) if scenario else None
     tasks = [
-        RunTask(p, s, _shared_path(cluster), _shared_path(workload), num_jobs, queue_window, keep_trace=s == trace_seed, scenario=scenario_file)
+        RunTask(p, s, _shared_path(cluster), _shared_path(workload), num_jobs, queue_window, keep_trace=s == trace_seed, scenario=scenario_file,
+                wait_guard=p.wait_guard)
         for p in shared
         for s in seeds
     ]
