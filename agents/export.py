@@ -56,6 +56,29 @@ def _run_dir(model_path: Path) -> Path | None:
     return None
 
 
+def run_config_wait_guard(model_path: str | Path):
+    """The `env: wait_guard:` (envs.candidates.WaitGuard) of the training run a model file
+    belongs to (`_run_dir`'s config.yaml); None without one. ValueError naming the file and field
+    when it is not valid. The one reader: evaluation and export both take a model's guard here."""
+    import yaml
+
+    from envs.candidates import wait_guard_of
+
+    run_dir = _run_dir(Path(model_path))
+    if run_dir is None:
+        return None
+    config = run_dir / "config.yaml"
+    try:
+        data = yaml.safe_load(config.read_text())
+    except yaml.YAMLError as e:
+        raise ValueError(f"{config}: not valid YAML ({str(e).splitlines()[0]})") from None
+    env = data.get("env") if isinstance(data, dict) else None
+    try:
+        return wait_guard_of(env.get("wait_guard") if isinstance(env, dict) else None, "env.wait_guard")
+    except ValueError as e:
+        raise ValueError(f"{config}: {e}") from None
+
+
 def _git_commit(run_dir: Path | None) -> str | None:
     """The run's commit from its version.json, else this checkout's HEAD, else None."""
     if run_dir is not None and (run_dir / "version.json").is_file():
@@ -191,16 +214,8 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     if not model_path.is_file() and not Path(f"{model_path}.zip").is_file():
         raise FileNotFoundError(f"{model_path}: no such model file")
     run_dir = _run_dir(model_path)
+    guard = run_config_wait_guard(model_path) if wait_guard is _FROM_CONFIG else wait_guard_of(wait_guard)
     train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
-    if wait_guard is _FROM_CONFIG:
-        env = train_config.get("env") if isinstance(train_config, dict) else None
-        guard_value = env.get("wait_guard") if isinstance(env, dict) else None
-        try:
-            guard = wait_guard_of(guard_value, "env.wait_guard")
-        except ValueError as e:
-            raise ValueError(f"{run_dir / 'config.yaml'}: {e}") from None
-    else:
-        guard = wait_guard_of(wait_guard)
     model = load_model(model_path, device="cpu")  # refuses another feature schema
     policy = model.policy
     if not isinstance(policy, CandidateScoringPolicy):

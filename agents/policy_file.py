@@ -151,7 +151,6 @@ class OnnxPolicy:
         outputs = tuple(o.name for o in self.session.get_outputs())
         if inputs != INPUT_NAMES or outputs != OUTPUT_NAMES:
             raise PolicyFileError(f"{self.metadata['onnx_path']}: graph inputs {inputs} and outputs {outputs}; expected {INPUT_NAMES} and {OUTPUT_NAMES}")
-        self.wait_guard = policy_wait_guard(self.metadata)  # what the masks fed to it must apply
         self.num_candidate_features = len(self.metadata["candidate_features"])
         self.num_global_features = len(self.metadata["global_features"])
 

@@ -178,15 +178,15 @@ class _Batch:
         if not 0 <= workers <= n:
             raise ValueError(f"workers must be between 0 and n_envs ({n}), got {workers}")
         # Check the arguments here, with the caller's traceback, and that the spaces agree.
-        probes = {}
+        first, seen = GpuClusterEnv(**kwargs[0]), {repr(sorted(kwargs[0].items()))}
         for i, kw in enumerate(kwargs):
             key = repr(sorted(kw.items()))
-            if key not in probes:
-                probe = probes[key] = GpuClusterEnv(**kw)
-                if probe.observation_space != probes[next(iter(probes))].observation_space:
+            if key not in seen:
+                seen.add(key)
+                probe = GpuClusterEnv(**kw)
+                if probe.observation_space != first.observation_space:
                     raise ValueError(f"env {i}'s observation space differs from env 0's (queue_window "
-                                     f"{probe.queue_window} vs {probes[next(iter(probes))].queue_window})")
-        first = probes[next(iter(probes))]
+                                     f"{probe.queue_window} vs {first.queue_window})")
         self.observation_space, self.action_space, self.metadata = first.observation_space, first.action_space, first.metadata
         self.num_envs, self.workers, self.env_kwargs = n, workers, kwargs
         self.closed = False

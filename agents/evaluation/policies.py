@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from agents.lookahead import LOOKAHEAD_POLICIES
 from baselines import BASELINES
-from envs.candidates import WaitGuard, wait_guard_of
+from envs.candidates import WaitGuard
 
 
 class UsageError(ValueError):
@@ -79,23 +77,15 @@ class MaskablePPOLoader:
 
 
 def run_config_wait_guard(model_path: str | Path) -> WaitGuard | None:
-    """The `env: wait_guard:` of the training run a model file belongs to (its directory's, or
-    for a checkpoint its run directory's, config.yaml); None without one. UsageError naming the
-    file and field when it is not valid."""
-    parent = Path(model_path).resolve().parent
-    for d in (parent, parent.parent) if parent.name == "checkpoints" else (parent,):
-        config = d / "config.yaml"
-        if config.is_file():
-            try:
-                data = yaml.safe_load(config.read_text())
-            except yaml.YAMLError as e:
-                raise UsageError(f"{config}: not valid YAML ({str(e).splitlines()[0]})") from None
-            env = data.get("env") if isinstance(data, dict) else None
-            try:
-                return wait_guard_of(env.get("wait_guard") if isinstance(env, dict) else None, "env.wait_guard")
-            except ValueError as e:
-                raise UsageError(f"{config}: {e}") from None
-    return None
+    """The `env: wait_guard:` of the training run a model file belongs to
+    (`agents.export.run_config_wait_guard`); UsageError naming the file and field when it is not
+    valid."""
+    from agents.export import run_config_wait_guard as read
+
+    try:
+        return read(model_path)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader()}
