@@ -66,6 +66,16 @@ EVAL_DEFAULTS: dict[str, Any] = {
 DEFAULT_VALIDATION_SEEDS = "500-504"
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One setting a run is distilled on and selected on: a name for logs, the env arguments,
+    and the validation seeds."""
+
+    name: str
+    env_kwargs: dict
+    seeds: tuple[int, ...]
+
+
 @dataclass
 class TrainConfig:
     cluster: str = "mixed-64gpu"
@@ -80,9 +90,11 @@ class TrainConfig:
     vec_env: str = "dummy"  # "dummy": envs step in this process; "subproc": one worker process per env;
     # "batched": envs.vec.BatchedClusterEnv, all episodes in one call, over vec_workers processes (0: this one)
     vec_workers: int = 0
-    # Per-episode overrides of the env arguments (cluster, workload, ...), given to the rollout
-    # episodes round-robin: PPO trains on a mix (say, clusters of several sizes). Warm starts and
-    # model selection use the config's own setting.
+    # Per-episode overrides of the env arguments (scenario, cluster, workload, ...), given to the
+    # rollout episodes round-robin: the policy trains on a mix (clusters of several sizes, or
+    # several scenarios for a generalist). Distillation labels episodes of every entry, and model
+    # selection scores the mean paired difference against each entry's best heuristic on its
+    # validation seeds (`settings()`).
     env_mix: list = field(default_factory=list)
     env: dict = field(default_factory=dict)
     ppo: dict = field(default_factory=lambda: dict(PPO_DEFAULTS))
@@ -107,21 +119,44 @@ class TrainConfig:
             return {"scenario": self.scenario, **self.env}
         return {"cluster": self.cluster, "workload": self.workload, **self.env}
 
+    def mix_env_kwargs(self, entry: dict) -> dict:
+        """The env arguments of one env_mix entry: the config's, overridden by the entry's. An
+        entry that names a scenario takes that scenario's cluster and workload, not the config's."""
+        base = self.env_kwargs()
+        if "scenario" in entry:
+            base = {k: v for k, v in base.items() if k not in ("scenario", "cluster", "workload")}
+        return {**base, **entry}
+
     def episode_env_kwargs(self) -> list[dict]:
         """The env arguments of each of the n_envs rollout episodes (env_mix round-robin)."""
-        base = self.env_kwargs()
         if not self.env_mix:
-            return [base] * self.n_envs
-        return [{**base, **self.env_mix[i % len(self.env_mix)]} for i in range(self.n_envs)]
+            return [self.env_kwargs()] * self.n_envs
+        return [self.mix_env_kwargs(self.env_mix[i % len(self.env_mix)]) for i in range(self.n_envs)]
 
-    def validation_seeds(self) -> list[int]:
-        """The model-selection seeds: eval.seeds, or with "auto" the scenario's validation seeds."""
+    def settings(self) -> list[Setting]:
+        """What distillation labels and model selection scores: the config's own setting, or with
+        env_mix each distinct entry, in order, with its validation seeds."""
+        if not self.env_mix:
+            return [Setting(self.scenario or f"{self.cluster}/{self.workload}", self.env_kwargs(), tuple(self.validation_seeds()))]
+        out: list[Setting] = []
+        for entry in self.env_mix:
+            kwargs = self.mix_env_kwargs(entry)
+            if any(s.env_kwargs == kwargs for s in out):
+                continue
+            name = ", ".join(f"{k}={v}" for k, v in entry.items()) or (self.scenario or f"{self.cluster}/{self.workload}")
+            out.append(Setting(name, kwargs, tuple(self.validation_seeds(kwargs.get("scenario")))))
+        return out
+
+    def validation_seeds(self, scenario: str | None = ...) -> list[int]:
+        """The model-selection seeds: eval.seeds, or with "auto" the scenario's validation seeds
+        (the config's scenario, or the one given)."""
         if self.eval["seeds"] != "auto":
             return parse_seeds(self.eval["seeds"])
-        if self.scenario:
+        scenario = self.scenario if scenario is ... else scenario
+        if scenario:
             from envs.scenario import load_scenario
 
-            return list(load_scenario(self.scenario).validation_seeds)
+            return list(load_scenario(scenario).validation_seeds)
         return parse_seeds(DEFAULT_VALIDATION_SEEDS)
 
     def dump(self, path: Path) -> None:
@@ -162,16 +197,21 @@ def _env_mix(top: Fields, cfg: TrainConfig) -> list[dict]:
     if entries and len(entries) > cfg.n_envs:
         raise top.error("env_mix", f"{len(entries)} entries for {cfg.n_envs} envs (n_envs): some would never run")
     out = []
+    from envs.env import GpuClusterEnv
+
+    window = GpuClusterEnv(**cfg.env_kwargs()).queue_window if entries else None
     for i, entry in enumerate(entries):
         f = Fields(entry, top.source, f"env_mix[{i}]")
-        f.check_keys((ENV_KEYS | {"cluster", "workload"}) - {"queue_window"})
-        kwargs = {**cfg.env_kwargs(), **f.data}
+        f.check_keys((ENV_KEYS | {"scenario", "cluster", "workload"}) - {"queue_window"})
+        if "scenario" in f.data and ({"cluster", "workload"} & set(f.data)):
+            raise f.error("scenario", "conflicts with cluster and workload in the same entry (the scenario fixes them)")
         try:
-            from envs.env import GpuClusterEnv
-
-            GpuClusterEnv(**kwargs).close()
+            env = GpuClusterEnv(**cfg.mix_env_kwargs(f.data))
         except (ConfigError, ValueError, KeyError) as e:
             raise top.error(f"env_mix[{i}]", str(e)) from None
+        if env.queue_window != window:
+            raise f.error("scenario", f"its queue window is {env.queue_window}, the config's {window}: every episode of a batch "
+                                      "needs the same observation space")
         out.append(dict(f.data))
     return out
 
@@ -264,4 +304,4 @@ def load_train_config(name_or_path: str | Path) -> TrainConfig:
     return train_config_from_dict(read_yaml(path), str(path))
 
 
-__all__ = ["ConfigError", "TrainConfig", "load_train_config", "parse_seeds", "train_config_from_dict"]
+__all__ = ["ConfigError", "Setting", "TrainConfig", "load_train_config", "parse_seeds", "train_config_from_dict"]

@@ -106,14 +106,18 @@ def label_episode(task: LabelTask) -> dict:
     }
 
 
-def label_tasks(cfg, teacher: str, heuristic: str, round_: int, student: str | None) -> list[LabelTask]:
+def label_tasks(cfg, vals: list, teachers: list[str], round_: int, student: str | None) -> list[LabelTask]:
     """The round's labelling tasks: `distill.episodes` training-range workload seeds, drawn from
-    the run's seed and the round (never a validation or test seed)."""
+    the run's seed and the round (never a validation or test seed), given round-robin to the
+    settings `vals` (agents.training.Validation; one unless the config has an env_mix), each
+    with its teacher in `teachers` and its best heuristic."""
     d = cfg.distill
     rng = np.random.default_rng([cfg.seed, round_, 0xDA6])
     seeds = rng.integers(*TRAIN_SEEDS, size=d["episodes"])
     beta = 1.0 if student is None else float(d["beta_decay"]) ** round_
-    return [LabelTask(cfg.env_kwargs(), int(s), teacher, heuristic, student, beta, float(cfg.ppo["gamma"])) for s in seeds]
+    n = len(vals)
+    return [LabelTask(vals[i % n].env_kwargs, int(s), teachers[i % n], vals[i % n].baseline, student, beta, float(cfg.ppo["gamma"]))
+            for i, s in enumerate(seeds)]
 
 
 def aggregate(episodes: list[dict], temperature: float = 0.0) -> tuple[Demonstrations, np.ndarray]:
@@ -163,39 +167,50 @@ def student_actions(model, demos: Demonstrations, chunk: int = 2048) -> np.ndarr
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
-def choose_teacher(cfg, heuristic: tuple[str, float], seeds: list[int], log=print) -> tuple[str, dict]:
-    """`distill.teacher`, with "auto" resolved on the validation seeds: the honest lookahead where
-    its mean objective beats the best heuristic's, else the best heuristic."""
+def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
+    """`distill.teacher` for the setting `v` (agents.training.Validation), with "auto" resolved on
+    its validation seeds: the honest lookahead where its mean objective beats the best
+    heuristic's, else the best heuristic."""
     teacher = cfg.distill["teacher"]
-    info: dict = {"requested": teacher, "heuristic": heuristic[0], "heuristic_objective": heuristic[1]}
+    info: dict = {"setting": v.name, "requested": teacher, "heuristic": v.baseline, "heuristic_objective": v.baseline_objective}
     if teacher != "auto":
         return teacher, info
     from agents.evaluation.policies import SIMULATING, PolicySpec
     from agents.evaluation.runners import RunTask, run_one
-    from agents.training import eval_setting
 
-    e = eval_setting(cfg)
-    tasks = [RunTask(PolicySpec("lookahead", SIMULATING, "lookahead"), s, cfg.cluster, cfg.workload, e.num_jobs, e.queue_window,
-                     keep_trace=False, scenario=cfg.scenario) for s in seeds]
+    kw = v.env_kwargs
+    scenario = kw.get("scenario")
+    cluster, workload = kw.get("cluster"), kw.get("workload")
+    if scenario is not None:
+        from envs.scenario import load_scenario
+
+        sc = load_scenario(scenario)
+        cluster, workload = cluster or sc.cluster, workload or sc.workload
+    tasks = [RunTask(PolicySpec("lookahead", SIMULATING, "lookahead"), s, cluster, workload, v.setting.num_jobs, v.setting.queue_window,
+                     keep_trace=False, scenario=scenario) for s in v.seeds]
     t0 = time.perf_counter()
     runs = run_tasks(run_one, tasks, workers=cfg.distill["workers"], desc="teacher check")
     la = float(np.mean([r["run"]["metrics"]["objective"] for r in runs]))
     info.update(lookahead_objective=la, check_wall_s=time.perf_counter() - t0)
-    chosen = "lookahead" if la < heuristic[1] else heuristic[0]
-    log(f"teacher check on {len(seeds)} validation seeds: lookahead {la:.3f} vs {heuristic[0]} {heuristic[1]:.3f} -> distil '{chosen}'"
-        f" ({info['check_wall_s']:.0f} s)")
+    chosen = "lookahead" if la < v.baseline_objective else v.baseline
+    log(f"teacher check on {len(v.seeds)} validation seeds of {v.name}: lookahead {la:.3f} vs {v.baseline} {v.baseline_objective:.3f} "
+        f"-> distil '{chosen}' ({info['check_wall_s']:.0f} s)")
     return chosen, info
 
 
-def distill(model, cfg, out: Path, heuristic: tuple[str, float], eval_cb, log=print) -> dict:
-    """The DAgger rounds of `cfg.distill` on `model` (in place). Logs to TensorBoard (tb/distill),
-    writes distill.json, and evaluates the student on the validation seeds after every round
-    (the best so far becomes model.zip, as during PPO)."""
+def distill(model, cfg, out: Path, vals: list, eval_cb, log=print) -> dict:
+    """The DAgger rounds of `cfg.distill` on `model` (in place), over the settings `vals`
+    (agents.training.Validation: the config's, or each env_mix entry, each with its own teacher
+    and best heuristic). Logs to TensorBoard (tb/distill), writes distill.json, and evaluates the
+    student on the validation seeds after every round (the best so far becomes model.zip, as
+    during PPO)."""
     from torch.utils.tensorboard import SummaryWriter
 
     d = cfg.distill
-    seeds = cfg.validation_seeds()
-    teacher, record = choose_teacher(cfg, heuristic, seeds, log)
+    chosen = [choose_teacher(cfg, v, log) for v in vals]
+    teachers = [t for t, _ in chosen]
+    teacher = teachers[0] if len(set(teachers)) == 1 else ", ".join(f"{v.name}: {t}" for v, t in zip(vals, teachers))
+    heuristic = f"the {vals[0].baseline} heuristic" if len(vals) == 1 else "the best heuristic per setting"
     folder = out / "distill"
     folder.mkdir(parents=True, exist_ok=True)
     writer = SummaryWriter(str(out / "tb" / "distill"))
@@ -205,7 +220,7 @@ def distill(model, cfg, out: Path, heuristic: tuple[str, float], eval_cb, log=pr
     t_start = time.perf_counter()
     for r in range(d["rounds"]):
         t0 = time.perf_counter()
-        tasks = label_tasks(cfg, teacher, heuristic[0], r, student)
+        tasks = label_tasks(cfg, vals, teachers, r, student)
         new = run_tasks(label_episode, tasks, workers=d["workers"], backend=d["backend"], desc=f"labelling round {r}")
         label_wall = time.perf_counter() - t0
         fresh, fresh_heur = aggregate(new)
@@ -215,7 +230,7 @@ def distill(model, cfg, out: Path, heuristic: tuple[str, float], eval_cb, log=pr
         # Agreement on the states this round visited, before training on them (on-policy for r > 0).
         before = float((student_actions(model, fresh) == fresh.actions).mean()) if r > 0 else float("nan")
         episodes.extend(new)
-        demos, heur = aggregate(episodes, d["temperature"] if teacher == "lookahead" else 0.0)
+        demos, heur = aggregate(episodes, d["temperature"] if "lookahead" in teachers else 0.0)
         stats = clone(model, demos, d["epochs"], d["batch_size"], d["learning_rate"], cfg.seed + r)
         student_agree = float((student_actions(model, demos) == demos.actions).mean())
         heuristic_agree = float((heur == demos.actions).mean())
@@ -237,9 +252,10 @@ def distill(model, cfg, out: Path, heuristic: tuple[str, float], eval_cb, log=pr
                 writer.add_scalar(f"distill/{k}", row[k], r)
         writer.flush()
         log(f"distill round {r} ({teacher}, beta {row['beta']:.2f}): {row['states']} states in {label_wall:.0f} s, "
-            f"student agrees with the teacher on {student_agree:.3f} of {len(demos)} (the {heuristic[0]} heuristic {heuristic_agree:.3f}); "
-            f"validation objective {entry['objective']:.3f} ({entry['rel_diff']:+.1%} vs {heuristic[0]})")
+            f"student agrees with the teacher on {student_agree:.3f} of {len(demos)} ({heuristic} {heuristic_agree:.3f}); "
+            f"validation objective {entry['objective']:.3f} ({entry['rel_diff']:+.1%} vs {heuristic.removeprefix('the ')})")
     writer.close()
+    record = chosen[0][1] if len(vals) == 1 else [info for _, info in chosen]
     summary = {"teacher": teacher, "teacher_choice": record, "rounds": rounds, "wall_s": time.perf_counter() - t_start,
                "config": dict(d)}
     (out / "distill.json").write_text(json.dumps(summary, indent=1))

@@ -108,9 +108,10 @@ class EvalSetting:
     wait_guard: WaitGuard | None = None  # the env's bound on WAIT: the model is selected with the mask it trains with
 
 
-def eval_setting(cfg: TrainConfig) -> EvalSetting:
-    """Resolved by the env itself (a scenario's settings, then the config's env overrides), once."""
-    env = make_env(cfg)
+def eval_setting(cfg: TrainConfig | dict) -> EvalSetting:
+    """Resolved by the env itself (a scenario's settings, then the config's env overrides), once:
+    for a config's own setting, or for env arguments (a `Setting`'s)."""
+    env = GpuClusterEnv(**(cfg if isinstance(cfg, dict) else cfg.env_kwargs()))
     return EvalSetting(env.cluster, env.workload_spec, env.num_jobs, env.queue_window, env.objective, env.sim_config.max_checkpoint_s,
                        env.wait_guard)
 
@@ -128,14 +129,36 @@ def baseline_objective(name: str, e: EvalSetting, seed: int) -> float:
     return episode_metrics(sim, e.objective)["objective"]
 
 
-def best_baseline(cfg: TrainConfig, seeds: list[int]) -> tuple[str, float]:
+def best_baseline(cfg: TrainConfig, seeds: list[int], env_kwargs: dict | None = None) -> tuple[str, float]:
     """The baseline with the lowest mean objective (average JCT in hours by default) on `seeds`
-    (or the configured one)."""
+    (or the configured one), on the config's setting or on `env_kwargs`'."""
     names = cfg.eval["baselines"] if cfg.eval["baseline"] == "auto" else [cfg.eval["baseline"]]
-    setting = eval_setting(cfg)
+    setting = eval_setting(cfg if env_kwargs is None else env_kwargs)
     scores = {n: float(np.mean([baseline_objective(n, setting, s) for s in seeds])) for n in names}
     name = min(scores, key=scores.get)
     return name, scores[name]
+
+
+@dataclass(frozen=True)
+class Validation:
+    """One setting model selection scores (agents.config.Setting): its evaluation setting,
+    validation seeds and best baseline there."""
+
+    name: str
+    env_kwargs: dict
+    setting: EvalSetting
+    seeds: tuple[int, ...]
+    baseline: str
+    baseline_objective: float
+
+
+def validations(cfg: TrainConfig) -> list[Validation]:
+    """The config's settings (one, or each distinct env_mix entry) with their best baselines."""
+    out = []
+    for st in cfg.settings():
+        name, objective = best_baseline(cfg, list(st.seeds), st.env_kwargs)
+        out.append(Validation(st.name, st.env_kwargs, eval_setting(st.env_kwargs), st.seeds, name, objective))
+    return out
 
 
 class SchedulingMetricsCallback(BaseCallback):
@@ -166,17 +189,19 @@ class SchedulingMetricsCallback(BaseCallback):
 
 class EvalAndCheckpointCallback(BaseCallback):
     """Every `eval_every` steps: evaluate on the validation seeds, keep the best model; every
-    `checkpoint_every` steps: write a resumable checkpoint."""
+    `checkpoint_every` steps: write a resumable checkpoint.
 
-    def __init__(self, cfg: TrainConfig, out: Path, baseline: tuple[str, float], eval_every: int, checkpoint_every: int):
+    The score that selects the model: on one setting its mean objective; on several (env_mix)
+    the mean over them of the paired relative difference against each one's best baseline, so
+    that no setting's objective scale outweighs another's."""
+
+    def __init__(self, cfg: TrainConfig, out: Path, vals: list[Validation], eval_every: int, checkpoint_every: int):
         super().__init__()
         self.cfg, self.out = cfg, out
-        self.baseline_name, self.baseline_objective = baseline
-        self.seeds = cfg.validation_seeds()
-        self.setting = eval_setting(cfg)
+        self.validations = vals
         self.eval_every, self.checkpoint_every = eval_every, checkpoint_every
         self.history: list[dict] = json.loads((out / "eval.json").read_text()) if (out / "eval.json").exists() else []
-        self.best = min((h["objective"] for h in self.history), default=np.inf)
+        self.best = min((h.get("score", h["objective"]) for h in self.history), default=np.inf)
         self._next_eval = (self._last(self.eval_every) + self.eval_every) if self.history else self.eval_every
         self._next_ckpt = checkpoint_every
 
@@ -188,23 +213,36 @@ class EvalAndCheckpointCallback(BaseCallback):
         self._next_eval = max(self._next_eval, self.num_timesteps + 1)
 
     def evaluate(self, stage: str = "ppo") -> dict:
-        """The model's mean objective on the validation seeds; the best so far is model.zip."""
+        """The model's score on the validation seeds (see the class); the best so far is model.zip.
+        The entry's objective, baseline objective and average JCT are means over the settings."""
         t0 = time.perf_counter()
-        runs = [run_policy_episode(self.model, self.setting, s) for s in self.seeds]
-        obj = float(np.mean([m["objective"] for m in runs]))
-        avg = float(np.mean([m["avg_jct_s"] for m in runs]))
-        rel = (obj - self.baseline_objective) / self.baseline_objective
+        per = []
+        for v in self.validations:
+            runs = [run_policy_episode(self.model, v.setting, s) for s in v.seeds]
+            obj = float(np.mean([m["objective"] for m in runs]))
+            per.append({"name": v.name, "objective": obj, "avg_jct_s": float(np.mean([m["avg_jct_s"] for m in runs])),
+                        "baseline": v.baseline, "baseline_objective": v.baseline_objective,
+                        "rel_diff": (obj - v.baseline_objective) / v.baseline_objective})
+        mean = lambda key: float(np.mean([p[key] for p in per]))  # noqa: E731
+        obj, avg, base, rel = mean("objective"), mean("avg_jct_s"), mean("baseline_objective"), mean("rel_diff")
+        score = obj if len(per) == 1 else rel
         if getattr(self.model, "_logger", None) is not None:  # not yet set before the first learn()
             self.logger.record("eval/objective", obj)
-            self.logger.record("eval/baseline_objective", self.baseline_objective)
+            self.logger.record("eval/baseline_objective", base)
             self.logger.record("eval/rel_diff_vs_baseline", rel)
             self.logger.record("eval/avg_jct_h", avg / 3600)
-        entry = {"timesteps": int(self.num_timesteps), "stage": stage, "objective": obj, "avg_jct_s": avg, "baseline": self.baseline_name,
-                 "baseline_objective": self.baseline_objective, "rel_diff": rel, "eval_wall_s": time.perf_counter() - t0}
+            if len(per) > 1:
+                for p in per:
+                    self.logger.record(f"eval_setting/{p['name']}/rel_diff_vs_baseline", p["rel_diff"])
+        entry = {"timesteps": int(self.num_timesteps), "stage": stage, "objective": obj, "avg_jct_s": avg,
+                 "baseline": per[0]["baseline"] if len(per) == 1 else "per setting", "baseline_objective": base, "rel_diff": rel,
+                 "score": score, "eval_wall_s": time.perf_counter() - t0}
+        if len(per) > 1:
+            entry["settings"] = per
         self.history.append(entry)
         (self.out / "eval.json").write_text(json.dumps(self.history, indent=1))
-        if obj < self.best:
-            self.best = obj
+        if score < self.best:
+            self.best = score
             self.model.save(self.out / "model.zip")
         return entry
 
@@ -256,16 +294,17 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     }
     (out / "version.json").write_text(json.dumps(version, indent=1))
 
-    seeds = cfg.validation_seeds()
-    baseline = best_baseline(cfg, seeds)
-    log(f"validation seeds {seeds[0]}-{seeds[-1]}: best baseline '{baseline[0]}', objective {baseline[1]:.3f}")
-    eval_cb = EvalAndCheckpointCallback(cfg, out, baseline, cfg.eval["every_timesteps"], cfg.checkpoint_every_timesteps)
+    vals = validations(cfg)
+    for v in vals:
+        log(f"{v.name + ': ' if len(vals) > 1 else ''}validation seeds {v.seeds[0]}-{v.seeds[-1]}: best baseline '{v.baseline}', "
+            f"objective {v.baseline_objective:.3f}")
+    eval_cb = EvalAndCheckpointCallback(cfg, out, vals, cfg.eval["every_timesteps"], cfg.checkpoint_every_timesteps)
     if not resume and cfg.bc["episodes"] > 0:
         from agents.imitation import clone, collect
 
-        teacher = baseline[0] if cfg.bc["baseline"] == "auto" else cfg.bc["baseline"]
+        teacher = vals[0].baseline if cfg.bc["baseline"] == "auto" else cfg.bc["baseline"]
         t0 = time.perf_counter()
-        demos = collect(make_env(cfg), teacher, cfg.bc["episodes"], cfg.ppo["gamma"], cfg.seed)
+        demos = collect(GpuClusterEnv(**vals[0].env_kwargs), teacher, cfg.bc["episodes"], cfg.ppo["gamma"], cfg.seed)  # on the first setting
         stats = clone(model, demos, cfg.bc["epochs"], cfg.bc["batch_size"], cfg.bc["learning_rate"], cfg.seed)
         log(f"behaviour cloning of '{teacher}': {stats['samples']} decisions, accuracy {stats['accuracy']:.3f}, {time.perf_counter() - t0:.0f} s")
         (out / "bc.json").write_text(json.dumps({"teacher": teacher, **stats}, indent=1))
@@ -275,7 +314,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
         from agents.distill import distill
 
         eval_cb.init_callback(model)
-        distill(model, cfg, out, baseline, eval_cb, log)
+        distill(model, cfg, out, vals, eval_cb, log)
     callbacks = CallbackList([SchedulingMetricsCallback((out / "config.yaml").read_text()), eval_cb])
     remaining = cfg.total_timesteps - model.num_timesteps
     t0 = time.perf_counter()
@@ -287,9 +326,13 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
         eval_cb.evaluate()
     model.save(out / "last_model.zip")
     steps = model.num_timesteps - start_steps
+    best = min(eval_cb.history, key=lambda h: h.get("score", h["objective"]))
     summary = {
         "timesteps": int(model.num_timesteps), "wall_s": wall, "env_steps_per_s": steps / wall if wall > 0 else 0.0,
-        "best_validation_objective": eval_cb.best, "baseline": baseline[0], "baseline_objective": baseline[1],
+        "best_validation_objective": best["objective"], "best_validation_rel_diff": best["rel_diff"],
+        "baseline": best["baseline"], "baseline_objective": best["baseline_objective"],
+        **({"settings": [{"name": v.name, "env": v.env_kwargs, "seeds": list(v.seeds), "baseline": v.baseline,
+                          "baseline_objective": v.baseline_objective} for v in vals]} if len(vals) > 1 else {}),
         "model": str(out / "model.zip"), "last_model": str(out / "last_model.zip"), "tensorboard": str(out / "tb"),
         "config": str(out / "config.yaml"), "checkpoint": str(ck / "latest.zip"), "device": str(device),
     }

@@ -96,3 +96,80 @@ def test_bad_distill_config_fails_at_start_naming_the_key(tmp_path, overrides, m
     assert r.returncode == 2, r.stderr[-2000:]
     assert message in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()
+
+
+def _mix_config(**overrides):
+    from agents.config import train_config_from_dict
+
+    data = {"scenario": "default", "env": {"num_jobs": 24}, "n_envs": 4, "ppo": {"n_steps": 32, "batch_size": 32},
+            "env_mix": [{}, {"scenario": "bursty"}, {"scenario": "hetero"}], "distill": {"rounds": 1, "episodes": 5},
+            **overrides}
+    return train_config_from_dict(data, "<test>")
+
+
+def test_a_mix_is_labelled_round_robin_each_setting_with_its_own_teacher_heuristic_and_validation_seeds():
+    from agents.distill import label_tasks
+    from agents.training import Validation, eval_setting
+
+    cfg = _mix_config()
+    settings = cfg.settings()
+    assert [s.name for s in settings] == ["default", "scenario=bursty", "scenario=hetero"]
+    assert [s.env_kwargs.get("scenario") for s in settings] == ["default", "bursty", "hetero"]
+    assert all(s.env_kwargs["num_jobs"] == 24 for s in settings)  # the config's env section holds for every entry
+    assert settings[2].seeds == (100, 101, 102, 103, 104)  # the scenario's validation seeds
+    # The rollout episodes cycle through the entries; the fourth is the first entry again.
+    assert [kw.get("scenario") for kw in cfg.episode_env_kwargs()] == ["default", "bursty", "hetero", "default"]
+    vals = [Validation(s.name, s.env_kwargs, eval_setting(s.env_kwargs), s.seeds, h, 1.0)
+            for s, h in zip(settings, ("sect", "sjf", "priority"))]
+    assert vals[2].setting.cluster.name == "hetero-64gpu"
+    tasks = label_tasks(cfg, vals, ["lookahead", "sect", "lookahead"], 0, None)
+    assert len(tasks) == 5
+    assert [t.env_kwargs.get("scenario") for t in tasks] == ["default", "bursty", "hetero", "default", "bursty"]
+    assert [t.teacher for t in tasks] == ["lookahead", "sect", "lookahead", "lookahead", "sect"]
+    assert [t.heuristic for t in tasks] == ["sect", "sjf", "priority", "sect", "sjf"]
+    # One setting: the seeds are those a config without env_mix draws (the mix only assigns them).
+    single = _mix_config(env_mix=[])
+    (only,) = single.settings()
+    one = label_tasks(single, [Validation(only.name, only.env_kwargs, vals[0].setting, only.seeds, "sect", 1.0)], ["lookahead"], 0, None)
+    assert [t.seed for t in one] == [t.seed for t in tasks]
+
+
+def test_a_mix_run_is_selected_on_the_mean_paired_difference_over_its_settings(tmp_path):
+    cfg = write_config(
+        tmp_path, cluster=None, workload=None, scenario="default", env={"num_jobs": 16}, n_envs=2,
+        env_mix=[{}, {"scenario": "hetero"}],
+        distill={"teacher": "sjf", "rounds": 1, "episodes": 2, "epochs": 5, "batch_size": 64, "workers": 1},
+        eval={"every_timesteps": 64, "seeds": "100", "baselines": ["sect", "sjf"]},
+    )
+    cfg.write_text(cfg.read_text().replace("cluster: null\n", "").replace("workload: null\n", ""))
+    out = tmp_path / "run"
+    r = run_train("--config", str(cfg), "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    history = json.loads((out / "eval.json").read_text())
+    assert history[0]["stage"] == "distill-r0"
+    for h in history:
+        names = [p["name"] for p in h["settings"]]
+        assert names == ["default", "scenario=hetero"]
+        rel = [(p["objective"] - p["baseline_objective"]) / p["baseline_objective"] for p in h["settings"]]
+        assert h["score"] == pytest.approx(np.mean(rel)) and h["rel_diff"] == h["score"]
+    summary = json.loads((out / "summary.json").read_text())
+    best = min(history, key=lambda h: h["score"])
+    assert summary["best_validation_rel_diff"] == best["score"]
+    assert [s["name"] for s in summary["settings"]] == ["default", "scenario=hetero"]
+    choice = json.loads((out / "distill.json").read_text())["teacher_choice"]
+    assert [c["setting"] for c in choice] == ["default", "scenario=hetero"]
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"scenario": "bursty", "cluster": "h100-4node"}, "env_mix[0].scenario: conflicts with cluster and workload"),
+        ({"scenario": "no-such-scenario"}, "env_mix[0]"),
+    ],
+)
+def test_bad_mix_entry_fails_at_start_naming_it(tmp_path, entry, message):
+    cfg = write_config(tmp_path, cluster=None, workload=None, scenario="default", env_mix=[entry])
+    cfg.write_text(cfg.read_text().replace("cluster: null\n", "").replace("workload: null\n", ""))
+    r = run_train("--config", str(cfg), "--out", str(tmp_path / "run"))
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert message in r.stderr and "Traceback" not in r.stderr
