@@ -203,12 +203,12 @@ def _train_on_ray(args: argparse.Namespace, out: Path, seeds: list[int], sweep) 
         if t.get("error"):
             print(f"trial failed: {what}: {t['error']}", file=sys.stderr)
         else:
-            print(f"{what}: best validation objective {t[METRIC]:.4g} (baseline {t['baseline']} {t['baseline_objective']:.4g}) in {t['run_dir']}")
+            print(f"{what}: best validation objective {t['best_validation_objective']:.4g} (baseline {t['baseline']} {t['baseline_objective']:.4g}) in {t['run_dir']}")
     if report.best is not None:
         b = report.best
         settings = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in b["settings"].items())
         print(f"best trial on the validation seeds: {b['run_dir']} (seed {b['seed']}{', ' + settings if settings else ''}): "
-              f"objective {b[METRIC]:.4g} vs {b['baseline']} {b['baseline_objective']:.4g}")
+              f"objective {b['best_validation_objective']:.4g} vs {b['baseline']} {b['baseline_objective']:.4g}")
     print(f"wrote {report.path}")
     if report.failed:
         print(f"error: {len(report.failed)} of {len(report.trials)} trials failed; the others' run folders are complete", file=sys.stderr)

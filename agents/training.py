@@ -330,6 +330,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     summary = {
         "timesteps": int(model.num_timesteps), "wall_s": wall, "env_steps_per_s": steps / wall if wall > 0 else 0.0,
         "best_validation_objective": best["objective"], "best_validation_rel_diff": best["rel_diff"],
+        "best_validation_score": best.get("score", best["objective"]),  # what selected model.zip (EvalAndCheckpointCallback)
         "baseline": best["baseline"], "baseline_objective": best["baseline_objective"],
         **({"settings": [{"name": v.name, "env": v.env_kwargs, "seeds": list(v.seeds), "baseline": v.baseline,
                           "baseline_objective": v.baseline_objective} for v in vals]} if len(vals) > 1 else {}),

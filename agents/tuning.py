@@ -41,7 +41,9 @@ from typing import Any
 
 from envs.config import ConfigError, Fields, read_yaml, resolve_config
 
-METRIC = "best_validation_objective"  # train()'s summary: the best mean objective on the validation seeds (lower is better)
+# train()'s summary: the score that selected model.zip (lower is better): the mean objective on the
+# validation seeds, or on an env_mix the mean paired difference against each setting's best heuristic.
+METRIC = "best_validation_score"
 DISTRIBUTIONS = {"choice": None, "uniform": 2, "loguniform": 2, "randint": 2}  # name -> number of arguments (None: a list)
 _SWEEP_KEYS = {"description", "config", "num_samples", "search_seed", "search"}
 
@@ -215,7 +217,7 @@ def run_trials(config: str, out_root: Path, *, overrides: dict, seeds: list[int]
             continue
         m = r.metrics or {}
         trials.append({"run_dir": m.get("run_dir"), "seed": m.get("seed"), "settings": settings, METRIC: m.get(METRIC),
-                       "baseline": m.get("baseline"), "baseline_objective": m.get("baseline_objective"),
+                       "best_validation_objective": m.get("best_validation_objective"), "baseline": m.get("baseline"), "baseline_objective": m.get("baseline_objective"),
                        "timesteps": m.get("timesteps"), "wall_s": m.get("wall_s"), "tune_dir": r.path})
     trials.sort(key=lambda t: (t["seed"] if kind == "seeds" and t["seed"] is not None else -1, t.get("run_dir") or "~", t["tune_dir"]))
     finished = [t for t in trials if not t.get("error") and t.get(METRIC) is not None and math.isfinite(t[METRIC])]
