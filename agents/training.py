@@ -30,7 +30,7 @@ from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 import envs  # noqa: F401  (registers the env)
-from agents.config import TrainConfig
+from agents.config import Setting, TrainConfig
 from agents.device import resolve_device
 from agents.evaluation import model_actor, run_actor, run_baseline
 from agents.policy import CandidateScoringPolicy, load_model
@@ -56,10 +56,6 @@ def code_version() -> dict:
             return ""
     commit = git("rev-parse", "HEAD") or "unknown"
     return {"commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
-
-
-def make_env(cfg: TrainConfig) -> GpuClusterEnv:
-    return GpuClusterEnv(**cfg.env_kwargs())
 
 
 def make_vec_env(cfg: TrainConfig) -> VecEnv:
@@ -129,25 +125,21 @@ def baseline_objective(name: str, e: EvalSetting, seed: int) -> float:
     return episode_metrics(sim, e.objective)["objective"]
 
 
-def best_baseline(cfg: TrainConfig, seeds: list[int], env_kwargs: dict | None = None) -> tuple[str, float]:
+def best_baseline(cfg: TrainConfig, seeds: list[int], setting: EvalSetting) -> tuple[str, float]:
     """The baseline with the lowest mean objective (average JCT in hours by default) on `seeds`
-    (or the configured one), on the config's setting or on `env_kwargs`'."""
+    of `setting` (or the configured one)."""
     names = cfg.eval["baselines"] if cfg.eval["baseline"] == "auto" else [cfg.eval["baseline"]]
-    setting = eval_setting(cfg if env_kwargs is None else env_kwargs)
     scores = {n: float(np.mean([baseline_objective(n, setting, s) for s in seeds])) for n in names}
     name = min(scores, key=scores.get)
     return name, scores[name]
 
 
 @dataclass(frozen=True)
-class Validation:
-    """One setting model selection scores (agents.config.Setting): its evaluation setting,
-    validation seeds and best baseline there."""
+class Validation(Setting):
+    """One setting model selection scores (agents.config.Setting), with its evaluation setting
+    and its best baseline on the validation seeds."""
 
-    name: str
-    env_kwargs: dict
     setting: EvalSetting
-    seeds: tuple[int, ...]
     baseline: str
     baseline_objective: float
 
@@ -156,8 +148,8 @@ def validations(cfg: TrainConfig) -> list[Validation]:
     """The config's settings (one, or each distinct env_mix entry) with their best baselines."""
     out = []
     for st in cfg.settings():
-        name, objective = best_baseline(cfg, list(st.seeds), st.env_kwargs)
-        out.append(Validation(st.name, st.env_kwargs, eval_setting(st.env_kwargs), st.seeds, name, objective))
+        setting = eval_setting(st.env_kwargs)
+        out.append(Validation(st.name, st.env_kwargs, st.seeds, setting, *best_baseline(cfg, list(st.seeds), setting)))
     return out
 
 

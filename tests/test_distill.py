@@ -119,7 +119,7 @@ def test_a_mix_is_labelled_round_robin_each_setting_with_its_own_teacher_heurist
     assert settings[2].seeds == (100, 101, 102, 103, 104)  # the scenario's validation seeds
     # The rollout episodes cycle through the entries; the fourth is the first entry again.
     assert [kw.get("scenario") for kw in cfg.episode_env_kwargs()] == ["default", "bursty", "hetero", "default"]
-    vals = [Validation(s.name, s.env_kwargs, eval_setting(s.env_kwargs), s.seeds, h, 1.0)
+    vals = [Validation(s.name, s.env_kwargs, s.seeds, eval_setting(s.env_kwargs), h, 1.0)
             for s, h in zip(settings, ("sect", "sjf", "priority"))]
     assert vals[2].setting.cluster.name == "hetero-64gpu"
     tasks = label_tasks(cfg, vals, ["lookahead", "sect", "lookahead"], 0, None)
@@ -130,7 +130,7 @@ def test_a_mix_is_labelled_round_robin_each_setting_with_its_own_teacher_heurist
     # One setting: the seeds are those a config without env_mix draws (the mix only assigns them).
     single = _mix_config(env_mix=[])
     (only,) = single.settings()
-    one = label_tasks(single, [Validation(only.name, only.env_kwargs, vals[0].setting, only.seeds, "sect", 1.0)], ["lookahead"], 0, None)
+    one = label_tasks(single, [Validation(only.name, only.env_kwargs, only.seeds, vals[0].setting, "sect", 1.0)], ["lookahead"], 0, None)
     assert [t.seed for t in one] == [t.seed for t in tasks]
 
 
