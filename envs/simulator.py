@@ -37,6 +37,8 @@ from enum import IntEnum
 
 import numpy as np
 
+from envs import jit as _jit
+from envs import kernels as _kernels
 from envs.jobs import Job
 from envs.ledger import AllocationLedger
 from envs.load import LoadModel
@@ -319,7 +321,10 @@ class Simulator:
         t = self.next_arrival_s
         if len(self.running):
             r = self.running
-            if self._restoring:
+            if _jit.ENABLED:
+                t = min(t, _kernels.next_completion_s(self.now, r, self.overhead_left, self.work_left, self.rate,
+                                                      bool(self._restoring)))
+            elif self._restoring:
                 t = min(t, float((self.now + self.overhead_left[r] + self.work_left[r] / self.rate[r]).min()))
             else:  # now + 0.0 is now, and rounding is monotonic: min(now + x) == now + min(x)
                 t = min(t, self.now + float((self.work_left[r] / self.rate[r]).min()))
@@ -654,7 +659,15 @@ class Simulator:
         self.energy_j += self.power.power_w * dt
         self.allocated_gpu_s += self.ledger.allocated_gpus * dt
         run = self.running
-        if len(run):
+        if len(run) and _jit.ENABLED:
+            useful, owing = _kernels.integrate_running(
+                run, dt, bool(self._restoring), self.rate, self.overhead_left, self.work_left, self.work_done,
+                self.work_total, self.gpus_req, self.attained_gpu_s, self.run_s, self.interference_loss_s,
+                self.interference)
+            self.useful_work_s += useful
+            if self._restoring:
+                self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0} if owing else set()
+        elif len(run):
             rate = self.rate[run]
             if self._restoring:  # restore time is paid before progress
                 left = self.overhead_left[run]
@@ -679,7 +692,10 @@ class Simulator:
         if not len(run):
             return False
         # A job whose remaining time is below float slack has finished now.
-        finished = run[(self.overhead_left[run] + self.work_left[run] / self.rate[run]) <= 1e-7]
+        if _jit.ENABLED:
+            finished = _kernels.finished_jobs(run, self.overhead_left, self.work_left, self.rate)
+        else:
+            finished = run[(self.overhead_left[run] + self.work_left[run] / self.rate[run]) <= 1e-7]
         for j in finished:
             self.work_left[j] = 0.0
             self.work_done[j] = self.work_total[j]

@@ -21,10 +21,13 @@ import bisect
 
 import numpy as np
 
+from envs import jit as _jit
+from envs import kernels as _kernels
 from envs.cache import job_table, memo_of, per_alloc, per_jobs, per_state
 from envs.las import NUM_LAS_QUEUES, las_queue
 from envs.state import ClusterState
 
+_NO_KEYS = np.zeros(0)  # the remaining-estimate keys select_window's kernel does not read
 WINDOW_ORDERS = ("arrival", "shortest", "priority", "least_attained")
 DEFAULT_QUEUE_WINDOW = 8
 
@@ -143,8 +146,11 @@ def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     # GPUs usable in whole TP groups for every (memory level, TP degree), counting on each node
     # its free GPUs and, in row p, also those held by preemptible jobs of priority < p (row 0:
     # free alone): per node from a lookup by that count, summed over the nodes of each level.
-    counts = state.node_free + lower @ state.node_preemptible.T  # (priorities, nodes)
-    fits = need <= (on_level @ by_free[counts]).take(positions)  # (priorities, levels, TP degrees), read per class
+    if _jit.ENABLED:
+        fits = _kernels.class_fits(state.node_free, state.node_preemptible, lower, on_level, by_free, positions, need)
+    else:
+        counts = state.node_free + lower @ state.node_preemptible.T  # (priorities, nodes)
+        fits = need <= (on_level @ by_free[counts]).take(positions)  # (priorities, levels, TP degrees), read per class
     fits_aligned = fits[:n_classes]
     fits_preempt = fits[n_classes:] & ~fits_aligned
     cache["class_fits"] = hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt, len(state.num_gpus))
@@ -158,7 +164,11 @@ def feasible_queue(state: ClusterState) -> np.ndarray:
     feasible = cache.get("feasible_queue")
     if feasible is None:
         q = state.queue
-        feasible = cache["feasible_queue"] = q[class_fits(state)[2][job_classes(state)[q]]]
+        if _jit.ENABLED:
+            feasible = _kernels.feasible_of(q, job_classes(state), class_fits(state)[2])
+        else:
+            feasible = q[class_fits(state)[2][job_classes(state)[q]]]
+        cache["feasible_queue"] = feasible
     return feasible
 
 
@@ -346,6 +356,11 @@ def select_window(state: ClusterState, queue_window: int) -> list[int]:
         return feasible[top]
 
     shortest = shortest_head(state, 2 * queue_window)
+    if _jit.ENABLED:
+        return _kernels.select_window(
+            feasible, queue_window, None if shortest is None else np.array(shortest, dtype=np.int64),
+            state.remaining_estimate_s(feasible) if shortest is None else _NO_KEYS,
+            -state.priority[feasible].astype(float), state.attained_gpu_s[feasible]).tolist()
     orders = [
         feasible,  # the queue is kept in (re)arrival order
         head(state.remaining_estimate_s(feasible)) if shortest is None else shortest,

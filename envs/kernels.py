@@ -1,0 +1,252 @@
+"""Compiled twins of the hot path's inner loops (numba; see envs.jit for the switch).
+
+Each kernel is the loop of one reference function, over plain arrays, and gives bit for bit
+what that function gives: the same integer logic, and the same floating-point operations in the
+same order (`pairwise_sum` is numpy's summation of a float64 array). The reference it mirrors is
+named in each docstring; tests/test_kernels.py checks each pair on random inputs and whole
+episodes on every shipped cluster.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.jit import njit
+
+_PW_BLOCKSIZE = 128  # numpy's pairwise summation block
+
+
+@njit
+def pairwise_sum(a):
+    """`float(a.sum())` of a 1-D float64 array, in numpy's order: blocks of up to 128 summed
+    with 8 accumulators, halves summed recursively (numpy's pairwise_sum), plus the identity 0.
+    The recursion runs on an explicit stack (numba's on-disk cache does not keep recursive
+    functions safely)."""
+    n = len(a)
+    if n <= _PW_BLOCKSIZE:
+        return 0.0 + _block_sum(a, 0, n)
+    los = np.empty(64, dtype=np.int64)
+    ns = np.empty(64, dtype=np.int64)
+    stage = np.empty(64, dtype=np.int64)
+    values = np.empty(64)
+    sp = vp = 0
+    los[0], ns[0], stage[0] = 0, n, 0
+    sp = 1
+    while sp:
+        f = sp - 1
+        lo, m = los[f], ns[f]
+        if m <= _PW_BLOCKSIZE:
+            values[vp] = _block_sum(a, lo, m)
+            vp += 1
+            sp -= 1
+            continue
+        half = m // 2
+        half -= half % 8
+        if stage[f] == 0:  # the left half first
+            stage[f] = 1
+            los[sp], ns[sp], stage[sp] = lo, half, 0
+            sp += 1
+        elif stage[f] == 1:  # then the right half
+            stage[f] = 2
+            los[sp], ns[sp], stage[sp] = lo + half, m - half, 0
+            sp += 1
+        else:  # left + right
+            values[vp - 2] = values[vp - 2] + values[vp - 1]
+            vp -= 1
+            sp -= 1
+    return 0.0 + values[0]
+
+
+@njit
+def _block_sum(a, lo, n):
+    """numpy's pairwise_sum of a[lo:lo + n] for n <= 128: 8 accumulators, then the rest."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+# ---------------------------------------------------------------------- the event loop
+
+
+@njit
+def next_completion_s(now, run, overhead_left, work_left, rate, restoring):
+    """The earliest end of a running job (Simulator._next_event_s): min over the running jobs
+    of now + restore left + work left / rate; with no restore owed, now + min(work / rate)."""
+    if restoring:
+        t = np.inf
+        for j in run:
+            x = now + overhead_left[j] + work_left[j] / rate[j]
+            if x < t:
+                t = x
+        return t
+    m = np.inf
+    for j in run:
+        x = work_left[j] / rate[j]
+        if x < m:
+            m = x
+    return now + m
+
+
+@njit
+def integrate_running(run, dt, restoring, rate, overhead_left, work_left, work_done, work_total, gpus_req,
+                      attained_gpu_s, run_s, interference_loss_s, interference):
+    """The running jobs' part of Simulator._integrate over `dt`: restore time paid before
+    progress, progress capped at the work left, attained service, run time and interference
+    loss. Returns (useful reference GPU-s done, how many still owe restore time)."""
+    n = len(run)
+    useful = np.empty(n)
+    owing = 0
+    for i in range(n):
+        j = run[i]
+        if restoring:
+            left = overhead_left[j]
+            overhead = min(left, dt)
+            overhead_left[j] = left - overhead
+            if overhead_left[j] > 0:
+                owing += 1
+            progress = (dt - overhead) * rate[j]
+        else:
+            progress = dt * rate[j]
+        left = work_left[j]
+        progress = min(progress, left)
+        left = left - progress
+        work_left[j] = left
+        work_done[j] = work_total[j] - left
+        useful[i] = progress * gpus_req[j]
+        attained_gpu_s[j] += gpus_req[j] * dt
+        run_s[j] += dt
+        interference_loss_s[j] += (1.0 - interference[j]) * dt
+    return pairwise_sum(useful), owing
+
+
+@njit
+def finished_jobs(run, overhead_left, work_left, rate):
+    """The running jobs whose remaining time is below float slack (Simulator._finish_completed)."""
+    out = np.empty(len(run), dtype=np.int64)
+    k = 0
+    for j in run:
+        if overhead_left[j] + work_left[j] / rate[j] <= 1e-7:
+            out[k] = j
+            k += 1
+    return out[:k]
+
+
+# ---------------------------------------------------------------------- feasibility and the window
+
+
+@njit
+def class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need):
+    """Per (class, without then with preemption) entry of `positions`: the class's gang fits in
+    whole TP groups (envs.window.class_fits: need <= (on_level @ by_free[counts]).take(positions),
+    counts = node_free + lower @ node_preemptible.T). Integer sums: exact in any order."""
+    n_prio = lower.shape[0]
+    n_nodes = len(node_free)
+    n_levels = on_level.shape[0]
+    n_tp = by_free.shape[1]
+    totals = np.zeros(n_prio * n_levels * n_tp, dtype=np.int64)
+    for p in range(n_prio):
+        for n in range(n_nodes):
+            c = node_free[n]
+            for q in range(node_preemptible.shape[1]):
+                c += lower[p, q] * node_preemptible[n, q]
+            for lv in range(n_levels):
+                w = on_level[lv, n]
+                if w:
+                    base = (p * n_levels + lv) * n_tp
+                    for t in range(n_tp):
+                        totals[base + t] += w * by_free[c, t]
+    out = np.empty(len(positions), dtype=np.bool_)
+    for i in range(len(positions)):
+        out[i] = need[i] <= totals[positions[i]]
+    return out
+
+
+@njit
+def feasible_of(queue, job_class, class_ok):
+    """The queued jobs whose class is feasible, in queue order (envs.window.feasible_queue)."""
+    out = np.empty(len(queue), dtype=np.int64)
+    k = 0
+    for j in queue:
+        if class_ok[job_class[j]]:
+            out[k] = j
+            k += 1
+    return out[:k]
+
+
+@njit
+def _stable_head(key, k):
+    """Indices of the first k entries of a stable sort of `key` (ties in index order): what
+    envs.window.select_window's `head` takes, by insertion into a sorted buffer."""
+    n = len(key)
+    size = min(k, n)
+    buf = np.empty(size, dtype=np.int64)
+    count = 0
+    for i in range(n):
+        x = key[i]
+        if count == size:
+            if size == 0 or not x < key[buf[count - 1]]:
+                continue
+            p = count - 1  # the last one drops out
+        else:
+            p = count
+            count += 1
+        while p > 0 and key[buf[p - 1]] > x:
+            buf[p] = buf[p - 1]
+            p -= 1
+        buf[p] = i
+    return buf
+
+
+@njit
+def select_window(feasible, queue_window, shortest, remaining, neg_priority, attained):
+    """envs.window.select_window past its short cut (more feasible jobs than slots): round-robin
+    over the heads of four orders of `feasible` (queue order; `shortest`, or the stable order of
+    `remaining` when `shortest` is None; `neg_priority`; `attained`), skipping jobs taken."""
+    k = 2 * queue_window
+    orders = (
+        feasible,
+        shortest if shortest is not None else feasible[_stable_head(remaining, k)],
+        feasible[_stable_head(neg_priority, k)],
+        feasible[_stable_head(attained, k)],
+    )
+    window = np.empty(queue_window, dtype=np.int64)
+    n = 0
+    heads = np.zeros(4, dtype=np.int64)
+    while n < queue_window:
+        for o in range(4):
+            order = orders[o]
+            h = heads[o]
+            while h < len(order):
+                taken = False
+                for w in range(n):
+                    if window[w] == order[h]:
+                        taken = True
+                        break
+                if not taken:
+                    break
+                h += 1
+            heads[o] = h
+            if h < len(order) and n < queue_window:
+                window[n] = order[h]
+                n += 1
+    return window
