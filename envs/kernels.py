@@ -250,3 +250,74 @@ def select_window(feasible, queue_window, shortest, remaining, neg_priority, att
                 window[n] = order[h]
                 n += 1
     return window
+
+
+# ---------------------------------------------------------------------- preempt-las validity
+
+
+@njit
+def _las_queue_of(attained, thresholds):
+    """np.searchsorted(thresholds, attained, side="right") for one value: the 2D-LAS queue by
+    attained service alone (envs.las.las_queue)."""
+    q = 0
+    for th in thresholds:
+        if th <= attained:
+            q += 1
+    return q
+
+
+@njit
+def las_totals(owner, node, attained_gpu_s, priority, thresholds, n_priorities, node_free, rows, on_level, by_free):
+    """envs.window._las_totals past its cache: per row of `rows` (priority p, LAS queue q) and
+    (memory level, TP degree), the GPUs usable in whole TP groups counting each node's free GPUs
+    and those of the GPUs (`owner`, `node`) held by preemptible jobs of priority <= p in a LAS
+    queue > q. (False, empty) when no such GPU's job is below queue 0."""
+    n_queues = len(thresholds) + 1
+    n_nodes = len(node_free)
+    held_by = np.zeros((n_priorities * n_queues, n_nodes), dtype=np.int64)
+    below = False
+    for i in range(len(owner)):
+        j = owner[i]
+        q = _las_queue_of(attained_gpu_s[j], thresholds)
+        if q > 0:
+            below = True
+        held_by[priority[j] * n_queues + q, node[i]] += 1
+    n_levels, n_tp = on_level.shape[0], by_free.shape[1]
+    if not below:
+        return False, np.zeros((0, n_levels * n_tp), dtype=np.int64)
+    totals = np.zeros((rows.shape[0], n_levels * n_tp), dtype=np.int64)
+    for r in range(rows.shape[0]):
+        for n in range(n_nodes):
+            c = node_free[n]
+            for k in range(rows.shape[1]):
+                c += rows[r, k] * held_by[k, n]
+            for lv in range(n_levels):
+                w = on_level[lv, n]
+                if w:
+                    for t in range(n_tp):
+                        totals[r, lv * n_tp + t] += w * by_free[c, t]
+    return True, totals
+
+
+@njit
+def las_fits(jobs, cls, fits_aligned, totals, attained_gpu_s, num_gpus, now, queued_since_s, priority, thresholds,
+             starvation_factor, positions, need):
+    """envs.window._las_fits past its short cuts: per queued job, it does not fit now in whole
+    TP groups but would after preempting the jobs of lower LAS queues (its queue with the
+    starvation promotion of envs.las.las_queue)."""
+    lower_queues = len(thresholds)  # queues that have a lower one
+    out = np.zeros(len(jobs), dtype=np.bool_)
+    for i in range(len(jobs)):
+        c = cls[i]
+        if fits_aligned[c]:
+            continue
+        j = jobs[i]
+        a = attained_gpu_s[j]
+        q = _las_queue_of(a, thresholds)
+        executed_s = a / num_gpus[j]
+        waited_s = now - queued_since_s[j]
+        if waited_s >= starvation_factor * executed_s:
+            q = 0
+        if q < lower_queues:
+            out[i] = need[c] <= totals[priority[j] * lower_queues + min(q, lower_queues - 1), positions[c]]
+    return out
