@@ -321,3 +321,113 @@ def las_fits(jobs, cls, fits_aligned, totals, attained_gpu_s, num_gpus, now, que
         if q < lower_queues:
             out[i] = need[c] <= totals[priority[j] * lower_queues + min(q, lower_queues - 1), positions[c]]
     return out
+
+
+# ---------------------------------------------------------------------- placement rules
+
+BINPACK, SPREAD = 0, 1  # envs.placement's rule indices (TOPOLOGY and the preempt rules: anything else)
+
+
+@njit
+def _best_fit(free, need):
+    """envs.placement._best_fit: the node with the fewest free among those with >= need, lowest
+    id on ties; -1 when none."""
+    best = -1
+    for n in range(len(free)):
+        if free[n] >= need and (best < 0 or free[n] < free[best]):
+            best = n
+    return best
+
+
+@njit
+def node_take(free, need, tp, rule, node_type, num_types, node_speed, uniform_speed):
+    """envs.placement._node_take but the topology rule's search over switch domains: per node,
+    how many of the available GPUs `free` the rule gives a gang of `need` GPUs in TP groups of
+    `tp`. Returns (status, nodes, counts, free): status 0 no placement; 1 `counts[i]` GPUs on
+    `nodes[i]`, in the order the reference's dict has them; 2 the topology rule must search the
+    switch domains (envs.placement._topology_domains) over the returned `free`, which is
+    restricted to one GPU type as _single_type does."""
+    n_nodes = len(free)
+    free = free.copy()
+    # _single_type: one GPU type when one type alone hosts the gang in whole TP groups.
+    if num_types > 1:
+        per_type = np.zeros(num_types, dtype=np.int64)
+        for n in range(n_nodes):
+            per_type[node_type[n]] += free[n] // tp * tp
+        t = -1
+        for k in range(num_types):
+            if per_type[k] >= need:
+                if t < 0 or (per_type[k] > per_type[t] if rule == SPREAD else per_type[k] < per_type[t]):
+                    t = k
+        if t >= 0:
+            for n in range(n_nodes):
+                if node_type[n] != t:
+                    free[n] = 0
+    nodes = np.empty(n_nodes, dtype=np.int64)
+    counts = np.zeros(n_nodes, dtype=np.int64)
+    if rule == BINPACK or rule == SPREAD:
+        units = free // tp if tp > 1 else free.copy()
+        left_units = need // tp
+        total = 0
+        for n in range(n_nodes):
+            total += units[n]
+        if rule == BINPACK:
+            b = _best_fit(units, left_units)
+            if b >= 0:
+                nodes[0], counts[0] = b, left_units * tp
+                return 1, nodes[:1], counts[:1], free
+            if total < left_units:
+                return 0, nodes[:0], counts[:0], free
+            k = 0
+            while left_units > 0:
+                b = _best_fit(units, left_units)
+                if b >= 0:
+                    nodes[k], counts[k] = b, left_units * tp
+                    k += 1
+                    break
+                m = 0
+                for n in range(1, n_nodes):
+                    if units[n] > units[m]:
+                        m = n
+                nodes[k], counts[k] = m, units[m] * tp
+                k += 1
+                left_units -= units[m]
+                units[m] = 0
+            return 1, nodes[:k], counts[:k], free
+        # SPREAD: each unit to the node with the most left, lowest id on ties; nodes in id order.
+        if total < left_units:
+            return 0, nodes[:0], counts[:0], free
+        taken = np.zeros(n_nodes, dtype=np.int64)
+        for _ in range(left_units):
+            m = 0
+            for n in range(1, n_nodes):
+                if units[n] > units[m]:
+                    m = n
+            taken[m] += 1
+            units[m] -= 1
+        k = 0
+        for n in range(n_nodes):
+            if taken[n]:
+                nodes[k], counts[k] = n, taken[n] * tp
+                k += 1
+        return 1, nodes[:k], counts[:k], free
+    # The topology rule: the best single node first (fastest, then tightest, then lowest id).
+    best = -1
+    for n in range(n_nodes):
+        if free[n] >= need:
+            if best < 0:
+                best = n
+            elif uniform_speed:
+                if free[n] < free[best]:
+                    best = n
+            elif node_speed[n] > node_speed[best] or (node_speed[n] == node_speed[best] and free[n] < free[best]):
+                best = n
+    if best >= 0:
+        nodes[0], counts[0] = best, need
+        return 1, nodes[:1], counts[:1], free
+    usable = 0
+    for n in range(n_nodes):
+        usable += free[n] // tp * tp
+    if usable < need:
+        return 0, nodes[:0], counts[:0], free
+    return 2, nodes[:0], counts[:0], free

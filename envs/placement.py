@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from envs import jit as _jit
+from envs import kernels as _kernels
 from envs.cache import memo_of, per_alloc
 from envs.las import las_queue
 from envs.memo import geometry
@@ -175,6 +177,12 @@ def _topology(c: Cluster, free: Sequence[int], need: int, tp: int) -> dict[int, 
         best = min(((-lists.speed[n], f, n) for n, f in enumerate(free) if f >= need), default=(0, 0, None))[2]
     if best is not None:
         return {best: need}
+    return _topology_domains(c, free, need, tp)
+
+
+def _topology_domains(c: Cluster, free: Sequence[int], need: int, tp: int) -> dict[int, int] | None:
+    """The topology rule when no single node holds the gang: the smallest switch domain that
+    holds it in whole TP groups (faster, then tighter, first), filled by `_fill_domain`."""
     usable = np.array(free, dtype=np.int64) // tp * tp
     if usable.sum() < need:
         return None
@@ -243,6 +251,13 @@ def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
 
 def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
     """Per node, how many of its eligible available GPUs (`free`) the rule gives the gang."""
+    if _jit.ENABLED:
+        lists = c.node_lists
+        status, nodes, counts, typed = _kernels.node_take(np.array(free, dtype=np.int64), need, tp, rule, c.node_gpu_type,
+                                                          lists.num_types, c.node_speed, lists.uniform_speed)
+        if status == 1:
+            return dict(zip(nodes.tolist(), counts.tolist()))
+        return None if status == 0 else _topology_domains(c, typed, need, tp)
     free = _single_type(c, free, need, rule, tp)
     if rule in (BINPACK, SPREAD):
         # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.

@@ -79,3 +79,25 @@ def test_episodes_are_bit_identical_to_the_reference(env_kwargs, max_steps):
         assert fast[2] == ref[2] and fast[2] > 10
         assert {k: repr(v) for k, v in fast[1].items()} == {k: repr(v) for k, v in ref[1].items()}  # nan == nan too
         assert fast[0] == ref[0]
+
+
+@pytest.mark.parametrize("cluster_name", ["mixed-64gpu", "hetero-64gpu", "philly-sized", "h100-1024gpu",
+                                          "topo-stress-128gpu", "h100-4node"])
+def test_node_take_is_the_reference_rule(cluster_name):
+    """Every placement rule's per-node take (nodes in the reference dict's order) on random
+    availability, kernel against reference."""
+    from envs.config import load_cluster
+    from envs.placement import RULES, _node_take
+
+    c = load_cluster(cluster_name)
+    rng = np.random.default_rng(2)
+    sizes = c.node_gpus
+    for _ in range(400):
+        free = tuple(int(rng.integers(0, s + 1)) if rng.random() < 0.7 else 0 for s in sizes)
+        tp = int(rng.choice([1, 2, 4, 8]))
+        need = tp * int(rng.integers(1, max(2, 2 * sum(free) // tp + 2)))
+        for rule in range(len(RULES)):
+            fast = _node_take(c, free, need, tp, rule)
+            with jit.reference_path():
+                ref = _node_take(c, free, need, tp, rule)
+            assert fast == ref and (fast is None or list(fast.items()) == list(ref.items())), (free, need, tp, rule)
