@@ -194,40 +194,45 @@ def feasible_of(queue, job_class, class_ok):
 
 
 @njit
-def _stable_head(key, k):
-    """Indices of the first k entries of a stable sort of `key` (ties in index order): what
-    envs.window.select_window's `head` takes, by insertion into a sorted buffer."""
-    n = len(key)
+def _stable_head(values, idx, sign, k):
+    """Positions of the first k entries of a stable sort (ties in position order) of the keys
+    sign * values[idx[i]]: what envs.window.select_window's `head` takes, by insertion into a
+    sorted buffer (sign is 1.0 or -1.0: the product is exact, for float and integer values)."""
+    n = len(idx)
     size = min(k, n)
     buf = np.empty(size, dtype=np.int64)
+    keys = np.empty(size)
     count = 0
     for i in range(n):
-        x = key[i]
+        x = sign * values[idx[i]]
         if count == size:
-            if size == 0 or not x < key[buf[count - 1]]:
+            if size == 0 or not x < keys[count - 1]:
                 continue
             p = count - 1  # the last one drops out
         else:
             p = count
             count += 1
-        while p > 0 and key[buf[p - 1]] > x:
+        while p > 0 and keys[p - 1] > x:
             buf[p] = buf[p - 1]
+            keys[p] = keys[p - 1]
             p -= 1
         buf[p] = i
+        keys[p] = x
     return buf
 
 
 @njit
-def select_window(feasible, queue_window, shortest, remaining, neg_priority, attained):
+def select_window(feasible, queue_window, shortest, remaining, priority, attained_gpu_s):
     """envs.window.select_window past its short cut (more feasible jobs than slots): round-robin
     over the heads of four orders of `feasible` (queue order; `shortest`, or the stable order of
-    `remaining` when `shortest` is None; `neg_priority`; `attained`), skipping jobs taken."""
+    `remaining`, per feasible job, when `shortest` is None; priority, highest first; attained
+    service, least first), skipping jobs taken."""
     k = 2 * queue_window
     orders = (
         feasible,
-        shortest if shortest is not None else feasible[_stable_head(remaining, k)],
-        feasible[_stable_head(neg_priority, k)],
-        feasible[_stable_head(attained, k)],
+        shortest if shortest is not None else feasible[_stable_head(remaining, np.arange(len(feasible)), 1.0, k)],
+        feasible[_stable_head(priority, feasible, -1.0, k)],
+        feasible[_stable_head(attained_gpu_s, feasible, 1.0, k)],
     )
     window = np.empty(queue_window, dtype=np.int64)
     n = 0

@@ -372,8 +372,8 @@ def select_window(state: ClusterState, queue_window: int) -> list[int]:
     if _jit.ENABLED:
         return _kernels.select_window(
             feasible, queue_window, None if shortest is None else np.array(shortest, dtype=np.int64),
-            state.remaining_estimate_s(feasible) if shortest is None else _NO_KEYS,
-            -state.priority[feasible].astype(float), state.attained_gpu_s[feasible]).tolist()
+            state.remaining_estimate_s(feasible) if shortest is None else _NO_KEYS, state.priority,
+            state.attained_gpu_s).tolist()
     orders = [
         feasible,  # the queue is kept in (re)arrival order
         head(state.remaining_estimate_s(feasible)) if shortest is None else shortest,

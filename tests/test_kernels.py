@@ -28,8 +28,14 @@ def test_stable_head_is_a_stable_sorts_first_k():
     rng = np.random.default_rng(1)
     for _ in range(500):
         n, k = int(rng.integers(0, 60)), int(rng.integers(1, 20))
-        key = rng.integers(0, 5, size=n).astype(float)  # many ties
-        assert kernels._stable_head(key, k).tolist() == np.argsort(key, kind="stable")[:k].tolist()
+        key = rng.integers(0, 5, size=n)  # many ties
+        idx = rng.permutation(n + 5)[:n]
+        values = np.zeros(n + 5, dtype=np.int64)
+        values[idx] = key
+        for sign in (1.0, -1.0):
+            expect = np.argsort(sign * key.astype(float), kind="stable")[:k].tolist()
+            assert kernels._stable_head(values, idx, sign, k).tolist() == expect
+            assert kernels._stable_head(values.astype(float), idx, sign, k).tolist() == expect
 
 
 def _episode_digest(env_kwargs: dict, seed: int, max_steps: int) -> tuple[str, dict, int]:
@@ -101,3 +107,37 @@ def test_node_take_is_the_reference_rule(cluster_name):
             with jit.reference_path():
                 ref = _node_take(c, free, need, tp, rule)
             assert fast == ref and (fast is None or list(fast.items()) == list(ref.items())), (free, need, tp, rule)
+
+
+def _queued(i: int, gpus: int, estimate_s: float, priority: str, attained: float) -> dict:
+    return {"id": f"j{i}", "num_gpus": gpus, "tp_degree": 1, "mem_per_gpu_gb": 40.0, "kind": "finetune",
+            "priority": priority, "preemptible": True, "comm_fraction": 0.1, "tp_comm_share": 0.5,
+            "estimate_s": estimate_s, "checkpoint_s": 10.0, "restore_s": 10.0, "arrival_s": float(i),
+            "attained_gpu_s": attained, "queued_since_s": float(i)}
+
+
+@pytest.mark.parametrize("blocked_first", [0, 300])
+def test_window_is_the_references(blocked_first):
+    """The round-robin window over a long queue, kernel against reference: with the shortest
+    order walked from the sorted queue, and (300 infeasible short jobs first) computed from the
+    remaining estimates instead."""
+    from envs.cache import clear_cluster_memos
+    from envs.config import load_cluster
+    from envs.state import ClusterState
+    from envs.window import select_window
+
+    cluster = load_cluster("h100-4node")
+    rng = np.random.default_rng(3)
+    running = {**_queued(0, 8, 1e5, "high", 0.0), "preemptible": False, "gpus": list(range(8))}
+    del running["queued_since_s"]
+    queued = [_queued(1 + i, 32, 100.0 + i, "normal", 0.0) for i in range(blocked_first)]
+    queued += [_queued(1000 + i, int(rng.choice([1, 2, 4])), float(rng.integers(1, 50)) * 600.0,
+                       str(rng.choice(["low", "normal", "high"])), float(rng.integers(0, 4)) * 3600.0)
+               for i in range(200)]
+    data = {"time_s": 5000.0, "running": [running], "queued": queued}
+    for q in (3, 8, 16):
+        fast = select_window(ClusterState.from_dict(data, cluster), q)
+        clear_cluster_memos(cluster)
+        with jit.reference_path():
+            ref = select_window(ClusterState.from_dict(data, cluster), q)
+        assert fast == ref and len(fast) == q
