@@ -26,7 +26,6 @@ from envs.speed import (
     PlacementProfile,
     SpeedModel,
     congestion_shares,
-    interference_from,
 )
 from envs.topology import Cluster
 
@@ -55,6 +54,7 @@ class LoadModel:
     def __init__(self, cluster: Cluster, speed_model: SpeedModel):
         c = self.cluster = cluster
         self.speed_model = speed_model
+        self._coeff = speed_model.interference_coeff
         self.node_pressure = np.zeros(c.num_nodes)  # (N,) memory-bandwidth pressure of the running jobs
         self.uplink_demand = np.zeros(len(c.switch_names))  # (S,) GB/s the running jobs put on each uplink
         self.placed: dict[int, Placed] = {}  # placed jobs (running or checkpointing) -> their profile's values
@@ -71,6 +71,7 @@ class LoadModel:
         m = LoadModel.__new__(LoadModel)
         m.cluster = self.cluster
         m.speed_model = self.speed_model
+        m._coeff = self._coeff
         m.node_pressure = self.node_pressure.copy()
         m.uplink_demand = self.uplink_demand.copy()
         m.placed = self.placed.copy()
@@ -146,7 +147,8 @@ class LoadModel:
             others = (float(node_pressure[n]) - placed.pressure * placed.counts[0]) / node_gpus[n]
         else:
             others = max((float(node_pressure[n]) - placed.pressure * k) / node_gpus[n] for n, k in zip(placed.nodes, placed.counts))
-        interference = interference_from(others, placed.sensitivity, self.speed_model)
+        # interference_from(others, sensitivity, model), inlined: the same operations in the same order
+        interference = 1.0 / (1.0 + self._coeff * placed.sensitivity * (0.0 if 0.0 > others else others))
         if not placed.uplinks:
             return placed.base_rate * interference, interference
         p = placed.profile
