@@ -1,6 +1,7 @@
 """Env and simulator speed on one core.
 
     python -m benchmarks.env_speed [--steps 20000] [--jobs 10000] [--repeat 3] [--batch 16] [--batch-workers 2]
+        [--reference]
 
 Prints decision steps per second of `gangsched/GpuCluster-v0` under random legal actions on
 mixed-64gpu and h100-1024gpu, of the batched vector env (envs.vec.BatchedClusterEnv, `--batch`
@@ -8,12 +9,15 @@ episodes in this process, summed over them), and the wall time to replay a 10,00
 on h100-1024gpu under the `topology` baseline without the Gymnasium layer. CartPole-v1 under
 random actions runs in the same invocation, and each env figure is printed with its ratio to
 CartPole's. Each figure is measured `--repeat` times (the same work each time) and printed as
-best and median: on a shared machine the best run is the least disturbed one.
+best and median: on a shared machine the best run is the least disturbed one. The figures are
+for the compiled kernels (envs.kernels) unless GANGSCHED_JIT=0; `--reference` measures the
+plain-Python reference path too, in the same invocation.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 
@@ -24,6 +28,7 @@ import numpy as np
 
 import envs  # noqa: F401
 from baselines import make_baseline
+from envs import jit
 from envs.config import load_cluster
 from envs.replay import replay
 from envs.simulator import Simulator
@@ -99,11 +104,25 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="episodes of the batched vector env")
     ap.add_argument("--batch-workers", type=int, default=0,
                     help="also measure the batched env over this many worker processes (not one core: one per worker)")
+    ap.add_argument("--reference", action="store_true",
+                    help="also measure the plain-Python reference path (envs.jit), after the compiled one")
     args = ap.parse_args()
     cart = [cartpole_steps_per_s(args.steps * 5) for _ in range(args.repeat)]
     cart_best = max(cart)
     print(f"CartPole-v1 random actions                            best {cart_best:6.0f}, median {np.median(cart):6.0f} "
           f"steps/s ({args.steps * 5} steps, {args.repeat} runs)")
+    paths = [jit.ENABLED] + ([False] if args.reference and jit.ENABLED else [])
+    for compiled in paths:
+        with contextlib.nullcontext() if compiled else jit.reference_path():
+            print(f"-- {'compiled kernels (envs.kernels)' if compiled else 'plain-Python reference path (GANGSCHED_JIT=0)'}")
+            measure(args, cart_best)
+
+
+def measure(args, cart_best: float) -> None:
+    # Untimed warm-up: the kernels load from numba's cache on first call, and memo tables fill.
+    random_steps_per_s("mixed-64gpu", "llm-mix", 300)
+    random_steps_per_s("h100-1024gpu", "llm-mix-large", 300, 300)
+    replay_seconds("h100-1024gpu", "llm-mix-large", 300)
     for cluster, workload, jobs in (("mixed-64gpu", "llm-mix", None), ("h100-1024gpu", "llm-mix-large", 1000)):
         runs = [random_steps_per_s(cluster, workload, args.steps, jobs) for _ in range(args.repeat)]
         sps = [r[0] for r in runs]
@@ -120,7 +139,6 @@ def main() -> None:
     walls = [r[0] for r in runs]
     print(f"replay {args.jobs} jobs on h100-1024gpu under topology: best {min(walls):.1f} s, median {np.median(walls):.1f} s wall "
           f"({runs[0][2]} decisions, {runs[0][1] / 86400:.1f} simulated days, {args.repeat} runs)")
-
 
 if __name__ == "__main__":
     main()
