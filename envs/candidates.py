@@ -24,6 +24,7 @@ gangs fit the free GPUs), so the env, evaluation and the scoring service apply t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any
@@ -92,7 +93,7 @@ class Candidate:
 class CandidateSet:
     state: ClusterState  # what the candidates were built from
     window: list[int]  # job indices, one per slot
-    candidates: list[Candidate]  # K = Q * len(RULES) + 1; the last is WAIT
+    candidates: Sequence[Candidate]  # K = Q * len(RULES) + 1; the last is WAIT (each made on first access)
     mask: np.ndarray  # (K,) bool
 
     @property
@@ -281,21 +282,54 @@ def build_candidates(state: ClusterState, queue_window: int = DEFAULT_QUEUE_WIND
     fits_aligned, fits_preempt, _, _ = class_fits(state)
     cls = job_classes(state)[window]
     R = len(RULES)
-    placer = _Placer(state)
-    cands = []
+    nw = len(window)
+    mask = np.zeros(queue_window * R + 1, dtype=bool)
     # Binpack, spread and topology all pack whole TP groups: valid exactly when the class fits.
-    las_valid = las_fits(state, window).tolist() if preempt_las else [False] * len(window)
-    aligned = fits_aligned[cls].tolist()
-    for j, aligned_fit, preempt, las in zip(window, aligned, fits_preempt[cls].tolist(), las_valid):
-        cands += [Candidate(j, r, aligned_fit, placer if aligned_fit else None) for r in range(PREEMPT)]
-        cands.append(Candidate(j, PREEMPT, preempt, placer if preempt else None))
-        cands.append(Candidate(j, PREEMPT_LAS, las, placer if las else None))
+    aligned = fits_aligned[cls]
+    by_rule = mask[: nw * R].reshape(nw, R)
+    by_rule[:, :PREEMPT] = aligned[:, None]
+    by_rule[:, PREEMPT] = fits_preempt[cls]
+    if preempt_las:
+        by_rule[:, PREEMPT_LAS] = las_fits(state, window)
+    aligned = aligned.tolist()
+    mask[-1] = wait_valid(state, wait_guard, window, aligned)
     while len(_EMPTY_SLOTS) < queue_window * R:
         _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % R))
-    cands += _EMPTY_SLOTS[: (queue_window - len(window)) * R]
-    cands.append(_WAIT if wait_valid(state, wait_guard, window, aligned) else _NO_WAIT)
-    mask = np.array([cd.valid for cd in cands])
-    return CandidateSet(state, window, cands, mask)
+    return CandidateSet(state, window, _Candidates(window, mask, _Placer(state)), mask)
+
+
+class _Candidates(Sequence):
+    """The candidate list of one decision, each `Candidate` made on first access (a rule that
+    looks at a few candidates pays for those): window slot k's rule r at k * len(RULES) + r,
+    then the empty slots, then WAIT; validity from the decision's mask."""
+
+    __slots__ = ("_window", "_mask", "_placer", "_items")
+
+    def __init__(self, window: list[int], mask: np.ndarray, placer: _Placer):
+        self._window, self._mask, self._placer = window, mask, placer
+        self._items: list[Candidate | None] = [None] * len(mask)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i):
+        items = self._items
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(items)))]
+        cd = items[i]
+        if cd is None:
+            n = len(items)
+            k = i + n if i < 0 else i
+            slot, rule = divmod(k, len(RULES))
+            if k == n - 1:
+                cd = _WAIT if self._mask[k] else _NO_WAIT
+            elif slot >= len(self._window):
+                cd = _EMPTY_SLOTS[k - len(self._window) * len(RULES)]
+            else:
+                valid = bool(self._mask[k])
+                cd = Candidate(self._window[slot], rule, valid, self._placer if valid else None)
+            items[k] = cd
+        return cd
 
 
 def apply_candidate(sim, cset: CandidateSet, action: int) -> None:
