@@ -303,11 +303,12 @@ class _Candidates(Sequence):
     looks at a few candidates pays for those): window slot k's rule r at k * len(RULES) + r,
     then the empty slots, then WAIT; validity from the decision's mask."""
 
-    __slots__ = ("_window", "_mask", "_placer", "_items")
+    __slots__ = ("_window", "_mask", "_placer", "_items", "_complete")
 
     def __init__(self, window: list[int], mask: np.ndarray, placer: _Placer):
         self._window, self._mask, self._placer = window, mask, placer
         self._items: list[Candidate | None] = [None] * len(mask)
+        self._complete = False  # every item made
 
     def __len__(self) -> int:
         return len(self._items)
@@ -315,7 +316,7 @@ class _Candidates(Sequence):
     def __getitem__(self, i):
         items = self._items
         if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(items)))]
+            return self._all()[i]
         cd = items[i]
         if cd is None:
             n = len(items)
@@ -330,6 +331,28 @@ class _Candidates(Sequence):
                 cd = Candidate(self._window[slot], rule, valid, self._placer if valid else None)
             items[k] = cd
         return cd
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def _all(self) -> list[Candidate]:
+        """Every candidate, made now where not yet (for slices and iteration)."""
+        items = self._items
+        if not self._complete:
+            self._complete = True
+            R, placer, window = len(RULES), self._placer, self._window
+            valid = self._mask.tolist()
+            nw = len(window)
+            for k, cd in enumerate(items):
+                if cd is None:
+                    if k == len(items) - 1:
+                        cd = _WAIT if valid[k] else _NO_WAIT
+                    elif k >= nw * R:
+                        cd = _EMPTY_SLOTS[k - nw * R]
+                    else:
+                        cd = Candidate(window[k // R], k % R, valid[k], placer if valid[k] else None)
+                    items[k] = cd
+        return items
 
 
 def apply_candidate(sim, cset: CandidateSet, action: int) -> None:

@@ -143,10 +143,8 @@ def _static_job_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
 
 
 def _geometry_columns(state: ClusterState, g: PlacementGeometry) -> tuple:
-    """Features of one placement that do not depend on which job of equal shape runs there:
-    (tier / 3, nodes per GPU, share of whole free nodes it takes, change in fragmentation,
-    min GPU speed, neighbours' pressure per GPU on its worst node, TP stretch, and the TP
-    congestion factor and DP bandwidth under the congestion its uplinks would have if it started)."""
+    """Features of one placement that do not depend on which job runs there: (tier / 3, nodes
+    per GPU, share of whole free nodes it takes, change in fragmentation)."""
     lists = state.cluster.node_lists
     free, total, frag, _ = free_view(state)
     whole = taken = 0
@@ -160,9 +158,7 @@ def _geometry_columns(state: ClusterState, g: PlacementGeometry) -> tuple:
         frag_after += fragmented_change(f, f - t, lists.whole_gang[n])
     left = total - taken
     frag_delta = _share(frag_after, left) - _share(frag, total)
-    tp_congestion, dp_bw = g.congested(_congestion_if_added(state, g))
-    return (float(g.tier) / 3.0, len(nodes) / sum(on_node), float(whole) / len(nodes), min(max(frag_delta, -1.0), 1.0),
-            g.min_speed, _neighbour_pressure(state, g), g.tp_stretch, tp_congestion, dp_bw)
+    return float(g.tier) / 3.0, len(nodes) / sum(on_node), float(whole) / len(nodes), min(max(frag_delta, -1.0), 1.0)
 
 
 def _neighbour_pressure(state: ClusterState, g: PlacementGeometry) -> float:
@@ -180,11 +176,32 @@ def _congestion_if_added(state: ClusterState, g: PlacementGeometry) -> float:
     return float(np.minimum(1.0, state.cluster.switch_uplink_GBps[g.uplinks] / added).min())
 
 
+def _rate_inputs(state: ClusterState, g: PlacementGeometry) -> tuple:
+    """(g, neighbours' pressure per GPU on its worst node, TP congestion factor, DP bandwidth) of
+    a placement under the congestion its uplinks would have if it started now: what its rate
+    depends on beyond the job, once per allocation."""
+    table = per_alloc(state).setdefault("rate_inputs", {})
+    hit = table.get(id(g))
+    if hit is None or hit[0] is not g:
+        hit = table[id(g)] = (g, _neighbour_pressure(state, g), *g.congested(_congestion_if_added(state, g)))
+    return hit
+
+
+def rate_if_started(state: ClusterState, g: PlacementGeometry, constants: tuple) -> tuple[float, float, float, float]:
+    """(rate, placement efficiency, interference factor, slowest GPU's speed) of a job with these
+    `job_constants` started on placement `g` now: PlacementProfile.efficiency and the speed
+    model's interference, the same operations in the same order as the simulator's rates."""
+    _, others, tp_congestion, dp_bw = _rate_inputs(state, g)
+    c_tp, c_dp, _, sensitivity, kind = constants
+    min_speed = g.min_speed_by_kind[kind]  # the job's kind's speed (the memo's min_speed is the generic one)
+    eff = efficiency_of(g.tp_stretch, tp_congestion, dp_bw, c_tp, c_dp)
+    interf = interference_from(others, sensitivity, state.speed_model)
+    return min_speed * eff * interf, eff, interf, min_speed
+
+
 def predicted_rate(state: ClusterState, cd: Candidate) -> float:
     """Reference-seconds of work per second the candidate's job would get if started now."""
-    p = cd.profile
-    interf = interference_from(_neighbour_pressure(state, p.geometry), p.sensitivity, state.speed_model)
-    return p.min_speed * p.efficiency(_congestion_if_added(state, p.geometry)) * interf
+    return rate_if_started(state, cd.geometry, job_constants(state)[cd.job_id])[0]
 
 
 class _Arrivals:
@@ -279,19 +296,14 @@ def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
     # Placement columns: per geometry (cached until the allocation changes), then per job.
     per_geometry: dict[int, tuple] = per_alloc(state).setdefault("placement_columns", {})
     constants = job_constants(state)
-    model = state.speed_model
     for i in cset.mask[:-1].nonzero()[0].tolist():
         cd = cset.candidates[i]
         g = cd.geometry
         hit = per_geometry.get(id(g))
         if hit is None or hit[0] is not g:
             hit = per_geometry[id(g)] = (g, *_geometry_columns(state, g))
-        _, tier, nodes_per_gpu, whole, frag_delta, _, others, tp_stretch, tp_congestion, dp_bw = hit
-        c_tp, c_dp, _, sensitivity, kind = constants[cd.job_id]
-        min_speed = g.min_speed_by_kind[kind]  # the job's kind's speed (the memo's min_speed is the generic one)
-        eff = efficiency_of(tp_stretch, tp_congestion, dp_bw, c_tp, c_dp)
-        interf = interference_from(others, sensitivity, model)
-        rate = min_speed * eff * interf
+        _, tier, nodes_per_gpu, whole, frag_delta = hit
+        rate, eff, interf, min_speed = rate_if_started(state, g, constants[cd.job_id])
         victims = cd.victims
         lost = log_scale(float(state.preemption_cost_gpu_s(np.array(victims)).sum())) if victims else 0.0
         feats[i, _ROW_BLOCK.start : _PLACEMENT_BLOCK.stop] = _ROW_PREFIX[cd.rule] + (
