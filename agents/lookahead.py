@@ -38,7 +38,7 @@ from envs.candidates import CandidateSet, WaitGuard, apply_candidate, build_cand
 from envs.features import predicted_rate
 from envs.jobs import Job, JobKind
 from envs.objective import Objective, objective_total
-from envs.placement import PREEMPT_RULES
+from envs.placement import PREEMPT_RULES, RULES
 from envs.replay import advance_to_decision
 from envs.scenario import LookaheadConfig
 from envs.simulator import SimConfig, Simulator
@@ -71,10 +71,10 @@ def shortlist(state: ClusterState, cset: CandidateSet, base_choice: int, k: int,
     the same GPUs for the same job are one)."""
     pos = state.enqueue_seq
     plain, preempt = [], []
-    for i, cd in enumerate(cset.candidates[:-1]):
-        if not cset.mask[i]:
-            continue
-        key = (float(state.remaining_estimate_s(cd.job_id)) / max(predicted_rate(state, cd), 1e-6), int(pos[cd.job_id]), i)
+    remaining = cset.remaining_estimates()
+    for i in cset.valid_placements():
+        cd = cset.candidates[i]
+        key = (remaining[i // len(RULES)] / max(predicted_rate(state, cd), 1e-6), int(pos[cd.job_id]), i)
         (preempt if cd.rule in PREEMPT_RULES else plain).append(key)
     plain.sort()
     preempt.sort()

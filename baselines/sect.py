@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from envs.candidates import CandidateSet
 from envs.features import predicted_rate
-from envs.placement import PREEMPT_RULES
+from envs.placement import RULES
 from envs.state import ClusterState
 
 from baselines.base import Baseline, fifo_positions, wait_or_any
@@ -21,10 +21,10 @@ class ShortestExpectedCompletion(Baseline):
         pos = fifo_positions(state)
         best: tuple[float, int] | None = None
         index = -1
-        for i, cd in enumerate(cset.candidates[:-1]):
-            if not cset.mask[i] or cd.rule in PREEMPT_RULES:
-                continue
-            key = (float(state.remaining_estimate_s(cd.job_id)) / max(predicted_rate(state, cd), 1e-6), pos[cd.job_id])
+        remaining = cset.remaining_estimates()
+        for i in cset.valid_placements(preempting=False):
+            cd = cset.candidates[i]
+            key = (remaining[i // len(RULES)] / max(predicted_rate(state, cd), 1e-6), pos[cd.job_id])
             if best is None or key < best:
                 best, index = key, i
         return wait_or_any(cset) if best is None else index

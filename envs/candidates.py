@@ -33,7 +33,7 @@ import numpy as np
 
 from envs.cache import per_alloc, per_jobs, per_state
 from envs.las import las_queue
-from envs.placement import PREEMPT, PREEMPT_LAS, RULES, choose_las_victims, choose_victims, geometry_of, place
+from envs.placement import PREEMPT, PREEMPT_LAS, PREEMPT_RULES, RULES, choose_las_victims, choose_victims, geometry_of, place
 from envs.speed import PlacementGeometry, PlacementProfile, job_constants_of, job_profile_of
 from envs.state import ClusterState
 from envs.window import DEFAULT_QUEUE_WINDOW, candidate_window, class_fits, job_classes, las_fits, select_window
@@ -102,6 +102,18 @@ class CandidateSet:
 
     def index(self, slot: int, rule: int) -> int:
         return slot * len(RULES) + rule
+
+    def valid_placements(self, preempting: bool | None = None) -> list[int]:
+        """Indices of the valid candidates other than WAIT, in index order: all of them, or only
+        those of the preempting rules (True) or of the others (False)."""
+        valid = np.flatnonzero(self.mask[:-1]).tolist()
+        if preempting is None:
+            return valid
+        return [i for i in valid if (i % len(RULES) in PREEMPT_RULES) == preempting]
+
+    def remaining_estimates(self) -> list[float]:
+        """Per window slot, its job's estimated remaining runtime (ClusterState.remaining_estimate_s)."""
+        return self.state.remaining_estimate_s(np.array(self.window, dtype=np.int64)).tolist()
 
 
 def num_candidates(queue_window: int) -> int:

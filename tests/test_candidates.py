@@ -180,11 +180,29 @@ def test_placement_columns_equal_a_recount_of_the_nodes(seed, data):
             if not cd.valid:
                 continue
             g = cd.geometry
-            _, nodes_per_gpu, whole, frag_delta, min_speed, *_ = _geometry_columns(state, g)
+            _, nodes_per_gpu, whole, frag_delta = _geometry_columns(state, g)
             free_now = sim.node_free[g.nodes]
             after = sim.node_free.copy()
             after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)
             assert whole == float((free_now == sim.cluster.node_gpus[g.nodes]).sum()) / len(g.nodes)
             assert frag_delta == min(max(_fragmented_share(sim, after) - _fragmented_share(sim, sim.node_free), -1.0), 1.0)
             assert nodes_per_gpu == len(g.nodes) / g.gpus_on_node.sum()
-            assert min_speed == g.min_speed
+
+
+@settings(max_examples=5, deadline=None)
+@given(seed=st.integers(0, 10_000), data=st.data())
+def test_predicted_rate_is_the_profiles_rate_if_started(seed, data):
+    """predicted_rate (from per-allocation rate inputs) is, bit for bit, the candidate's
+    PlacementProfile under the congestion and interference it would meet if started now."""
+    from envs.features import _congestion_if_added, _neighbour_pressure, predicted_rate
+    from envs.speed import interference_from
+
+    checked = 0
+    for _, state, cset in _random_states("hetero-64gpu", "llm-mix", seed, data):
+        for i in cset.valid_placements():
+            cd = cset.candidates[i]
+            p, g = cd.profile, cd.geometry
+            interf = interference_from(_neighbour_pressure(state, g), p.sensitivity, state.speed_model)
+            assert predicted_rate(state, cd) == p.min_speed * p.efficiency(_congestion_if_added(state, g)) * interf
+            checked += 1
+    assert checked
