@@ -141,3 +141,29 @@ def test_window_is_the_references(blocked_first):
         with jit.reference_path():
             ref = select_window(ClusterState.from_dict(data, cluster), q)
         assert fast == ref and len(fast) == q
+
+
+def _in_fresh_process(code: str, **env) -> str:
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return out.stdout.strip()
+
+
+_DIGEST_CODE = """
+import numpy as np
+from envs import jit
+from tests.test_kernels import _episode_digest
+print(jit.AVAILABLE, jit.ENABLED, _episode_digest({"scenario": "default", "num_jobs": 40}, 0, 200)[0])
+"""
+
+
+def test_gangsched_jit_0_and_a_machine_without_numba_run_the_reference_path():
+    expect = _episode_digest({"scenario": "default", "num_jobs": 40}, 0, 200)[0]
+    assert _in_fresh_process(_DIGEST_CODE, GANGSCHED_JIT="0") == f"True False {expect}"
+    no_numba = "import sys; sys.modules['numba'] = None\n" + _DIGEST_CODE  # `import numba` raises ImportError
+    assert _in_fresh_process(no_numba) == f"False False {expect}"
+    assert _in_fresh_process(_DIGEST_CODE) == f"True True {expect}"
