@@ -194,6 +194,25 @@ def feasible_of(queue, job_class, class_ok):
 
 
 @njit
+def shortest_head(sorted_ids, job_class, class_ok, k, walk_limit):
+    """envs.window.shortest_head: the first k queued jobs of a feasible class in the order of
+    `sorted_ids` (the queue by remaining estimate). (False, empty) when more than `walk_limit`
+    infeasible jobs come first."""
+    out = np.empty(k, dtype=np.int64)
+    got = 0
+    for n in range(len(sorted_ids)):
+        j = sorted_ids[n]
+        if class_ok[job_class[j]]:
+            out[got] = j
+            got += 1
+            if got == k:
+                break
+        elif n - got > walk_limit:
+            return False, out[:0]
+    return True, out[:got]
+
+
+@njit
 def _stable_head(values, idx, sign, k):
     """Positions of the first k entries of a stable sort (ties in position order) of the keys
     sign * values[idx[i]]: what envs.window.select_window's `head` takes, by insertion into a

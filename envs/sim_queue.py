@@ -6,7 +6,7 @@ starts or is reserved) and calls `push` and `remove`; the queue keeps up to date
 
 * the queued ids in (re)arrival order, FIFO (`ids[:length]`; a job is queued once at most),
 * the same jobs sorted by their remaining estimate as of entering the queue, ties in queue order
-  (`by_remaining`),
+  (`by_remaining`, and their ids in that order as an array, `sorted_ids[:length]`),
 * each job's queue rank (`enqueue_seq`) and remaining estimate when it entered
   (`queued_remaining_s`), which stay fixed while it waits,
 * the GPUs the queued jobs ask for (`queued_gpus`) and how many are of the high priority class
@@ -37,6 +37,7 @@ class JobQueue:
         self.enqueue_seq = np.zeros(n, dtype=np.int64)  # (n,) order of (re)entering the queue: FIFO rank
         self._enqueued = 0  # ranks handed out so far
         self.by_remaining: list[tuple[float, int, int]] = []  # (remaining s, enqueue rank, job), sorted
+        self.sorted_ids = np.empty(max(n, 1), dtype=np.int64)  # the job ids of by_remaining, in its order, in [:length]
         self.queued_gpus = 0  # GPUs the queued jobs ask for
         self.queued_high_priority = 0  # queued jobs of the high priority class
 
@@ -50,6 +51,7 @@ class JobQueue:
         if gpus is None:
             q._gpus, q._priority = self._gpus.copy(), self._priority.copy()
             q.ids = self.ids.copy()
+            q.sorted_ids = self.sorted_ids.copy()
             q.queued_remaining_s = self.queued_remaining_s.copy()
             q.enqueue_seq = self.enqueue_seq.copy()
         else:
@@ -57,6 +59,8 @@ class JobQueue:
             q._gpus, q._priority = gpus, priority
             q.ids = np.empty(max(n, 1), dtype=np.int64)
             q.ids[: self.length] = self.ids[: self.length]
+            q.sorted_ids = np.empty(max(n, 1), dtype=np.int64)
+            q.sorted_ids[: self.length] = self.sorted_ids[: self.length]
             q.queued_remaining_s = np.zeros(n)
             q.queued_remaining_s[:keep] = self.queued_remaining_s[:keep]
             q.enqueue_seq = np.zeros(n, dtype=np.int64)
@@ -74,10 +78,17 @@ class JobQueue:
 
     def push(self, job_id: int, remaining_s: float) -> None:
         """`job_id` (not queued) enters at the back, with `remaining_s` its remaining estimate now."""
-        self.ids[self.length] = job_id
+        length = self.length
+        self.ids[length] = job_id
         self.queued_remaining_s[job_id] = remaining_s
-        bisect.insort(self.by_remaining, (remaining_s, self._enqueued, job_id))
-        self.length += 1
+        key = (remaining_s, self._enqueued, job_id)
+        at = bisect.bisect_right(self.by_remaining, key)  # where bisect.insort puts it
+        self.by_remaining.insert(at, key)
+        sorted_ids = self.sorted_ids
+        if at < length:
+            sorted_ids[at + 1 : length + 1] = sorted_ids[at:length].copy()
+        sorted_ids[at] = job_id
+        self.length = length + 1
         self.queued_gpus += self._gpus[job_id]
         self.queued_high_priority += self._priority[job_id] == PRIORITY_HIGH
         self.enqueue_seq[job_id] = self._enqueued
@@ -86,8 +97,11 @@ class JobQueue:
     def remove(self, job_id: int) -> None:
         """`job_id` (queued) leaves; the jobs behind it move up."""
         key = (float(self.queued_remaining_s[job_id]), int(self.enqueue_seq[job_id]), job_id)
-        del self.by_remaining[bisect.bisect_left(self.by_remaining, key)]
+        at = bisect.bisect_left(self.by_remaining, key)
+        del self.by_remaining[at]
         ids, length = self.ids, self.length
+        sorted_ids = self.sorted_ids
+        sorted_ids[at : length - 1] = sorted_ids[at + 1 : length].copy()
         i = int((ids[:length] == job_id).argmax())  # its position (it is queued)
         ids[i : length - 1] = ids[i + 1 : length].copy()
         self.length = length - 1

@@ -368,6 +368,7 @@ class Simulator:
         s.now, s.version, s.alloc_version = self.now, self.version, ledger.alloc_version
         s.queue = q.ids[: q.length]
         s.queue_by_remaining = q.by_remaining
+        s.queue_by_remaining_ids = q.sorted_ids[: q.length]
         s.running, s.checkpointing, s.reserved = self.running, self.checkpointing, self.reserved
         s.placement, s.profiles = self.placement, self.profiles
         s.queued_gpus, s.queued_high_priority = q.queued_gpus, q.queued_high_priority

@@ -184,6 +184,9 @@ def fit_status(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def shortest_head(state: ClusterState, k: int, walk_limit: int = 256) -> list[int] | None:
     """The first k feasible jobs by remaining estimate (ties in queue order), walked from the
     state's sorted queue; None when more than `walk_limit` infeasible jobs come first."""
+    if _jit.ENABLED:
+        out = _shortest_ids(state, k, walk_limit)
+        return None if out is None else out.tolist()
     feasible_class = class_fits(state)[2].tolist()
     job_class = job_classes(state)
     out: list[int] = []
@@ -195,6 +198,13 @@ def shortest_head(state: ClusterState, k: int, walk_limit: int = 256) -> list[in
         elif n - len(out) > walk_limit:
             return None
     return out
+
+
+def _shortest_ids(state: ClusterState, k: int, walk_limit: int = 256) -> np.ndarray | None:
+    """`shortest_head` as an array, by its kernel."""
+    walked, out = _kernels.shortest_head(state.queue_by_remaining_ids, job_classes(state), class_fits(state)[2], k,
+                                         walk_limit)
+    return out if walked else None
 
 
 def _preemptible_gpus(state: ClusterState) -> tuple[np.ndarray, np.ndarray] | None:
@@ -368,12 +378,13 @@ def select_window(state: ClusterState, queue_window: int) -> list[int]:
         top = top[np.lexsort((top, key[top]))]
         return feasible[top]
 
-    shortest = shortest_head(state, 2 * queue_window)
     if _jit.ENABLED:
+        shortest = _shortest_ids(state, 2 * queue_window)
         return _kernels.select_window(
-            feasible, queue_window, None if shortest is None else np.array(shortest, dtype=np.int64),
+            feasible, queue_window, shortest,
             state.remaining_estimate_s(feasible) if shortest is None else _NO_KEYS, state.priority,
             state.attained_gpu_s).tolist()
+    shortest = shortest_head(state, 2 * queue_window)
     orders = [
         feasible,  # the queue is kept in (re)arrival order
         head(state.remaining_estimate_s(feasible)) if shortest is None else shortest,

@@ -87,7 +87,7 @@ def metrics_equal(a: dict, b: dict, skip=()) -> list[str]:
 
 def assert_same_values(a, b, path: str = "sim", skip=("_state", "_state_arrived")) -> None:
     """`a` and `b` hold the same values all the way down (arrays: same dtype, shape and
-    elements, NaN equal to NaN; a queue's ids as far as they are used). `skip`: attributes
+    elements, NaN equal to NaN; a queue's id arrays as far as they are used). `skip`: attributes
     not compared (by default the decision state cache)."""
     if isinstance(a, Cluster):
         assert a is b or a.name == b.name, path
@@ -95,9 +95,10 @@ def assert_same_values(a, b, path: str = "sim", skip=("_state", "_state_arrived"
         assert a == b, path
     elif isinstance(a, JobQueue):
         assert set(vars(a)) == set(vars(b)), f"{path}: attributes differ"
-        assert_same_values(a.ids[: a.length], b.ids[: b.length], f"{path}.ids[:length]")
+        for name in ("ids", "sorted_ids"):
+            assert_same_values(getattr(a, name)[: a.length], getattr(b, name)[: b.length], f"{path}.{name}[:length]")
         for name in vars(a):
-            if name != "ids":
+            if name not in ("ids", "sorted_ids"):
                 assert_same_values(getattr(a, name), getattr(b, name), f"{path}.{name}")
     elif isinstance(a, (int, str, bytes, type(None), np.generic, Job)):
         assert type(a) is type(b) and a == b, f"{path}: {a!r} != {b!r}"
