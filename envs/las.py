@@ -39,7 +39,7 @@ from envs.state import ClusterState
 LAS_QUEUE_THRESHOLDS_GPU_S = (1 * 3600.0, 16 * 3600.0)  # attained GPU-s at which a job moves to the next queue
 NUM_LAS_QUEUES = len(LAS_QUEUE_THRESHOLDS_GPU_S) + 1
 STARVATION_FACTOR = 4.0  # a queued job that has waited this many times its executed time is promoted to queue 0
-_THRESHOLDS = np.array(LAS_QUEUE_THRESHOLDS_GPU_S)
+LAS_THRESHOLDS = np.array(LAS_QUEUE_THRESHOLDS_GPU_S)  # the same, as an array (searchsorted, the kernels)
 
 
 def las_queue(state: ClusterState, job_ids, queued: bool = True) -> np.ndarray:
@@ -50,7 +50,7 @@ def las_queue(state: ClusterState, job_ids, queued: bool = True) -> np.ndarray:
     queue 0. Running jobs (victims) take `queued=False`."""
     ids = np.asarray(job_ids, dtype=np.int64)
     attained = state.attained_gpu_s[ids]
-    queue = np.searchsorted(_THRESHOLDS, attained, side="right")
+    queue = np.searchsorted(LAS_THRESHOLDS, attained, side="right")
     if queued and len(ids):
         executed_s = attained / state.num_gpus[ids]
         waited_s = state.now - state.queued_since_s[ids]

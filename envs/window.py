@@ -24,7 +24,7 @@ import numpy as np
 from envs import jit as _jit
 from envs import kernels as _kernels
 from envs.cache import job_table, memo_of, per_alloc, per_jobs, per_state
-from envs.las import LAS_QUEUE_THRESHOLDS_GPU_S, NUM_LAS_QUEUES, STARVATION_FACTOR, las_queue
+from envs.las import LAS_THRESHOLDS, NUM_LAS_QUEUES, STARVATION_FACTOR, las_queue
 from envs.state import ClusterState
 
 _NO_KEYS = np.zeros(0)  # the remaining-estimate keys select_window's kernel does not read
@@ -227,7 +227,6 @@ def _preemptible_gpus(state: ClusterState) -> tuple[np.ndarray, np.ndarray] | No
     return hit
 
 
-_LAS_THRESHOLDS = np.array(LAS_QUEUE_THRESHOLDS_GPU_S)
 _LOWER_QUEUES = NUM_LAS_QUEUES - 1  # LAS queues that have a lower one (a job in the last has no victims)
 
 
@@ -260,7 +259,7 @@ def _las_totals(state: ClusterState) -> np.ndarray | None:
         owner, node = held
         class_fits(state)  # every job's class is registered: the class index below is final for this state
         _, on_level, by_free, _, _ = _class_index(state)
-        below, counts = _kernels.las_totals(owner, node, state.attained_gpu_s, state.priority, _LAS_THRESHOLDS,
+        below, counts = _kernels.las_totals(owner, node, state.attained_gpu_s, state.priority, LAS_THRESHOLDS,
                                             state.node_preemptible.shape[1], state.node_free,
                                             _las_rows(state.node_preemptible.shape[1]), on_level, by_free)
         totals = counts if below else None
@@ -304,7 +303,7 @@ def _las_fits(state: ClusterState, jobs: np.ndarray, cls: np.ndarray, fits_align
     if _jit.ENABLED:
         _, _, _, positions, need = _class_index(state)
         return _kernels.las_fits(jobs, cls, fits_aligned, totals, state.attained_gpu_s, state.num_gpus, float(state.now),
-                                 state.queued_since_s, state.priority, _LAS_THRESHOLDS, STARVATION_FACTOR, positions, need)
+                                 state.queued_since_s, state.priority, LAS_THRESHOLDS, STARVATION_FACTOR, positions, need)
     if not blocked.all():
         jobs, cls = jobs[blocked], cls[blocked]
     queue = las_queue(state, jobs)
