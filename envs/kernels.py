@@ -155,26 +155,31 @@ def finished_jobs(run, overhead_left, work_left, rate):
 
 
 @njit
-def class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need):
-    """Per (class, without then with preemption) entry of `positions`: the class's gang fits in
-    whole TP groups (envs.window.class_fits: need <= (on_level @ by_free[counts]).take(positions),
-    counts = node_free + lower @ node_preemptible.T). Integer sums: exact in any order."""
-    n_prio = lower.shape[0]
-    n_nodes = len(node_free)
-    n_levels = on_level.shape[0]
-    n_tp = by_free.shape[1]
-    totals = np.zeros(n_prio * n_levels * n_tp, dtype=np.int64)
-    for p in range(n_prio):
-        for n in range(n_nodes):
+def _usable_totals(node_free, weights, held, on_level, by_free):
+    """Per row r of `weights` and per (memory level, TP degree), flattened: the GPUs usable in
+    whole TP groups over the nodes of each level, counting on node n its free GPUs plus
+    sum_k weights[r, k] * held[k, n]. Integer sums: exact in any order."""
+    n_levels, n_tp = on_level.shape[0], by_free.shape[1]
+    totals = np.zeros((weights.shape[0], n_levels * n_tp), dtype=np.int64)
+    for r in range(weights.shape[0]):
+        for n in range(len(node_free)):
             c = node_free[n]
-            for q in range(node_preemptible.shape[1]):
-                c += lower[p, q] * node_preemptible[n, q]
+            for k in range(weights.shape[1]):
+                c += weights[r, k] * held[k, n]
             for lv in range(n_levels):
                 w = on_level[lv, n]
                 if w:
-                    base = (p * n_levels + lv) * n_tp
                     for t in range(n_tp):
-                        totals[base + t] += w * by_free[c, t]
+                        totals[r, lv * n_tp + t] += w * by_free[c, t]
+    return totals
+
+
+@njit
+def class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need):
+    """Per (class, without then with preemption) entry of `positions`: the class's gang fits in
+    whole TP groups (envs.window.class_fits: need <= (on_level @ by_free[counts]).take(positions),
+    counts = node_free + lower @ node_preemptible.T)."""
+    totals = _usable_totals(node_free, lower, node_preemptible.T, on_level, by_free).ravel()
     out = np.empty(len(positions), dtype=np.bool_)
     for i in range(len(positions)):
         out[i] = need[i] <= totals[positions[i]]
@@ -306,21 +311,9 @@ def las_totals(owner, node, attained_gpu_s, priority, thresholds, n_priorities, 
         if q > 0:
             below = True
         held_by[priority[j] * n_queues + q, node[i]] += 1
-    n_levels, n_tp = on_level.shape[0], by_free.shape[1]
     if not below:
-        return False, np.zeros((0, n_levels * n_tp), dtype=np.int64)
-    totals = np.zeros((rows.shape[0], n_levels * n_tp), dtype=np.int64)
-    for r in range(rows.shape[0]):
-        for n in range(n_nodes):
-            c = node_free[n]
-            for k in range(rows.shape[1]):
-                c += rows[r, k] * held_by[k, n]
-            for lv in range(n_levels):
-                w = on_level[lv, n]
-                if w:
-                    for t in range(n_tp):
-                        totals[r, lv * n_tp + t] += w * by_free[c, t]
-    return True, totals
+        return False, np.zeros((0, on_level.shape[0] * by_free.shape[1]), dtype=np.int64)
+    return True, _usable_totals(node_free, rows, held_by, on_level, by_free)
 
 
 @njit
