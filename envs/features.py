@@ -296,7 +296,9 @@ def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
     # Placement columns: per geometry (cached until the allocation changes), then per job.
     per_geometry: dict[int, tuple] = per_alloc(state).setdefault("placement_columns", {})
     constants = job_constants(state)
-    for i in cset.mask[:-1].nonzero()[0].tolist():
+    valid = cset.valid_placements()
+    rows = []
+    for i in valid:
         cd = cset.candidates[i]
         g = cd.geometry
         hit = per_geometry.get(id(g))
@@ -306,9 +308,11 @@ def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
         rate, eff, interf, min_speed = rate_if_started(state, g, constants[cd.job_id])
         victims = cd.victims
         lost = log_scale(float(state.preemption_cost_gpu_s(np.array(victims)).sum())) if victims else 0.0
-        feats[i, _ROW_BLOCK.start : _PLACEMENT_BLOCK.stop] = _ROW_PREFIX[cd.rule] + (
+        rows.append(_ROW_PREFIX[cd.rule] + (
             rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, min(len(victims) / 4.0, 1.0), min_speed,
-            log_scale(rem[i // R] / max(rate, 1e-6)))
+            log_scale(rem[i // R] / max(rate, 1e-6))))
+    if rows:  # one assignment for every valid row (float64 -> float32 as a row-by-row assignment casts)
+        feats[valid, _ROW_BLOCK.start : _PLACEMENT_BLOCK.stop] = rows
     w = cset.wait_index
     feats[w, _C["valid"]] = float(cset.mask[w])
     feats[w, _C["is_wait"]] = 1.0
