@@ -2,7 +2,8 @@
 
 Some of the simulator's and the candidate layer's inner loops have a compiled twin in
 envs.kernels (numba, `cache=True`: compiled once per machine and kept on disk next to the
-module, in `__pycache__`). Each call site keeps its plain-Python/numpy code as the reference and
+module, in `__pycache__`, or under NUMBA_CACHE_DIR; where no cache location is writable, once
+per process). Each call site keeps its plain-Python/numpy code as the reference and
 takes the kernel only while `ENABLED` is true; both give bit-for-bit the same results (the
 kernels do the same floating-point operations in the same order, numpy's pairwise summation
 included), which tests/test_kernels.py checks kernel by kernel and episode by episode.
@@ -31,7 +32,10 @@ def njit(fn):
     plain Python (then no call site takes it: ENABLED is false)."""
     if numba is None:
         return fn
-    return numba.njit(cache=True, nogil=True)(fn)
+    try:
+        return numba.njit(cache=True, nogil=True)(fn)
+    except RuntimeError:  # no writable cache location (a read-only install, no NUMBA_CACHE_DIR): compile per process
+        return numba.njit(nogil=True)(fn)
 
 
 def set_enabled(flag: bool) -> bool:
