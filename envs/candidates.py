@@ -331,39 +331,30 @@ class _Candidates(Sequence):
             return self._all()[i]
         cd = items[i]
         if cd is None:
-            n = len(items)
-            k = i + n if i < 0 else i
-            slot, rule = divmod(k, len(RULES))
-            if k == n - 1:
-                cd = _WAIT if self._mask[k] else _NO_WAIT
-            elif slot >= len(self._window):
-                cd = _EMPTY_SLOTS[k - len(self._window) * len(RULES)]
-            else:
-                valid = bool(self._mask[k])
-                cd = Candidate(self._window[slot], rule, valid, self._placer if valid else None)
-            items[k] = cd
+            k = i + len(items) if i < 0 else i
+            cd = items[k] = self._make(k)
         return cd
 
     def __iter__(self):
         return iter(self._all())
+
+    def _make(self, k: int) -> Candidate:
+        items, R, nw = self._items, len(RULES), len(self._window)
+        if k == len(items) - 1:
+            return _WAIT if self._mask[k] else _NO_WAIT
+        if k >= nw * R:
+            return _EMPTY_SLOTS[k - nw * R]
+        valid = bool(self._mask[k])
+        return Candidate(self._window[k // R], k % R, valid, self._placer if valid else None)
 
     def _all(self) -> list[Candidate]:
         """Every candidate, made now where not yet (for slices and iteration)."""
         items = self._items
         if not self._complete:
             self._complete = True
-            R, placer, window = len(RULES), self._placer, self._window
-            valid = self._mask.tolist()
-            nw = len(window)
             for k, cd in enumerate(items):
                 if cd is None:
-                    if k == len(items) - 1:
-                        cd = _WAIT if valid[k] else _NO_WAIT
-                    elif k >= nw * R:
-                        cd = _EMPTY_SLOTS[k - nw * R]
-                    else:
-                        cd = Candidate(window[k // R], k % R, valid[k], placer if valid[k] else None)
-                    items[k] = cd
+                    items[k] = self._make(k)
         return items
 
 

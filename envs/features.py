@@ -281,7 +281,7 @@ def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
     # Job columns, the same on each rule's row of a window slot.
     window = np.array(cset.window, dtype=np.int64)
     nw = len(window)
-    rem = state.remaining_estimate_s(window).tolist()
+    rem = cset.remaining_estimates()
     if nw:
         done = state.work_done_s[window].tolist()
         wait = (now - state.queued_since_s[window] + state.wait_s[window]).tolist()

@@ -112,18 +112,15 @@ def integrate_running(run, dt, restoring, rate, overhead_left, work_left, work_d
                       attained_gpu_s, run_s, interference_loss_s, interference):
     """The running jobs' part of Simulator._integrate over `dt`: restore time paid before
     progress, progress capped at the work left, attained service, run time and interference
-    loss. Returns (useful reference GPU-s done, how many still owe restore time)."""
+    loss. Returns the useful reference GPU-s done."""
     n = len(run)
     useful = np.empty(n)
-    owing = 0
     for i in range(n):
         j = run[i]
         if restoring:
             left = overhead_left[j]
             overhead = min(left, dt)
             overhead_left[j] = left - overhead
-            if overhead_left[j] > 0:
-                owing += 1
             progress = (dt - overhead) * rate[j]
         else:
             progress = dt * rate[j]
@@ -136,7 +133,7 @@ def integrate_running(run, dt, restoring, rate, overhead_left, work_left, work_d
         attained_gpu_s[j] += gpus_req[j] * dt
         run_s[j] += dt
         interference_loss_s[j] += (1.0 - interference[j]) * dt
-    return pairwise_sum(useful), owing
+    return pairwise_sum(useful)
 
 
 @njit
@@ -357,7 +354,7 @@ def _best_fit(free, need):
 
 
 @njit
-def node_take(free, need, tp, rule, node_type, num_types, node_speed, uniform_speed):
+def node_take(free, need, tp, rule, node_type, num_types, node_speed):
     """envs.placement._node_take but the topology rule's search over switch domains: per node,
     how many of the available GPUs `free` the rule gives a gang of `need` GPUs in TP groups of
     `tp`. Returns (status, nodes, counts, free): status 0 no placement; 1 `counts[i]` GPUs on
@@ -388,13 +385,9 @@ def node_take(free, need, tp, rule, node_type, num_types, node_speed, uniform_sp
         total = 0
         for n in range(n_nodes):
             total += units[n]
-        if rule == BINPACK:
-            b = _best_fit(units, left_units)
-            if b >= 0:
-                nodes[0], counts[0] = b, left_units * tp
-                return 1, nodes[:1], counts[:1], free
-            if total < left_units:
-                return 0, nodes[:0], counts[:0], free
+        if total < left_units:
+            return 0, nodes[:0], counts[:0], free
+        if rule == BINPACK:  # the loop's first pass is the best-fit single node
             k = 0
             while left_units > 0:
                 b = _best_fit(units, left_units)
@@ -412,8 +405,6 @@ def node_take(free, need, tp, rule, node_type, num_types, node_speed, uniform_sp
                 units[m] = 0
             return 1, nodes[:k], counts[:k], free
         # SPREAD: each unit to the node with the most left, lowest id on ties; nodes in id order.
-        if total < left_units:
-            return 0, nodes[:0], counts[:0], free
         taken = np.zeros(n_nodes, dtype=np.int64)
         for _ in range(left_units):
             m = 0
@@ -428,17 +419,13 @@ def node_take(free, need, tp, rule, node_type, num_types, node_speed, uniform_sp
                 nodes[k], counts[k] = n, taken[n] * tp
                 k += 1
         return 1, nodes[:k], counts[:k], free
-    # The topology rule: the best single node first (fastest, then tightest, then lowest id).
+    # The topology rule: the best single node first (fastest, then tightest, then lowest id; on
+    # a cluster of one speed, the reference's best fit).
     best = -1
     for n in range(n_nodes):
-        if free[n] >= need:
-            if best < 0:
-                best = n
-            elif uniform_speed:
-                if free[n] < free[best]:
-                    best = n
-            elif node_speed[n] > node_speed[best] or (node_speed[n] == node_speed[best] and free[n] < free[best]):
-                best = n
+        if free[n] >= need and (best < 0 or node_speed[n] > node_speed[best]
+                                or (node_speed[n] == node_speed[best] and free[n] < free[best])):
+            best = n
     if best >= 0:
         nodes[0], counts[0] = best, need
         return 1, nodes[:1], counts[:1], free

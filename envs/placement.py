@@ -252,9 +252,8 @@ def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
 def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
     """Per node, how many of its eligible available GPUs (`free`) the rule gives the gang."""
     if _jit.ENABLED:
-        lists = c.node_lists
         status, nodes, counts, typed = _kernels.node_take(np.array(free, dtype=np.int64), need, tp, rule, c.node_gpu_type,
-                                                          lists.num_types, c.node_speed, lists.uniform_speed)
+                                                          c.node_lists.num_types, c.node_speed)
         if status == 1:
             return dict(zip(nodes.tolist(), counts.tolist()))
         return None if status == 0 else _topology_domains(c, typed, need, tp)

@@ -661,13 +661,12 @@ class Simulator:
         self.allocated_gpu_s += self.ledger.allocated_gpus * dt
         run = self.running
         if len(run) and _jit.ENABLED:
-            useful, owing = _kernels.integrate_running(
+            self.useful_work_s += _kernels.integrate_running(
                 run, dt, bool(self._restoring), self.rate, self.overhead_left, self.work_left, self.work_done,
                 self.work_total, self.gpus_req, self.attained_gpu_s, self.run_s, self.interference_loss_s,
                 self.interference)
-            self.useful_work_s += useful
             if self._restoring:
-                self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0} if owing else set()
+                self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0}
         elif len(run):
             rate = self.rate[run]
             if self._restoring:  # restore time is paid before progress
