@@ -173,19 +173,14 @@ def _usable_totals(node_free, weights, held, on_level, by_free):
 
 @njit
 def class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need):
-    """Per class (`positions` and `need` hold its entries without, then with preemption): its gang
-    fits in whole TP groups now; only after preemption; either (envs.window.class_fits: need <=
-    (on_level @ by_free[counts]).take(positions), counts = node_free + lower @ node_preemptible.T)."""
+    """Per (class, without then with preemption) entry of `positions`: the class's gang fits in
+    whole TP groups (envs.window.class_fits: need <= (on_level @ by_free[counts]).take(positions),
+    counts = node_free + lower @ node_preemptible.T)."""
     totals = _usable_totals(node_free, lower, node_preemptible.T, on_level, by_free).ravel()
-    n = len(positions) // 2
-    aligned = np.empty(n, dtype=np.bool_)
-    preempt = np.empty(n, dtype=np.bool_)
-    either = np.empty(n, dtype=np.bool_)
-    for i in range(n):  # per class: fits now; fits only after preempting; either
-        aligned[i] = need[i] <= totals[positions[i]]
-        preempt[i] = not aligned[i] and need[n + i] <= totals[positions[n + i]]
-        either[i] = aligned[i] or preempt[i]
-    return aligned, preempt, either
+    out = np.empty(len(positions), dtype=np.bool_)
+    for i in range(len(positions)):
+        out[i] = need[i] <= totals[positions[i]]
+    return out
 
 
 @njit
@@ -198,23 +193,6 @@ def feasible_of(queue, job_class, class_ok):
             out[k] = j
             k += 1
     return out[:k]
-
-
-@njit
-def any_feasible_since(queue, enqueue_seq, last_seq, job_class, class_ok, newly_ok, any_newly):
-    """Some queued job's class is feasible, given that none was when the queue's last job had
-    rank `last_seq` (envs.window.any_feasible): a job queued since (rank above it, at the back)
-    whose class is feasible (`class_ok`), or an older one whose class became so (`newly_ok`)."""
-    start = len(queue)
-    while start > 0 and enqueue_seq[queue[start - 1]] > last_seq:
-        start -= 1
-        if class_ok[job_class[queue[start]]]:
-            return True
-    if any_newly:
-        for i in range(start):
-            if newly_ok[job_class[queue[i]]]:
-                return True
-    return False
 
 
 @njit

@@ -147,14 +147,13 @@ def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     # its free GPUs and, in row p, also those held by preemptible jobs of priority < p (row 0:
     # free alone): per node from a lookup by that count, summed over the nodes of each level.
     if _jit.ENABLED:
-        hit = _kernels.class_fits(state.node_free, state.node_preemptible, lower, on_level, by_free, positions, need)
+        fits = _kernels.class_fits(state.node_free, state.node_preemptible, lower, on_level, by_free, positions, need)
     else:
         counts = state.node_free + lower @ state.node_preemptible.T  # (priorities, nodes)
         fits = need <= (on_level @ by_free[counts]).take(positions)  # (priorities, levels, TP degrees), read per class
-        fits_aligned = fits[:n_classes]
-        fits_preempt = fits[n_classes:] & ~fits_aligned
-        hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt)
-    cache["class_fits"] = hit = (*hit, m)
+    fits_aligned = fits[:n_classes]
+    fits_preempt = fits[n_classes:] & ~fits_aligned
+    cache["class_fits"] = hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt, len(state.num_gpus))
     return hit
 
 
@@ -171,41 +170,6 @@ def feasible_queue(state: ClusterState) -> np.ndarray:
             feasible = q[class_fits(state)[2][job_classes(state)[q]]]
         cache["feasible_queue"] = feasible
     return feasible
-
-
-def any_feasible(state: ClusterState) -> bool:
-    """`len(feasible_queue(state)) > 0`, without walking the queue when the last answer on this
-    state object was no: nothing was feasible then, so a job is now only if it was queued since
-    (it is at the back of the queue, with a higher rank) and its class is feasible, or its class
-    was not feasible then and is now. An event loop asks after every event, and on a long queue
-    that nothing fits (the Philly trace queues ~6,000 jobs) most answers are no."""
-    hit = per_state(state).get("feasible_queue")
-    if hit is not None:
-        return len(hit) > 0
-    fits = class_fits(state)[2]
-    memo = per_jobs(state)
-    last = memo.get("infeasible_at")  # (class feasibility, rank of the last queued job) at the last no
-    q = state.queue
-    if last is None:
-        found = len(feasible_queue(state)) > 0
-    else:
-        was, last_seq = last
-        if fits is was:  # the same allocation and classes: only jobs queued since can fit
-            newly, any_newly = fits, False
-        else:
-            newly = fits.copy()
-            newly[: len(was)] &= ~was  # classes made since `was` had no queued job then
-            any_newly = bool(newly.any())
-        if _jit.ENABLED:
-            found = _kernels.any_feasible_since(q, state.enqueue_seq, last_seq, job_classes(state), fits, newly, any_newly)
-        else:
-            seq, start = state.enqueue_seq, len(q)
-            while start and seq[q[start - 1]] > last_seq:
-                start -= 1
-            cls = job_classes(state)
-            found = bool(fits[cls[q[start:]]].any() or (any_newly and newly[cls[q[:start]]].any()))
-    memo["infeasible_at"] = None if found else (fits, int(state.enqueue_seq[q[-1]]) if len(q) else -1)
-    return found
 
 
 def fit_status(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -377,7 +341,7 @@ def las_only_queue(state: ClusterState) -> np.ndarray:
 def can_place(state: ClusterState) -> bool:
     """Some queued job has a valid placement (a real choice): it fits now, after preempting
     lower-priority jobs, or by preempt-las."""
-    return any_feasible(state) or bool(len(las_only_queue(state)))
+    return bool(len(feasible_queue(state)) or len(las_only_queue(state)))
 
 
 def candidate_window(state: ClusterState, queue_window: int) -> list[int]:

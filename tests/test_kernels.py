@@ -4,7 +4,6 @@ shipped cluster, the two paths run in one process with `envs.jit.reference_path(
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 
 import numpy as np
@@ -168,35 +167,3 @@ def test_gangsched_jit_0_and_a_machine_without_numba_run_the_reference_path():
     no_numba = "import sys; sys.modules['numba'] = None\n" + _DIGEST_CODE  # `import numba` raises ImportError
     assert _in_fresh_process(no_numba) == f"False False {expect}"
     assert _in_fresh_process(_DIGEST_CODE) == f"True True {expect}"
-
-
-@pytest.mark.parametrize("scenario,num_jobs", [("slo-preempt", 120), ("philly", 400)])
-def test_any_feasible_answers_as_a_full_scan_of_the_queue(scenario, num_jobs):
-    """The event loop's incremental question (is some queued job feasible?) against a scan of
-    the whole queue, after every event of episodes with preemptions (re-queued jobs) and with
-    long queues, on both paths."""
-    from envs.candidates import apply_candidate
-    from envs.env import GpuClusterEnv
-    from envs.replay import advance_to_decision
-    from envs.window import any_feasible, class_fits, job_classes
-
-    for reference in (False, True):
-        env = GpuClusterEnv(scenario=scenario, num_jobs=num_jobs)
-        env.reset(seed=3)
-        sim, rng = env.sim, np.random.default_rng(0)
-        answers = {True: 0, False: 0}
-        with jit.reference_path() if reference else contextlib.nullcontext():
-            while not sim.done:
-                state = sim.decision_state()
-                if sim.queue_len:
-                    found = any_feasible(state)
-                    q = state.queue
-                    assert found == bool(class_fits(state)[2][job_classes(state)[q]].any())
-                    answers[found] += 1
-                    if found and rng.random() < 0.7:  # start something (or, sometimes, let time pass)
-                        cset = advance_to_decision(sim, env.queue_window)
-                        valid = np.flatnonzero(cset.mask)
-                        apply_candidate(sim, cset, int(valid[rng.integers(len(valid))]))
-                        continue
-                sim.advance()
-        assert answers[True] > 50 and answers[False] > 50, answers
