@@ -171,7 +171,7 @@ _PPO_TYPES: dict[str, tuple] = {
 }
 _POLICY_TYPES: dict[str, tuple] = {
     "d_model": (int,), "n_heads": (int,), "n_layers": (int,), "encoder_hidden": (list,), "head_hidden": (list,),
-    "value_hidden": (list,), "ffn_dim": (int, type(None)), "dropout": (float,),
+    "value_hidden": (list,), "ffn_dim": (int, type(None)), "dropout": (float,), "packed": (bool,),
 }
 _BC_TYPES: dict[str, tuple] = {"baseline": (str,), "episodes": (int,), "epochs": (int,), "batch_size": (int,), "learning_rate": (float,)}
 _DISTILL_TYPES: dict[str, tuple] = {

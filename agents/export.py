@@ -104,7 +104,7 @@ def _serving_graph(scorer):
             self.scorer = scorer
 
         def forward(self, candidates: th.Tensor, global_features: th.Tensor, mask: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-            logits, value = self.scorer(candidates, global_features, mask)
+            logits, value = self.scorer.forward_dense(candidates, global_features, mask)  # packed or not: a fixed-shape graph
             # As CandidateScoringPolicy._distribution -> MaskableCategoricalDistribution.apply_masking.
             masked = th.where(mask, logits, th.full_like(logits, MASKED_LOGIT))
             return masked, value.squeeze(-1)

@@ -235,3 +235,29 @@ def test_metadata_outside_a_run_directory(tmp_path: Path) -> None:
     assert _run_dir(tmp_path.parent / "model.zip") is None
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None
     assert _git_commit(None) == head
+
+
+def test_a_packed_model_exports_the_dense_graph(tmp_path: Path) -> None:
+    """A model trained with `packed: true` exports (the fixed-shape dense graph of the same
+    weights) and onnxruntime scores as its torch policy does."""
+    env = DummyVecEnv([lambda: GpuClusterEnv(cluster="h100-4node", num_jobs=12, queue_window=8)])
+    model = MaskablePPO(CandidateScoringPolicy, env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu",
+                        policy_kwargs=dict(POLICY, packed=True, feature_schema_version=FEATURE_SCHEMA_VERSION))
+    model.learn(32)
+    with th.no_grad():
+        th.nn.init.normal_(model.policy.scorer.score_head[-1].weight, std=0.3)
+    model.save(tmp_path / "model.zip")
+    r = run_export(str(tmp_path / "model.zip"), "--out", str(tmp_path / "export"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    obs = collect_observations("mixed-64gpu", 30, 8, 200)
+    mask = obs[MASK_KEY].astype(bool)
+    logits, value = OnnxPolicy(tmp_path / "export").score(obs[CANDIDATES_KEY], obs[GLOBAL_KEY], obs[MASK_KEY])
+    policy = load_model(tmp_path / "model.zip", device="cpu").policy
+    assert policy.scorer.packed
+    tensors, _ = policy.obs_to_tensor(obs)
+    with th.no_grad():
+        torch_logits, torch_value = policy.scorer(tensors[CANDIDATES_KEY].float(), tensors[GLOBAL_KEY].float(), tensors[MASK_KEY].bool())
+    assert np.abs(logits[mask] - torch_logits.numpy()[mask]).max() <= 1e-5
+    assert np.abs(value - torch_value.numpy()[:, 0]).max() <= 1e-5
+    np.testing.assert_array_equal(OnnxPolicy(tmp_path / "export").act(obs[CANDIDATES_KEY], obs[GLOBAL_KEY], mask),
+                                  policy.predict(obs, deterministic=True)[0])
