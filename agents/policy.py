@@ -176,9 +176,9 @@ class CandidateScorer(nn.Module):
             x = x + layer.dropout2(layer.linear2(layer.dropout(layer.activation(layer.linear1(layer.norm2(x))))))
         x = self.final_norm(x)
         mean = x.new_zeros(n_obs, d_model).index_add_(0, obs_of, x) / counts.to(x.dtype).unsqueeze(-1)
-        slots = x.new_full((n_obs, width, d_model), th.finfo(x.dtype).min)
-        slots[at] = x
-        pooled = th.cat([mean, slots.amax(dim=1)], dim=-1)
+        padded = x.new_full((n_obs, width, d_model), th.finfo(x.dtype).min)
+        padded[at] = x
+        pooled = th.cat([mean, padded.amax(dim=1)], dim=-1)
         logits = x.new_zeros(n_obs, n_candidates)
         logits[obs_of, row_of] = self.score_head(th.cat([x, pooled[obs_of]], dim=-1)).squeeze(-1)
         return logits, self.value(pooled, global_features)
