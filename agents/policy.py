@@ -329,20 +329,15 @@ class CandidateScoringPolicy(MaskableActorCriticPolicy):
     def get_distribution(
         self, obs: PyTorchObs, action_masks: np.ndarray | None = None
     ) -> MaskableCategoricalDistribution:
-        """Masked action distribution, without computing the value."""
+        """Masked action distribution (the scorer's pass, dense or packed)."""
         candidates, global_features, mask = self._split(obs)
-        if self.scorer.packed:
-            return self._distribution(self.scorer.forward_packed(candidates, global_features, mask)[0], mask, action_masks)
-        h, pooled = self.scorer.encode(candidates, global_features, mask)
-        return self._distribution(self.scorer.logits(h, pooled), mask, action_masks)
+        logits, _ = self.scorer(candidates, global_features, mask)
+        return self._distribution(logits, mask, action_masks)
 
     def predict_values(self, obs: PyTorchObs) -> th.Tensor:
-        """State values (B, 1), without computing the logits."""
+        """State values (B, 1) (the scorer's pass, dense or packed)."""
         candidates, global_features, mask = self._split(obs)
-        if self.scorer.packed:
-            return self.scorer.forward_packed(candidates, global_features, mask)[1]
-        _, pooled = self.scorer.encode(candidates, global_features, mask)
-        return self.scorer.value(pooled, global_features)
+        return self.scorer(candidates, global_features, mask)[1]
 
     def obs_to_tensor(self, observation: dict[str, np.ndarray]) -> tuple[PyTorchObs, bool]:  # type: ignore[override]
         """SB3's conversion, except that K may differ from the policy's observation space.
