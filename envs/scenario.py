@@ -10,7 +10,7 @@ on scenario Y" means one thing:
     queue_window: 8
     max_checkpoint_s: 60
     objective: {avg_jct: 0.0, weighted_jct: 1.0, slo_misses: 4.0, ...}   # envs.objective
-    seeds: {test: 0-9, validation: 100-104}
+    seeds: {test: 0-9, validation: 100-119}
     lookahead: {k: 3, preempt_k: 2, samples: 4, horizon_s: 10800}       # agents.lookahead
 
 Test seeds are for reported results only; validation seeds for model selection and tuning;
@@ -80,7 +80,7 @@ def scenario_from_dict(data: dict, source: str) -> Scenario:
     top.check_keys({"name", "description", "cluster", "workload", "num_jobs", "queue_window", "max_checkpoint_s", "objective", "seeds", "lookahead"})
     seeds = top.sub("seeds", {})
     seeds.check_keys({"test", "validation"})
-    test, validation = _seeds(seeds, "test", "0-9"), _seeds(seeds, "validation", "100-104")
+    test, validation = _seeds(seeds, "test", "0-9"), _seeds(seeds, "validation", "100-119")
     if set(test) & set(validation):
         raise seeds.error("validation", f"shares seeds with test: {sorted(set(test) & set(validation))}")
     la = top.sub("lookahead", {})

@@ -116,7 +116,7 @@ def test_a_mix_is_labelled_round_robin_each_setting_with_its_own_teacher_heurist
     assert [s.name for s in settings] == ["default", "scenario=bursty", "scenario=hetero"]
     assert [s.env_kwargs.get("scenario") for s in settings] == ["default", "bursty", "hetero"]
     assert all(s.env_kwargs["num_jobs"] == 24 for s in settings)  # the config's env section holds for every entry
-    assert settings[2].seeds == (100, 101, 102, 103, 104)  # the scenario's validation seeds
+    assert settings[2].seeds == tuple(range(100, 120))  # the scenario's validation seeds
     # The rollout episodes cycle through the entries; the fourth is the first entry again.
     assert [kw.get("scenario") for kw in cfg.episode_env_kwargs()] == ["default", "bursty", "hetero", "default"]
     vals = [Validation(s.name, s.env_kwargs, s.seeds, eval_setting(s.env_kwargs), h, 1.0)
