@@ -294,6 +294,14 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
         raise ev.error("seeds", str(e)) from None
     if any(s >= 1_000_000 for s in seeds):
         raise ev.error("seeds", "evaluation seeds must be < 1,000,000 (training draws its workloads from there)")
+    if cfg.eval["seeds"] != "auto":  # "auto" takes a scenario's validation seeds, disjoint from its test seeds
+        from envs.scenario import load_scenario
+
+        for name in dict.fromkeys(kw.get("scenario") for kw in [cfg.env_kwargs(), *map(cfg.mix_env_kwargs, cfg.env_mix)]):
+            shared = sorted(set(seeds) & set(load_scenario(name).test_seeds)) if name else []
+            if shared:
+                raise ev.error("seeds", f"shares seeds with scenario {name}'s test seeds: {shared} (selecting on them would make "
+                                        "its test results worthless)")
     if cfg.ppo["batch_size"] > cfg.ppo["n_steps"] * cfg.n_envs:
         raise top.error("ppo.batch_size", f"{cfg.ppo['batch_size']} exceeds n_steps x n_envs = {cfg.ppo['n_steps'] * cfg.n_envs}")
     return cfg

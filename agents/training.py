@@ -8,6 +8,8 @@ A run directory holds:
     model.zip          the best model on the validation seeds (what evaluate.py should load)
     last_model.zip     the weights at the end of training
     eval.json          every periodic evaluation
+    stages/            every evaluated model (NN-STAGE-TIMESTEPS.zip, named by eval.json's "model"), so
+                       that selection can be redone on other seeds without training (agents/reselect.py)
     export/            policy.onnx + policy.json of model.zip, for serving (written by train.py: agents/export.py)
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -144,6 +147,30 @@ class Validation(Setting):
     baseline_objective: float
 
 
+def setting_result(model: MaskablePPO, v: Validation) -> dict:
+    """`model` on the validation seeds of one setting: mean objective and average JCT, and the
+    relative difference of the mean objective to the setting's best baseline."""
+    runs = [run_policy_episode(model, v.setting, s) for s in v.seeds]
+    obj = float(np.mean([m["objective"] for m in runs]))
+    return {"name": v.name, "objective": obj, "avg_jct_s": float(np.mean([m["avg_jct_s"] for m in runs])),
+            "baseline": v.baseline, "baseline_objective": v.baseline_objective,
+            "rel_diff": (obj - v.baseline_objective) / v.baseline_objective}
+
+
+def validation_score(per: list[dict]) -> dict:
+    """The model-selection entry of a model's `setting_result`s (lower "score" is better): on one
+    setting its mean objective; on several the mean over them of the relative difference to each
+    one's best baseline, so that no setting's objective scale outweighs another's. Objective,
+    baseline objective and average JCT are means over the settings."""
+    mean = lambda key: float(np.mean([p[key] for p in per]))  # noqa: E731
+    obj, rel = mean("objective"), mean("rel_diff")
+    entry = {"objective": obj, "avg_jct_s": mean("avg_jct_s"), "baseline": per[0]["baseline"] if len(per) == 1 else "per setting",
+             "baseline_objective": mean("baseline_objective"), "rel_diff": rel, "score": obj if len(per) == 1 else rel}
+    if len(per) > 1:
+        entry["settings"] = per
+    return entry
+
+
 def validations(cfg: TrainConfig) -> list[Validation]:
     """The config's settings (one, or each distinct env_mix entry) with their best baselines."""
     out = []
@@ -183,9 +210,7 @@ class EvalAndCheckpointCallback(BaseCallback):
     """Every `eval_every` steps: evaluate on the validation seeds, keep the best model; every
     `checkpoint_every` steps: write a resumable checkpoint.
 
-    The score that selects the model: on one setting its mean objective; on several (env_mix)
-    the mean over them of the paired relative difference against each one's best baseline, so
-    that no setting's objective scale outweighs another's."""
+    The score that selects the model is `validation_score`'s."""
 
     def __init__(self, cfg: TrainConfig, out: Path, vals: list[Validation], eval_every: int, checkpoint_every: int):
         super().__init__()
@@ -206,36 +231,26 @@ class EvalAndCheckpointCallback(BaseCallback):
 
     def evaluate(self, stage: str = "ppo") -> dict:
         """The model's score on the validation seeds (see the class); the best so far is model.zip.
-        The entry's objective, baseline objective and average JCT are means over the settings."""
+        The entry's objective, baseline objective and average JCT are means over the settings.
+        Every evaluated model is kept in stages/ (the entry's "model")."""
         t0 = time.perf_counter()
-        per = []
-        for v in self.validations:
-            runs = [run_policy_episode(self.model, v.setting, s) for s in v.seeds]
-            obj = float(np.mean([m["objective"] for m in runs]))
-            per.append({"name": v.name, "objective": obj, "avg_jct_s": float(np.mean([m["avg_jct_s"] for m in runs])),
-                        "baseline": v.baseline, "baseline_objective": v.baseline_objective,
-                        "rel_diff": (obj - v.baseline_objective) / v.baseline_objective})
-        mean = lambda key: float(np.mean([p[key] for p in per]))  # noqa: E731
-        obj, avg, base, rel = mean("objective"), mean("avg_jct_s"), mean("baseline_objective"), mean("rel_diff")
-        score = obj if len(per) == 1 else rel
+        entry = validation_score([setting_result(self.model, v) for v in self.validations])
         if getattr(self.model, "_logger", None) is not None:  # not yet set before the first learn()
-            self.logger.record("eval/objective", obj)
-            self.logger.record("eval/baseline_objective", base)
-            self.logger.record("eval/rel_diff_vs_baseline", rel)
-            self.logger.record("eval/avg_jct_h", avg / 3600)
-            if len(per) > 1:
-                for p in per:
-                    self.logger.record(f"eval_setting/{p['name']}/rel_diff_vs_baseline", p["rel_diff"])
-        entry = {"timesteps": int(self.num_timesteps), "stage": stage, "objective": obj, "avg_jct_s": avg,
-                 "baseline": per[0]["baseline"] if len(per) == 1 else "per setting", "baseline_objective": base, "rel_diff": rel,
-                 "score": score, "eval_wall_s": time.perf_counter() - t0}
-        if len(per) > 1:
-            entry["settings"] = per
+            self.logger.record("eval/objective", entry["objective"])
+            self.logger.record("eval/baseline_objective", entry["baseline_objective"])
+            self.logger.record("eval/rel_diff_vs_baseline", entry["rel_diff"])
+            self.logger.record("eval/avg_jct_h", entry["avg_jct_s"] / 3600)
+            for p in entry.get("settings", []):
+                self.logger.record(f"eval_setting/{p['name']}/rel_diff_vs_baseline", p["rel_diff"])
+        name = f"stages/{len(self.history):02d}-{stage}-{int(self.num_timesteps)}.zip"
+        (self.out / "stages").mkdir(exist_ok=True)
+        self.model.save(self.out / name)
+        entry = {"timesteps": int(self.num_timesteps), "stage": stage, **entry, "model": name, "eval_wall_s": time.perf_counter() - t0}
         self.history.append(entry)
         (self.out / "eval.json").write_text(json.dumps(self.history, indent=1))
-        if score < self.best:
-            self.best = score
-            self.model.save(self.out / "model.zip")
+        if entry["score"] < self.best:
+            self.best = entry["score"]
+            shutil.copyfile(self.out / name, self.out / "model.zip")
         return entry
 
     def checkpoint(self) -> None:

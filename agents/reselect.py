@@ -1,0 +1,106 @@
+"""Model selection redone on a finished run, without training.
+
+    python -m agents.reselect runs/NAME [runs/NAME2 ...] [--seeds 100-119] [--workers 2]
+
+train.py keeps every model it evaluates (RUN/stages/, named by eval.json's "model"). This scores
+each of them again by train.py's own rule (agents.training: `setting_result` on each setting's
+validation seeds, `validation_score`), on the run's validation seeds or on `--seeds`, and picks
+the lowest score, the earlier stage on a tie as in training. It writes RUN/reselect.json (the
+seeds, every stage's entry, the pick) and prints the pick. It never changes model.zip: evaluate
+the pick with `evaluate.py --policies ppo=RUN/stages/...zip`.
+
+Seeds are checked as a train config's `eval.seeds` are (agents.config): none may be a scenario's
+test seed. A run made before stages/ existed kept only some of its models: the student of each
+distillation round (distill/student-rK.zip), model.zip and last_model.zip; the pick is then
+among those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from agents.config import train_config_from_dict
+from agents.parallel import run_tasks
+from envs.config import ConfigError
+
+LEGACY_MODELS = ("distill/student-r*.zip", "model.zip", "last_model.zip")
+
+
+def stage_models(run: Path) -> list[str]:
+    """The run's evaluated models, in the order they were evaluated, as paths relative to `run`."""
+    history = json.loads((run / "eval.json").read_text()) if (run / "eval.json").exists() else []
+    if history and all("model" in h for h in history):
+        return [h["model"] for h in history]
+    return [str(p.relative_to(run)) for pattern in LEGACY_MODELS for p in sorted(run.glob(pattern))]
+
+
+def _setting_result(task: tuple) -> dict:
+    """One model on one setting's validation seeds (a worker task: everything in it pickles)."""
+    import torch as th
+
+    from agents.policy import load_model
+    from agents.training import Validation, eval_setting, setting_result
+
+    th.set_num_threads(1)
+    path, name, env_kwargs, seeds, baseline, baseline_objective = task
+    v = Validation(name, env_kwargs, tuple(seeds), eval_setting(env_kwargs), baseline, baseline_objective)
+    return setting_result(load_model(path, device="cpu"), v)
+
+
+def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print) -> dict:
+    """Score every stage model of `run` (its config, validation seeds or `seeds`); write and
+    return reselect.json's content. ConfigError names a bad run directory or seeds."""
+    from agents.training import validations, validation_score
+
+    config = run / "config.yaml"
+    if not config.is_file():
+        raise ConfigError(str(run), "", "not a run directory (no config.yaml)")
+    data = yaml.safe_load(config.read_text())
+    if seeds is not None:
+        data.setdefault("eval", {})["seeds"] = seeds
+    cfg = train_config_from_dict(data, f"{config}{' with --seeds ' + seeds if seeds is not None else ''}")
+    models = stage_models(run)
+    if not models:
+        raise ConfigError(str(run), "", "no evaluated models to choose from (no stages/ and no model.zip)")
+    vals = validations(cfg)
+    for v in vals:
+        log(f"{run}: {v.name}: validation seeds {v.seeds[0]}-{v.seeds[-1]} ({len(v.seeds)}), best baseline '{v.baseline}' "
+            f"{v.baseline_objective:.4g}")
+    tasks = [(str(run / m), v.name, v.env_kwargs, list(v.seeds), v.baseline, v.baseline_objective) for m in models for v in vals]
+    t0 = time.perf_counter()
+    results = run_tasks(_setting_result, tasks, workers=workers, desc=f"reselect {run.name}")
+    n = len(vals)
+    entries = [{"model": m, **validation_score(results[i * n:(i + 1) * n])} for i, m in enumerate(models)]
+    pick = min(entries, key=lambda e: e["score"])["model"]  # min keeps the first of equals: the earlier stage
+    out = {"config": str(config), "seeds": {v.name: list(v.seeds) for v in vals}, "stages": entries, "pick": pick,
+           "wall_s": time.perf_counter() - t0}
+    (run / "reselect.json").write_text(json.dumps(out, indent=1))
+    for e in entries:
+        log(f"  {e['model']:40s} score {e['score']:.4f}  vs baseline {e['rel_diff']:+.1%}{'   <- pick' if e['model'] == pick else ''}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m agents.reselect", description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="run directories written by train.py")
+    ap.add_argument("--seeds", help="validation seeds (0-9, 100-119, ...); default: the run's own")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes (1)")
+    args = ap.parse_args(argv)
+    try:
+        for run in args.runs:
+            out = reselect(run, args.seeds, args.workers)
+            print(f"{run}: pick {run / out['pick']}")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

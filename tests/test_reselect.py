@@ -1,0 +1,74 @@
+"""Model selection redone without training (agents/reselect.py) on a tiny run's kept stages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from agents.config import train_config_from_dict
+from envs.config import ConfigError
+from tests.test_train import REPO, run_train, write_config
+
+
+def params(path):
+    from agents.policy import load_model
+
+    return load_model(path, device="cpu").policy.state_dict()
+
+
+def reselect(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agents.reselect", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_a_run_keeps_every_evaluated_model_and_reselection_on_its_own_seeds_reproduces_its_choice(tmp_path):
+    out = tmp_path / "run"
+    r = run_train("--config", str(write_config(tmp_path, total_timesteps=192)), "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    history = json.loads((out / "eval.json").read_text())
+    assert len(history) >= 3
+    names = [h["model"] for h in history]
+    assert all((out / n).is_file() for n in names) and len(set(names)) == len(names)
+    assert sorted(str(p.relative_to(out)) for p in (out / "stages").iterdir()) == sorted(names)
+    best = min(history, key=lambda h: h["score"])
+    chosen = params(out / "model.zip")
+    for k, v in params(out / best["model"]).items():
+        torch.testing.assert_close(chosen[k], v, rtol=0, atol=0)
+    # The stages differ (PPO changed the weights), so the check above can tell them apart.
+    assert any(not torch.equal(a, b) for a, b in zip(params(out / names[0]).values(), params(out / names[-1]).values()))
+
+    r = reselect(str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    again = json.loads((out / "reselect.json").read_text())
+    assert [e["model"] for e in again["stages"]] == names
+    assert [e["score"] for e in again["stages"]] == [h["score"] for h in history]  # the same episodes, the same rule
+    assert again["pick"] == best["model"] and f"pick {out / best['model']}" in r.stdout
+
+    r = reselect(str(out), "--seeds", "501-502", "--workers", "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    other = json.loads((out / "reselect.json").read_text())
+    assert list(other["seeds"].values()) == [[501, 502]]
+    assert other["pick"] == min(other["stages"], key=lambda e: e["score"])["model"]
+    assert (out / "model.zip").is_file() and params(out / "model.zip").keys() == chosen.keys()  # model.zip is left alone
+
+
+def test_reselect_refuses_a_scenario_s_test_seeds_and_a_directory_that_is_no_run(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("scenario: default\n")
+    r = reselect(str(run), "--seeds", "8-12")
+    assert r.returncode == 2 and "eval.seeds: shares seeds with scenario default's test seeds: [8, 9]" in r.stderr
+    r = reselect(str(tmp_path / "nothing"))
+    assert r.returncode == 2 and "not a run directory (no config.yaml)" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("mix", [[], [{}, {"scenario": "hetero"}]])
+def test_a_train_config_may_not_select_on_a_scenario_s_test_seeds(mix):
+    data = {"scenario": "default", "n_envs": 2, "env_mix": mix, "eval": {"seeds": "9,100"}}
+    with pytest.raises(ConfigError, match=r"eval.seeds: shares seeds with scenario default's test seeds: \[9\]"):
+        train_config_from_dict(data, "<test>")
+    train_config_from_dict({**data, "eval": {"seeds": "100-119"}}, "<test>")
