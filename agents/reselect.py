@@ -61,13 +61,21 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print) -
     config = run / "config.yaml"
     if not config.is_file():
         raise ConfigError(str(run), "", "not a run directory (no config.yaml)")
-    data = yaml.safe_load(config.read_text())
+    try:
+        data = yaml.safe_load(config.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(str(config), "", f"not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(config), "", "expected a mapping of config keys")
     if seeds is not None:
         data.setdefault("eval", {})["seeds"] = seeds
     cfg = train_config_from_dict(data, f"{config}{' with --seeds ' + seeds if seeds is not None else ''}")
     models = stage_models(run)
     if not models:
         raise ConfigError(str(run), "", "no evaluated models to choose from (no stages/ and no model.zip)")
+    missing = [m for m in models if not (run / m).is_file()]
+    if missing:
+        raise ConfigError(str(run / "eval.json"), "", f"names models that are not there: {', '.join(missing)}")
     vals = validations(cfg)
     for v in vals:
         log(f"{run}: {v.name}: validation seeds {v.seeds[0]}-{v.seeds[-1]} ({len(v.seeds)}), best baseline '{v.baseline}' "

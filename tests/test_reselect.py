@@ -63,6 +63,12 @@ def test_reselect_refuses_a_scenario_s_test_seeds_and_a_directory_that_is_no_run
     assert r.returncode == 2 and "eval.seeds: shares seeds with scenario default's test seeds: [8, 9]" in r.stderr
     r = reselect(str(tmp_path / "nothing"))
     assert r.returncode == 2 and "not a run directory (no config.yaml)" in r.stderr
+    (run / "eval.json").write_text(json.dumps([{"stage": "ppo", "timesteps": 64, "score": 1.0, "model": "stages/00-ppo-64.zip"}]))
+    r = reselect(str(run))
+    assert r.returncode == 2 and "eval.json: names models that are not there: stages/00-ppo-64.zip" in r.stderr
+    (run / "config.yaml").write_text("scenario: [default\n")
+    r = reselect(str(run))
+    assert r.returncode == 2 and "config.yaml: not valid YAML" in r.stderr
     assert "Traceback" not in r.stderr
 
 
