@@ -297,7 +297,7 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     if cfg.eval["seeds"] != "auto":  # "auto" takes a scenario's validation seeds, disjoint from its test seeds
         from envs.scenario import load_scenario
 
-        for name in dict.fromkeys(kw.get("scenario") for kw in [cfg.env_kwargs(), *map(cfg.mix_env_kwargs, cfg.env_mix)]):
+        for name in dict.fromkeys(st.env_kwargs.get("scenario") for st in cfg.settings()):  # what selection scores
             shared = sorted(set(seeds) & set(load_scenario(name).test_seeds)) if name else []
             if shared:
                 raise ev.error("seeds", f"shares seeds with scenario {name}'s test seeds: {shared} (selecting on them would make "
