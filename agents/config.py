@@ -54,6 +54,7 @@ DISTILL_DEFAULTS: dict[str, Any] = {
     "learning_rate": 1e-3,
     "workers": 2,  # labelling processes (agents.parallel.run_tasks)
     "backend": "local",  # "ray": each labelled episode a Ray task (on the Ray session of a --backend ray run, else Ray started here)
+    "lookahead": {},  # the teacher's search (k, preempt_k, samples, horizon_s, ...) where it differs from each scenario's `lookahead:`
 }
 EVAL_DEFAULTS: dict[str, Any] = {
     "every_timesteps": 50_000,
@@ -176,7 +177,7 @@ _POLICY_TYPES: dict[str, tuple] = {
 _BC_TYPES: dict[str, tuple] = {"baseline": (str,), "episodes": (int,), "epochs": (int,), "batch_size": (int,), "learning_rate": (float,)}
 _DISTILL_TYPES: dict[str, tuple] = {
     "teacher": (str,), "rounds": (int,), "episodes": (int,), "beta_decay": (float,), "temperature": (float,), "epochs": (int,), "batch_size": (int,),
-    "learning_rate": (float,), "workers": (int,), "backend": (str,),
+    "learning_rate": (float,), "workers": (int,), "backend": (str,), "lookahead": (dict,),
 }
 _EVAL_TYPES: dict[str, tuple] = {"every_timesteps": (int,), "seeds": (str, int, list), "baseline": (str,), "baselines": (list,)}
 
@@ -267,6 +268,12 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     cfg.bc = _typed_section(top.sub("bc", {}), _BC_TYPES, BC_DEFAULTS)
     dist = top.sub("distill", {})
     cfg.distill = _typed_section(dist, _DISTILL_TYPES, DISTILL_DEFAULTS)
+    if "lookahead" in dist.data:  # checked as a scenario's is; only the fields given override
+        from envs.scenario import lookahead_from_fields
+
+        la = dist.sub("lookahead")
+        parsed = lookahead_from_fields(la)
+        cfg.distill["lookahead"] = {key: getattr(parsed, key) for key in la.data}
     for key in ("rounds", "episodes", "epochs", "batch_size", "workers"):
         if cfg.distill[key] < (0 if key == "rounds" else 1):
             raise dist.error(key, f"must be >= {0 if key == 'rounds' else 1}, got {cfg.distill[key]}")

@@ -19,9 +19,10 @@ seeds; elsewhere the student clones the best heuristic and PPO has to find the g
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -45,12 +46,16 @@ class LabelTask:
     student: str | None
     beta: float
     gamma: float
+    lookahead: dict = field(default_factory=dict)  # the training config's distill.lookahead (teacher_search)
 
 
-def _lookahead_config(env):
+def teacher_search(scenario, overrides: dict):
+    """The teacher's search settings (envs.scenario.LookaheadConfig): the scenario's (defaults
+    without one), with the training config's `distill.lookahead` fields over them."""
     from envs.scenario import LookaheadConfig
 
-    return env.scenario.lookahead if env.scenario is not None else LookaheadConfig()
+    base = scenario.lookahead if scenario is not None else LookaheadConfig()
+    return dataclasses.replace(base, **overrides) if overrides else base
 
 
 def label_episode(task: LabelTask) -> dict:
@@ -64,7 +69,7 @@ def label_episode(task: LabelTask) -> dict:
     obs, _ = env.reset(seed=task.seed)
     heuristic = make_baseline(task.heuristic, seed=task.seed)
     if task.teacher == "lookahead":
-        teacher = Lookahead(env.sim, env.workload_spec, _lookahead_config(env), env.objective, env.queue_window, clairvoyant=False, seed=task.seed)
+        teacher = Lookahead(env.sim, env.workload_spec, teacher_search(env.scenario, task.lookahead), env.objective, env.queue_window, clairvoyant=False, seed=task.seed)
     else:
         teacher = make_baseline(task.teacher, seed=task.seed)
     student = None
@@ -116,8 +121,8 @@ def label_tasks(cfg, vals: list, teachers: list[str], round_: int, student: str 
     seeds = rng.integers(*TRAIN_SEEDS, size=d["episodes"])
     beta = 1.0 if student is None else float(d["beta_decay"]) ** round_
     n = len(vals)
-    return [LabelTask(vals[i % n].env_kwargs, int(s), teachers[i % n], vals[i % n].baseline, student, beta, float(cfg.ppo["gamma"]))
-            for i, s in enumerate(seeds)]
+    return [LabelTask(vals[i % n].env_kwargs, int(s), teachers[i % n], vals[i % n].baseline, student, beta, float(cfg.ppo["gamma"]),
+                      d["lookahead"]) for i, s in enumerate(seeds)]
 
 
 def aggregate(episodes: list[dict], temperature: float = 0.0) -> tuple[Demonstrations, np.ndarray]:
@@ -171,23 +176,25 @@ def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
     """`distill.teacher` for the setting `v` (agents.training.Validation), with "auto" resolved on
     its validation seeds: the honest lookahead where its mean objective beats the best
     heuristic's, else the best heuristic."""
+    from envs.scenario import load_scenario
+
     teacher = cfg.distill["teacher"]
-    info: dict = {"setting": v.name, "requested": teacher, "heuristic": v.baseline, "heuristic_objective": v.baseline_objective}
+    kw = v.env_kwargs
+    scenario = kw.get("scenario")
+    sc = load_scenario(scenario) if scenario is not None else None
+    search = teacher_search(sc, cfg.distill["lookahead"])
+    info: dict = {"setting": v.name, "requested": teacher, "heuristic": v.baseline, "heuristic_objective": v.baseline_objective,
+                  "lookahead": dataclasses.asdict(search)}
     if teacher != "auto":
         return teacher, info
     from agents.evaluation.policies import SIMULATING, PolicySpec
     from agents.evaluation.runners import RunTask, run_one
 
-    kw = v.env_kwargs
-    scenario = kw.get("scenario")
     cluster, workload = kw.get("cluster"), kw.get("workload")
-    if scenario is not None:
-        from envs.scenario import load_scenario
-
-        sc = load_scenario(scenario)
+    if sc is not None:
         cluster, workload = cluster or sc.cluster, workload or sc.workload
     tasks = [RunTask(PolicySpec("lookahead", SIMULATING, "lookahead"), s, cluster, workload, v.setting.num_jobs, v.setting.queue_window,
-                     keep_trace=False, scenario=scenario) for s in v.seeds]
+                     keep_trace=False, scenario=scenario, lookahead=tuple(cfg.distill["lookahead"].items())) for s in v.seeds]
     t0 = time.perf_counter()
     runs = run_tasks(run_one, tasks, workers=cfg.distill["workers"], desc="teacher check")
     la = float(np.mean([r["run"]["metrics"]["objective"] for r in runs]))

@@ -20,6 +20,7 @@ meet. Each scenario file says in a comment what it stresses and why a real clust
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +76,18 @@ def _seeds(f: Fields, key: str, default: str) -> list[int]:
     return seeds
 
 
+def lookahead_from_fields(la: Fields, base: LookaheadConfig | None = None) -> LookaheadConfig:
+    """A `lookahead:` mapping (a scenario's, or a training config's `distill.lookahead`) checked
+    field by field; the fields it leaves out keep `base`'s (default: LookaheadConfig())."""
+    b = base or LookaheadConfig()
+    la.check_keys({f.name for f in dataclasses.fields(LookaheadConfig)})
+    return LookaheadConfig(
+        k=la.get("k", int, b.k, min_value=1), preempt_k=la.get("preempt_k", int, b.preempt_k, min_value=0),
+        samples=la.get("samples", int, b.samples, min_value=1), horizon_s=la.get("horizon_s", float, b.horizon_s, min_value=1.0),
+        base=la.get("base", str, b.base), min_gain=la.get("min_gain", float, b.min_gain, min_value=0.0),
+    )
+
+
 def scenario_from_dict(data: dict, source: str) -> Scenario:
     top = Fields(data, source, "")
     top.check_keys({"name", "description", "cluster", "workload", "num_jobs", "queue_window", "max_checkpoint_s", "objective", "seeds", "lookahead"})
@@ -83,13 +96,7 @@ def scenario_from_dict(data: dict, source: str) -> Scenario:
     test, validation = _seeds(seeds, "test", "0-9"), _seeds(seeds, "validation", "100-119")
     if set(test) & set(validation):
         raise seeds.error("validation", f"shares seeds with test: {sorted(set(test) & set(validation))}")
-    la = top.sub("lookahead", {})
-    la.check_keys({"k", "preempt_k", "samples", "horizon_s", "base", "min_gain"})
-    lookahead = LookaheadConfig(
-        k=la.get("k", int, 3, min_value=1), preempt_k=la.get("preempt_k", int, 2, min_value=0),
-        samples=la.get("samples", int, 4, min_value=1), horizon_s=la.get("horizon_s", float, 10800.0, min_value=1.0),
-        base=la.get("base", str, "sect"), min_gain=la.get("min_gain", float, 0.0, min_value=0.0),
-    )
+    lookahead = lookahead_from_fields(top.sub("lookahead", {}))
     num_jobs = top.get("num_jobs", (int, type(None)), None)
     if num_jobs is not None and num_jobs < 1:
         raise top.error("num_jobs", f"must be >= 1, got {num_jobs}")

@@ -49,6 +49,7 @@ class RunTask:
     keep_trace: bool  # return the timeline and segments for plots
     scenario: str | None = None  # its objective scores the run; its lookahead settings drive lookaheads
     wait_guard: WaitGuard | None = None  # the policy's bound on WAIT (PolicySpec.wait_guard)
+    lookahead: tuple = ()  # (field, value) pairs over the scenario's lookahead settings (a distillation's teacher check)
 
 
 def workload_sha256(jobs: list[Job]) -> str:
@@ -115,8 +116,11 @@ def _run_episode(task: RunTask) -> tuple[Simulator, int, dict | None]:
         from agents.lookahead import run_lookahead
 
         jobs = make_workload(spec, cluster, task.seed, task.num_jobs)
-        sim, steps, stats = run_lookahead(task.policy.arg, cluster, spec, jobs, task.seed, sc.lookahead if sc else LookaheadConfig(),
-                                          objective, task.queue_window, max_ckpt, wait_guard=task.wait_guard)
+        search = sc.lookahead if sc else LookaheadConfig()
+        if task.lookahead:
+            search = dataclasses.replace(search, **dict(task.lookahead))
+        sim, steps, stats = run_lookahead(task.policy.arg, cluster, spec, jobs, task.seed, search, objective, task.queue_window,
+                                          max_ckpt, wait_guard=task.wait_guard)
         return sim, steps, dataclasses.asdict(stats)
     act = _actor(task.policy.loader, task.policy.arg)
     return (*run_actor(act, cluster, spec, task.seed, task.num_jobs, task.queue_window, objective, max_ckpt, task.wait_guard), None)
