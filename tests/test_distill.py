@@ -86,6 +86,8 @@ def test_beta_one_follows_the_teacher_and_beta_zero_the_student(tmp_path):
         ({"distill": {"teacher": "clairvoyant", "rounds": 1}}, "distill.teacher: 'clairvoyant' is not"),
         ({"distill": {"rounds": 1}, "bc": {"episodes": 4}}, "distill.rounds: distillation and bc are two warm starts"),
         ({"distill": {"beta_decay": 1.5}}, "distill.beta_decay: must be in [0, 1]"),
+        ({"distill": {"lookahead": {"samples": 0}}}, "distill.lookahead.samples: must be >= 1"),
+        ({"distill": {"lookahead": {"sample": 8}}}, "distill.lookahead.sample: unknown key"),
         ({"scenario": "no-such-scenario", "cluster": None, "workload": None}, "scenario"),
     ],
 )
@@ -132,6 +134,37 @@ def test_a_mix_is_labelled_round_robin_each_setting_with_its_own_teacher_heurist
     (only,) = single.settings()
     one = label_tasks(single, [Validation(only.name, only.env_kwargs, only.seeds, vals[0].setting, "sect", 1.0)], ["lookahead"], 0, None)
     assert [t.seed for t in one] == [t.seed for t in tasks]
+
+
+def test_distill_lookahead_sets_the_teachers_search_over_the_scenarios_for_labels_and_the_teacher_check():
+    from agents.distill import choose_teacher, label_tasks, teacher_search
+    from agents.evaluation.policies import SIMULATING, PolicySpec
+    from agents.evaluation.runners import RunTask, run_one
+    from agents.training import Validation, eval_setting
+    from envs.scenario import load_scenario
+
+    cfg = _mix_config(env_mix=[], distill={"teacher": "lookahead", "rounds": 1, "episodes": 1, "lookahead": {"samples": 1}})
+    assert cfg.distill["lookahead"] == {"samples": 1}
+    (only,) = cfg.settings()
+    v = Validation(only.name, only.env_kwargs, only.seeds, eval_setting(only.env_kwargs), "sect", 1.0)
+    scenario = load_scenario("default").lookahead
+    expected = dict(vars(scenario), samples=1)  # the scenario's k, preempt_k and horizon; one sample
+    assert vars(teacher_search(load_scenario("default"), cfg.distill["lookahead"])) == expected
+    assert choose_teacher(cfg, v, log=lambda _: None)[1]["lookahead"] == expected  # recorded in distill.json
+    # The labels: a one-sample teacher leaves sect on any mean gain (no standard error to beat),
+    # so its labels differ from the scenario's four-sample teacher's on the same workload.
+    (task,) = label_tasks(cfg, [v], ["lookahead"], 0, None)
+    assert task.lookahead == {"samples": 1}
+    one = label_episode(task)
+    four = label_episode(LabelTask(SMALL, task.seed, "lookahead", "sect", None, 1.0, 0.97))
+    assert len(one["labels"]) != len(four["labels"]) or (one["labels"] != four["labels"]).any()
+    # The teacher check's episodes: rollouts = candidates x samples, so with samples 1 and 3 the
+    # counts differ by the samples' ratio wherever the searched decisions are the same.
+    spec = PolicySpec("lookahead", SIMULATING, "lookahead")
+    search = {n: run_one(RunTask(spec, 100, "mixed-64gpu", "llm-mix", 12, 8, keep_trace=False, scenario="default",
+                                 lookahead=(("samples", n), ("k", 1), ("preempt_k", 0))))["run"]["search"] for n in (1, 3)}
+    assert search[1]["rollouts"] > 0 and search[3]["rollouts"] % 3 == 0
+    assert search[3]["rollouts"] != search[1]["rollouts"]
 
 
 def test_a_mix_run_is_selected_on_the_mean_paired_difference_over_its_settings(tmp_path):
