@@ -176,8 +176,6 @@ def parse_config(argv: list[str]) -> EvalConfig:
         if given:
             raise UsageError(f"{given[0]} conflicts with --scenario (the scenario fixes it)")
         scenario = load_scenario(args.scenario)
-        if scenario.lookahead.base not in BASELINES:
-            raise ConfigError(scenario.source, "lookahead.base", f"unknown baseline '{scenario.lookahead.base}' (known: {', '.join(BASELINES)})")
         args.cluster, args.workload, args.queue_window = scenario.cluster, scenario.workload, scenario.queue_window
         args.num_jobs = args.num_jobs if args.num_jobs is not None else scenario.num_jobs
         args.seeds = args.seeds or ",".join(map(str, scenario.test_seeds))

@@ -79,12 +79,17 @@ def _seeds(f: Fields, key: str, default: str) -> list[int]:
 def lookahead_from_fields(la: Fields, base: LookaheadConfig | None = None) -> LookaheadConfig:
     """A `lookahead:` mapping (a scenario's, or a training config's `distill.lookahead`) checked
     field by field; the fields it leaves out keep `base`'s (default: LookaheadConfig())."""
+    from baselines import BASELINES  # here: baselines import envs
+
     b = base or LookaheadConfig()
     la.check_keys({f.name for f in dataclasses.fields(LookaheadConfig)})
+    name = la.get("base", str, b.base)
+    if name not in BASELINES:
+        raise la.error("base", f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
     return LookaheadConfig(
         k=la.get("k", int, b.k, min_value=1), preempt_k=la.get("preempt_k", int, b.preempt_k, min_value=0),
         samples=la.get("samples", int, b.samples, min_value=1), horizon_s=la.get("horizon_s", float, b.horizon_s, min_value=1.0),
-        base=la.get("base", str, b.base), min_gain=la.get("min_gain", float, b.min_gain, min_value=0.0),
+        base=name, min_gain=la.get("min_gain", float, b.min_gain, min_value=0.0),
     )
 
 
