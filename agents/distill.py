@@ -46,16 +46,7 @@ class LabelTask:
     student: str | None
     beta: float
     gamma: float
-    lookahead: dict = field(default_factory=dict)  # the training config's distill.lookahead (teacher_search)
-
-
-def teacher_search(scenario, overrides: dict):
-    """The teacher's search settings (envs.scenario.LookaheadConfig): the scenario's (defaults
-    without one), with the training config's `distill.lookahead` fields over them."""
-    from envs.scenario import LookaheadConfig
-
-    base = scenario.lookahead if scenario is not None else LookaheadConfig()
-    return dataclasses.replace(base, **overrides) if overrides else base
+    lookahead: dict = field(default_factory=dict)  # the training config's distill.lookahead (envs.scenario.lookahead_search)
 
 
 def label_episode(task: LabelTask) -> dict:
@@ -69,7 +60,10 @@ def label_episode(task: LabelTask) -> dict:
     obs, _ = env.reset(seed=task.seed)
     heuristic = make_baseline(task.heuristic, seed=task.seed)
     if task.teacher == "lookahead":
-        teacher = Lookahead(env.sim, env.workload_spec, teacher_search(env.scenario, task.lookahead), env.objective, env.queue_window, clairvoyant=False, seed=task.seed)
+        from envs.scenario import lookahead_search
+
+        teacher = Lookahead(env.sim, env.workload_spec, lookahead_search(env.scenario, task.lookahead), env.objective, env.queue_window,
+                            clairvoyant=False, seed=task.seed)
     else:
         teacher = make_baseline(task.teacher, seed=task.seed)
     student = None
@@ -176,13 +170,13 @@ def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
     """`distill.teacher` for the setting `v` (agents.training.Validation), with "auto" resolved on
     its validation seeds: the honest lookahead where its mean objective beats the best
     heuristic's, else the best heuristic."""
-    from envs.scenario import load_scenario
+    from envs.scenario import load_scenario, lookahead_search
 
     teacher = cfg.distill["teacher"]
     kw = v.env_kwargs
     scenario = kw.get("scenario")
     sc = load_scenario(scenario) if scenario is not None else None
-    search = teacher_search(sc, cfg.distill["lookahead"])
+    search = lookahead_search(sc, cfg.distill["lookahead"])
     info: dict = {"setting": v.name, "requested": teacher, "heuristic": v.baseline, "heuristic_objective": v.baseline_objective,
                   "lookahead": dataclasses.asdict(search)}
     if teacher != "auto":

@@ -93,6 +93,13 @@ def lookahead_from_fields(la: Fields, base: LookaheadConfig | None = None) -> Lo
     )
 
 
+def lookahead_search(scenario: Scenario | None, overrides: dict | None = None) -> LookaheadConfig:
+    """The lookahead's search settings for `scenario` (LookaheadConfig() without one), with
+    `overrides` (field -> value, e.g. a training config's `distill.lookahead`) over them."""
+    base = scenario.lookahead if scenario is not None else LookaheadConfig()
+    return dataclasses.replace(base, **overrides) if overrides else base
+
+
 def scenario_from_dict(data: dict, source: str) -> Scenario:
     top = Fields(data, source, "")
     top.check_keys({"name", "description", "cluster", "workload", "num_jobs", "queue_window", "max_checkpoint_s", "objective", "seeds", "lookahead"})

@@ -138,11 +138,11 @@ def test_a_mix_is_labelled_round_robin_each_setting_with_its_own_teacher_heurist
 
 
 def test_distill_lookahead_sets_the_teachers_search_over_the_scenarios_for_labels_and_the_teacher_check():
-    from agents.distill import choose_teacher, label_tasks, teacher_search
+    from agents.distill import choose_teacher, label_tasks
     from agents.evaluation.policies import SIMULATING, PolicySpec
     from agents.evaluation.runners import RunTask, run_one
     from agents.training import Validation, eval_setting
-    from envs.scenario import load_scenario
+    from envs.scenario import load_scenario, lookahead_search
 
     cfg = _mix_config(env_mix=[], distill={"teacher": "lookahead", "rounds": 1, "episodes": 1, "lookahead": {"samples": 1}})
     assert cfg.distill["lookahead"] == {"samples": 1}
@@ -150,7 +150,7 @@ def test_distill_lookahead_sets_the_teachers_search_over_the_scenarios_for_label
     v = Validation(only.name, only.env_kwargs, only.seeds, eval_setting(only.env_kwargs), "sect", 1.0)
     scenario = load_scenario("default").lookahead
     expected = dict(vars(scenario), samples=1)  # the scenario's k, preempt_k and horizon; one sample
-    assert vars(teacher_search(load_scenario("default"), cfg.distill["lookahead"])) == expected
+    assert vars(lookahead_search(load_scenario("default"), cfg.distill["lookahead"])) == expected
     assert choose_teacher(cfg, v, log=lambda _: None)[1]["lookahead"] == expected  # recorded in distill.json
     # The labels: a one-sample teacher leaves sect on any mean gain (no standard error to beat),
     # so its labels differ from the scenario's four-sample teacher's on the same workload.

@@ -30,7 +30,7 @@ from envs.jobs import JOB_KIND_NAMES, Job
 from envs.metrics import episode_metrics
 from envs.objective import Objective
 from envs.replay import replay
-from envs.scenario import LookaheadConfig, Scenario, load_scenario
+from envs.scenario import Scenario, load_scenario, lookahead_search
 from envs.simulator import SimConfig, Simulator
 from envs.topology import Cluster
 from envs.workload import WorkloadSpec, load_workload_spec, make_workload
@@ -116,9 +116,7 @@ def _run_episode(task: RunTask) -> tuple[Simulator, int, dict | None]:
         from agents.lookahead import run_lookahead
 
         jobs = make_workload(spec, cluster, task.seed, task.num_jobs)
-        search = sc.lookahead if sc else LookaheadConfig()
-        if task.lookahead:
-            search = dataclasses.replace(search, **dict(task.lookahead))
+        search = lookahead_search(sc, dict(task.lookahead))
         sim, steps, stats = run_lookahead(task.policy.arg, cluster, spec, jobs, task.seed, search, objective, task.queue_window,
                                           max_ckpt, wait_guard=task.wait_guard)
         return sim, steps, dataclasses.asdict(stats)
