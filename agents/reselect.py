@@ -23,11 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from agents.config import train_config_from_dict
 from agents.parallel import run_tasks
-from envs.config import ConfigError
+from envs.config import ConfigError, read_yaml
 
 LEGACY_MODELS = ("distill/student-r*.zip", "model.zip", "last_model.zip")
 
@@ -61,12 +59,7 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print) -
     config = run / "config.yaml"
     if not config.is_file():
         raise ConfigError(str(run), "", "not a run directory (no config.yaml)")
-    try:
-        data = yaml.safe_load(config.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(str(config), "", f"not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(str(config), "", "expected a mapping of config keys")
+    data = read_yaml(config)
     if seeds is not None:
         data.setdefault("eval", {})["seeds"] = seeds
     cfg = train_config_from_dict(data, f"{config}{' with --seeds ' + seeds if seeds is not None else ''}")

@@ -76,12 +76,12 @@ def _seeds(f: Fields, key: str, default: str) -> list[int]:
     return seeds
 
 
-def lookahead_from_fields(la: Fields, base: LookaheadConfig | None = None) -> LookaheadConfig:
+def lookahead_from_fields(la: Fields) -> LookaheadConfig:
     """A `lookahead:` mapping (a scenario's, or a training config's `distill.lookahead`) checked
-    field by field; the fields it leaves out keep `base`'s (default: LookaheadConfig())."""
+    field by field; the fields it leaves out keep LookaheadConfig()'s defaults."""
     from baselines import BASELINES  # here: baselines import envs
 
-    b = base or LookaheadConfig()
+    b = LookaheadConfig()
     la.check_keys({f.name for f in dataclasses.fields(LookaheadConfig)})
     name = la.get("base", str, b.base)
     if name not in BASELINES:

@@ -68,7 +68,7 @@ def test_reselect_refuses_a_scenario_s_test_seeds_and_a_directory_that_is_no_run
     assert r.returncode == 2 and "eval.json: names models that are not there: stages/00-ppo-64.zip" in r.stderr
     (run / "config.yaml").write_text("scenario: [default\n")
     r = reselect(str(run))
-    assert r.returncode == 2 and "config.yaml: not valid YAML" in r.stderr
+    assert r.returncode == 2 and "config.yaml: invalid YAML" in r.stderr
     assert "Traceback" not in r.stderr
 
 
