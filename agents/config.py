@@ -55,6 +55,7 @@ DISTILL_DEFAULTS: dict[str, Any] = {
     "workers": 2,  # labelling processes (agents.parallel.run_tasks)
     "backend": "local",  # "ray": each labelled episode a Ray task (on the Ray session of a --backend ray run, else Ray started here)
     "lookahead": {},  # the teacher's search (k, preempt_k, samples, horizon_s, ...) where it differs from each scenario's `lookahead:`
+    "check_cache": True,  # reuse a teacher check that ran before with the same inputs (agents.distill.check_cache_dir)
 }
 EVAL_DEFAULTS: dict[str, Any] = {
     "every_timesteps": 50_000,
@@ -178,6 +179,7 @@ _BC_TYPES: dict[str, tuple] = {"baseline": (str,), "episodes": (int,), "epochs":
 _DISTILL_TYPES: dict[str, tuple] = {
     "teacher": (str,), "rounds": (int,), "episodes": (int,), "beta_decay": (float,), "temperature": (float,), "epochs": (int,), "batch_size": (int,),
     "learning_rate": (float,), "workers": (int,), "backend": (str,), "lookahead": (dict,),
+    "check_cache": (bool,),
 }
 _EVAL_TYPES: dict[str, tuple] = {"every_timesteps": (int,), "seeds": (str, int, list), "baseline": (str,), "baselines": (list,)}
 

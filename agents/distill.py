@@ -14,13 +14,20 @@ one training-range workload seed and gives the same labels in any worker. The st
 worker as a saved model file (`distill/student-rN.zip` in the run folder).
 
 `teacher: auto` distils the lookahead only where it beats the best heuristic on the validation
-seeds; elsewhere the student clones the best heuristic and PPO has to find the gain alone.
+seeds; elsewhere the student clones the best heuristic and PPO has to find the gain alone. That
+check is deterministic and the same for every training seed of a config, so its result is kept
+in a cache file (`check_cache_dir()`) keyed by everything it depends on: the episodes' tasks, the
+scenario, cluster and workload files, the workloads' job lists and the simulator's and the
+lookahead's source. A change to any of them is a new key; `distill.check_cache: false` turns the
+cache off.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +39,9 @@ from agents.parallel import run_tasks
 from envs.env import TRAIN_SEEDS
 
 TEACHER_RNG_TAG = 0xD1A6  # the student/teacher coin flips of a labelling episode
+ROOT = Path(__file__).resolve().parent.parent
+# What a lookahead episode's result depends on, besides its task and config files.
+CHECK_SOURCES = ("envs", "baselines", "agents/lookahead.py", "agents/evaluation")
 
 
 @dataclass(frozen=True)
@@ -166,10 +176,57 @@ def student_actions(model, demos: Demonstrations, chunk: int = 2048) -> np.ndarr
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
+def check_cache_dir() -> Path:
+    """Where teacher checks are cached: $GANGSCHED_CACHE_DIR/teacher-check, else
+    ~/.cache/gangsched/teacher-check."""
+    base = os.environ.get("GANGSCHED_CACHE_DIR") or Path.home() / ".cache" / "gangsched"
+    return Path(base) / "teacher-check"
+
+
+def _source_digest() -> str:
+    digest = hashlib.sha256()
+    for name in CHECK_SOURCES:
+        top = ROOT / name
+        for path in sorted(top.rglob("*")) if top.is_dir() else [top]:
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def check_key(tasks: list) -> str:
+    """The cache key of a teacher check's episodes (agents.evaluation.runners.RunTask): the tasks,
+    the contents of their scenario, cluster and workload files, each seed's job list and the
+    source the simulation runs (CHECK_SOURCES)."""
+    from agents.evaluation.runners import cluster_and_spec, workload_sha256
+    from envs.config import resolve_config
+    from envs.workload import make_workload
+
+    parts: dict = {"tasks": [dataclasses.asdict(t) for t in tasks], "source": _source_digest(), "files": {}, "jobs": []}
+    for t in tasks:
+        for name, kind in ((t.scenario, "scenarios"), (t.cluster, "clusters"), (t.workload, "workloads")):
+            if name is not None and f"{kind}/{name}" not in parts["files"]:
+                parts["files"][f"{kind}/{name}"] = hashlib.sha256(resolve_config(name, kind).read_bytes()).hexdigest()
+        cluster, spec = cluster_and_spec(t.cluster, t.workload)
+        parts["jobs"].append(workload_sha256(make_workload(spec, cluster, t.seed, t.num_jobs)))
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _cached_check(path: Path, n: int) -> list[float] | None:
+    """The objectives of a cached check, or None where there is none or it is unreadable (then
+    the check runs again and rewrites it)."""
+    try:
+        objectives = json.loads(path.read_text())["objectives"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    ok = isinstance(objectives, list) and len(objectives) == n and all(isinstance(o, (int, float)) for o in objectives)
+    return [float(o) for o in objectives] if ok else None
+
+
 def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
     """`distill.teacher` for the setting `v` (agents.training.Validation), with "auto" resolved on
     its validation seeds: the honest lookahead where its mean objective beats the best
-    heuristic's, else the best heuristic."""
+    heuristic's, else the best heuristic. The lookahead's episodes come from the cache
+    (`check_cache_dir()`) where the same check ran before."""
     from envs.scenario import load_scenario, lookahead_search
 
     teacher = cfg.distill["teacher"]
@@ -190,12 +247,25 @@ def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
     tasks = [RunTask(PolicySpec("lookahead", SIMULATING, "lookahead"), s, cluster, workload, v.setting.num_jobs, v.setting.queue_window,
                      keep_trace=False, scenario=scenario, lookahead=tuple(cfg.distill["lookahead"].items())) for s in v.seeds]
     t0 = time.perf_counter()
-    runs = run_tasks(run_one, tasks, workers=cfg.distill["workers"], desc="teacher check")
-    la = float(np.mean([r["run"]["metrics"]["objective"] for r in runs]))
+    cache = check_cache_dir() / f"{check_key(tasks)}.json" if cfg.distill["check_cache"] else None
+    objectives = _cached_check(cache, len(tasks)) if cache is not None else None
+    if objectives is not None:
+        info.update(check_cache=str(cache))
+    else:
+        runs = run_tasks(run_one, tasks, workers=cfg.distill["workers"], desc="teacher check")
+        objectives = [r["run"]["metrics"]["objective"] for r in runs]
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps({"seeds": [t.seed for t in tasks], "objectives": objectives, "setting": v.name,
+                                       "lookahead": info["lookahead"], "wall_s": time.perf_counter() - t0}, indent=1))
+            tmp.replace(cache)  # whole or not at all
+    la = float(np.mean(objectives))
     info.update(lookahead_objective=la, check_wall_s=time.perf_counter() - t0)
     chosen = "lookahead" if la < v.baseline_objective else v.baseline
+    where = f"cached: {cache}" if "check_cache" in info else f"{info['check_wall_s']:.0f} s"
     log(f"teacher check on {len(v.seeds)} validation seeds of {v.name}: lookahead {la:.3f} vs {v.baseline} {v.baseline_objective:.3f} "
-        f"-> distil '{chosen}' ({info['check_wall_s']:.0f} s)")
+        f"-> distil '{chosen}' ({where})")
     return chosen, info
 
 
@@ -263,4 +333,4 @@ def distill(model, cfg, out: Path, vals: list, eval_cb, log=print) -> dict:
     return summary
 
 
-__all__ = ["LabelTask", "aggregate", "choose_teacher", "distill", "label_episode", "label_tasks", "student_actions"]
+__all__ = ["LabelTask", "aggregate", "check_cache_dir", "check_key", "choose_teacher", "distill", "label_episode", "label_tasks", "student_actions"]

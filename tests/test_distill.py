@@ -168,6 +168,38 @@ def test_distill_lookahead_sets_the_teachers_search_over_the_scenarios_for_label
     assert search[3]["rollouts"] != search[1]["rollouts"]
 
 
+def test_the_teacher_check_is_cached_by_its_inputs_and_a_changed_input_or_a_bad_file_runs_it_again(monkeypatch):
+    import agents.distill as distill
+    from agents.training import Validation, eval_setting
+
+    calls = []
+    real = distill.run_tasks
+    monkeypatch.setattr(distill, "run_tasks", lambda fn, tasks, **kw: calls.append(len(tasks)) or real(fn, tasks, **kw))
+
+    def check(**distill_fields):
+        cfg = _mix_config(env_mix=[], env={"num_jobs": 10},
+                          distill={"teacher": "auto", "workers": 1, "lookahead": {"k": 1, "preempt_k": 0, "samples": 1}, **distill_fields})
+        (only,) = cfg.settings()
+        v = Validation(only.name, only.env_kwargs, (100, 101), eval_setting(only.env_kwargs), "sect", 1e9)
+        return distill.choose_teacher(cfg, v, log=lambda _: None)
+
+    teacher, first = check()
+    assert teacher == "lookahead" and calls == [2] and "check_cache" not in first
+    files = list(distill.check_cache_dir().glob("*.json"))
+    assert len(files) == 1
+    _, again = check()  # the same inputs: read, not run
+    assert calls == [2] and again["check_cache"] == str(files[0])
+    assert again["lookahead_objective"] == first["lookahead_objective"]
+    _, other = check(lookahead={"k": 1, "preempt_k": 0, "samples": 2})  # another search: another key
+    assert calls == [2, 2] and "check_cache" not in other and len(list(distill.check_cache_dir().glob("*.json"))) == 2
+    files[0].write_text("{not json")  # a damaged file: the check runs again and rewrites it
+    _, rerun = check()
+    assert calls == [2, 2, 2] and rerun["lookahead_objective"] == first["lookahead_objective"]
+    assert json.loads(files[0].read_text())["objectives"]
+    _, off = check(check_cache=False)
+    assert calls == [2, 2, 2, 2] and "check_cache" not in off
+
+
 def test_a_mix_run_is_selected_on_the_mean_paired_difference_over_its_settings(tmp_path):
     cfg = write_config(
         tmp_path, cluster=None, workload=None, scenario="default", env={"num_jobs": 16}, n_envs=2,
