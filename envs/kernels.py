@@ -148,6 +148,33 @@ def finished_jobs(run, overhead_left, work_left, rate):
     return out[:k]
 
 
+@njit
+def masked_sum(values, mask):
+    """`float(values[mask].sum())` of a 1-D float64 array: the selected entries in order,
+    summed as numpy sums them (envs.power.PowerMeter.update)."""
+    picked = np.empty(len(values))
+    k = 0
+    for i in range(len(values)):
+        if mask[i]:
+            picked[k] = values[i]
+            k += 1
+    return pairwise_sum(picked[:k])
+
+
+@njit
+def queue_position(ids, length, seq, enqueue_seq):
+    """Where the job of enqueue rank `seq` (queued) is in ids[:length], the queue in FIFO order,
+    whose ranks increase along it: a binary search (envs.sim_queue.JobQueue.remove)."""
+    lo, hi = 0, length
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if enqueue_seq[ids[mid]] < seq:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 # ---------------------------------------------------------------------- feasibility and the window
 
 
@@ -173,13 +200,19 @@ def _usable_totals(node_free, weights, held, on_level, by_free):
 
 @njit
 def class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need):
-    """Per (class, without then with preemption) entry of `positions`: the class's gang fits in
-    whole TP groups (envs.window.class_fits: need <= (on_level @ by_free[counts]).take(positions),
-    counts = node_free + lower @ node_preemptible.T)."""
+    """envs.window.class_fits's three rows per class: (fits in whole TP groups now, fits that
+    way only after preemption, either). `positions` and `need` hold the classes' entries without
+    preemption, then with it: fits is need <= (on_level @ by_free[counts]).take(positions),
+    counts = node_free + lower @ node_preemptible.T."""
     totals = _usable_totals(node_free, lower, node_preemptible.T, on_level, by_free).ravel()
-    out = np.empty(len(positions), dtype=np.bool_)
-    for i in range(len(positions)):
-        out[i] = need[i] <= totals[positions[i]]
+    n = len(positions) // 2
+    out = np.empty((3, n), dtype=np.bool_)
+    for i in range(n):
+        now = need[i] <= totals[positions[i]]
+        preempt = not now and need[n + i] <= totals[positions[n + i]]
+        out[0, i] = now
+        out[1, i] = preempt
+        out[2, i] = now or preempt
     return out
 
 

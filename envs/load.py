@@ -131,7 +131,7 @@ class LoadModel:
         self.dirty_nodes.clear()
         self.dirty_uplinks.clear()
         if stale:
-            crossing = any(j in self.crossing for j in stale)
+            crossing = not self.crossing.keys().isdisjoint(stale)
             shares = congestion_shares(self.cluster, self.uplink_demand).tolist() if crossing else None
             pressure, placed = self.node_pressure, self.placed
             for j in stale:

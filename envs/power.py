@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs import jit as _jit
+from envs import kernels as _kernels
 from envs.topology import Cluster
 
 
@@ -73,5 +75,8 @@ class PowerMeter:
         """Sum `power_w` again if a node changed since: powered-on nodes (any GPU held) draw their
         base power plus busy and idle GPU power; empty nodes are powered down."""
         if self.stale:
-            self.power_w = float(self.node_power_w[self.node_on].sum())
+            if _jit.ENABLED:
+                self.power_w = _kernels.masked_sum(self.node_power_w, self.node_on)
+            else:
+                self.power_w = float(self.node_power_w[self.node_on].sum())
             self.stale = False

@@ -22,6 +22,8 @@ import bisect
 
 import numpy as np
 
+from envs import jit as _jit
+from envs import kernels as _kernels
 from envs.jobs import PRIORITY_HIGH
 
 
@@ -96,13 +98,17 @@ class JobQueue:
 
     def remove(self, job_id: int) -> None:
         """`job_id` (queued) leaves; the jobs behind it move up."""
-        key = (float(self.queued_remaining_s[job_id]), int(self.enqueue_seq[job_id]), job_id)
+        seq = int(self.enqueue_seq[job_id])
+        key = (float(self.queued_remaining_s[job_id]), seq, job_id)
         at = bisect.bisect_left(self.by_remaining, key)
         del self.by_remaining[at]
         ids, length = self.ids, self.length
         sorted_ids = self.sorted_ids
         sorted_ids[at : length - 1] = sorted_ids[at + 1 : length].copy()
-        i = int((ids[:length] == job_id).argmax())  # its position (it is queued)
+        if _jit.ENABLED:
+            i = _kernels.queue_position(ids, length, seq, self.enqueue_seq)
+        else:
+            i = int((ids[:length] == job_id).argmax())  # its position (it is queued)
         ids[i : length - 1] = ids[i + 1 : length].copy()
         self.length = length - 1
         self.queued_gpus -= self._gpus[job_id]

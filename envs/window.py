@@ -28,6 +28,8 @@ from envs.las import LAS_THRESHOLDS, NUM_LAS_QUEUES, STARVATION_FACTOR, las_queu
 from envs.state import ClusterState
 
 _NO_KEYS = np.zeros(0)  # the remaining-estimate keys select_window's kernel does not read
+_NO_JOBS = np.zeros(0, dtype=np.int64)  # an empty job list, shared: read-only
+_NO_JOBS.flags.writeable = False
 WINDOW_ORDERS = ("arrival", "shortest", "priority", "least_attained")
 DEFAULT_QUEUE_WINDOW = 8
 
@@ -147,10 +149,11 @@ def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     # its free GPUs and, in row p, also those held by preemptible jobs of priority < p (row 0:
     # free alone): per node from a lookup by that count, summed over the nodes of each level.
     if _jit.ENABLED:
-        fits = _kernels.class_fits(state.node_free, state.node_preemptible, lower, on_level, by_free, positions, need)
-    else:
-        counts = state.node_free + lower @ state.node_preemptible.T  # (priorities, nodes)
-        fits = need <= (on_level @ by_free[counts]).take(positions)  # (priorities, levels, TP degrees), read per class
+        rows = _kernels.class_fits(state.node_free, state.node_preemptible, lower, on_level, by_free, positions, need)
+        cache["class_fits"] = hit = (rows[0], rows[1], rows[2], len(state.num_gpus))
+        return hit
+    counts = state.node_free + lower @ state.node_preemptible.T  # (priorities, nodes)
+    fits = need <= (on_level @ by_free[counts]).take(positions)  # (priorities, levels, TP degrees), read per class
     fits_aligned = fits[:n_classes]
     fits_preempt = fits[n_classes:] & ~fits_aligned
     cache["class_fits"] = hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt, len(state.num_gpus))
@@ -164,10 +167,13 @@ def feasible_queue(state: ClusterState) -> np.ndarray:
     feasible = cache.get("feasible_queue")
     if feasible is None:
         q = state.queue
-        if _jit.ENABLED:
-            feasible = _kernels.feasible_of(q, job_classes(state), class_fits(state)[2])
+        fits = class_fits(state)[2]
+        if not any(fits.tolist()):  # the common "nothing fits" of a full cluster: no queue scan
+            feasible = _NO_JOBS
+        elif _jit.ENABLED:
+            feasible = _kernels.feasible_of(q, job_classes(state), fits)
         else:
-            feasible = q[class_fits(state)[2][job_classes(state)[q]]]
+            feasible = q[fits[job_classes(state)[q]]]
         cache["feasible_queue"] = feasible
     return feasible
 
@@ -311,10 +317,6 @@ def _las_fits(state: ClusterState, jobs: np.ndarray, cls: np.ndarray, fits_align
     row = state.priority[jobs] * _LOWER_QUEUES + np.minimum(queue, _LOWER_QUEUES - 1)
     out[blocked] = (queue < _LOWER_QUEUES) & (need[cls] <= totals[row, positions[cls]])
     return out
-
-
-_NO_JOBS = np.zeros(0, dtype=np.int64)
-_NO_JOBS.flags.writeable = False
 
 
 def las_only_queue(state: ClusterState) -> np.ndarray:

@@ -38,6 +38,45 @@ def test_stable_head_is_a_stable_sorts_first_k():
             assert kernels._stable_head(values.astype(float), idx, sign, k).tolist() == expect
 
 
+def test_masked_sum_is_numpys_sum_of_the_selection():
+    rng = np.random.default_rng(4)
+    for n in list(range(0, 20)) + [64, 127, 128, 129, 300, 1000]:
+        for p in (0.0, 0.3, 0.9, 1.0):
+            values = rng.random(n) * rng.integers(1, 1000, size=n)
+            mask = rng.random(n) < p
+            assert kernels.masked_sum(values, mask) == float(values[mask].sum()), (n, p)
+
+
+def test_queue_removal_is_the_references():
+    """The queue kept by pushes and removals (the position of a leaving job by binary search
+    over enqueue ranks), kernel against reference: the same FIFO and sorted ids."""
+    from envs.sim_queue import JobQueue
+
+    n = 400
+    rng = np.random.default_rng(5)
+    ops = []
+    queued: list[int] = []
+    for j in range(n):
+        ops.append(("push", j, float(rng.integers(0, 30)) * 60.0))  # many ties
+        queued.append(j)
+        while queued and rng.random() < 0.45:
+            ops.append(("remove", queued.pop(int(rng.integers(len(queued)))), None))
+    for j in queued[: len(queued) // 2]:  # removed jobs come back, with new ranks, as after a preemption
+        ops += [("remove", j, None), ("push", j, float(rng.integers(0, 30)) * 60.0)]
+
+    def run() -> list:
+        q = JobQueue([1] * n, [0] * n)
+        seen = []
+        for op, j, remaining in ops:
+            q.push(j, remaining) if op == "push" else q.remove(j)
+            seen.append((q.jobs(), q.sorted_ids[: q.length].tolist()))
+        return seen
+
+    fast = run()
+    with jit.reference_path():
+        assert fast == run()
+
+
 def _episode_digest(env_kwargs: dict, seed: int, max_steps: int) -> tuple[str, dict, int]:
     """A digest of everything an episode shows the agent under random valid actions: every
     observation array, mask, reward and end flag; and the final metrics."""
