@@ -138,14 +138,19 @@ def integrate_running(run, dt, restoring, rate, overhead_left, work_left, work_d
 
 @njit
 def finished_jobs(run, overhead_left, work_left, rate):
-    """The running jobs whose remaining time is below float slack (Simulator._finish_completed)."""
-    out = np.empty(len(run), dtype=np.int64)
-    k = 0
+    """(The running jobs whose remaining time is below float slack, the others), each in the
+    order of `run` (Simulator._finish_completed)."""
+    finished = np.empty(len(run), dtype=np.int64)
+    others = np.empty(len(run), dtype=np.int64)
+    k = m = 0
     for j in run:
         if overhead_left[j] + work_left[j] / rate[j] <= 1e-7:
-            out[k] = j
+            finished[k] = j
             k += 1
-    return out[:k]
+        else:
+            others[m] = j
+            m += 1
+    return finished[:k], others[:m]
 
 
 @njit

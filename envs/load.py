@@ -133,20 +133,21 @@ class LoadModel:
         if stale:
             crossing = not self.crossing.keys().isdisjoint(stale)
             shares = congestion_shares(self.cluster, self.uplink_demand).tolist() if crossing else None
-            pressure, placed = self.node_pressure, self.placed
+            # The pressures as Python floats, read once for all the stale jobs (the same values).
+            pressure, node_gpus, placed = self.node_pressure.tolist(), self.cluster.node_lists.gpus, self.placed
             for j in stale:
-                rate[j], interference[j] = self._rate_of(placed[j], pressure, shares)
+                rate[j], interference[j] = self._rate_of(placed[j], pressure, node_gpus, shares)
 
-    def _rate_of(self, placed: Placed, node_pressure: np.ndarray, shares: list[float] | None) -> tuple[float, float]:
-        """(rate, interference factor) of a running job: envs.speed's formulas in floats, the same
-        operations in the same order (speed.interference_factor, interference_from,
-        congestion_shares, PlacementProfile.efficiency)."""
-        node_gpus = self.cluster.node_lists.gpus
+    def _rate_of(self, placed: Placed, node_pressure: list[float], node_gpus: list[int],
+                 shares: list[float] | None) -> tuple[float, float]:
+        """(rate, interference factor) of a running job, from each node's pressure and GPUs:
+        envs.speed's formulas in floats, the same operations in the same order
+        (speed.interference_factor, interference_from, congestion_shares, PlacementProfile.efficiency)."""
         if len(placed.nodes) == 1:
             n = placed.nodes[0]
-            others = (float(node_pressure[n]) - placed.pressure * placed.counts[0]) / node_gpus[n]
+            others = (node_pressure[n] - placed.pressure * placed.counts[0]) / node_gpus[n]
         else:
-            others = max((float(node_pressure[n]) - placed.pressure * k) / node_gpus[n] for n, k in zip(placed.nodes, placed.counts))
+            others = max((node_pressure[n] - placed.pressure * k) / node_gpus[n] for n, k in zip(placed.nodes, placed.counts))
         # interference_from(others, sensitivity, model), inlined: the same operations in the same order
         interference = 1.0 / (1.0 + self._coeff * placed.sensitivity * (0.0 if 0.0 > others else others))
         if not placed.uplinks:

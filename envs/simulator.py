@@ -693,9 +693,12 @@ class Simulator:
             return False
         # A job whose remaining time is below float slack has finished now.
         if _jit.ENABLED:
-            finished = _kernels.finished_jobs(run, self.overhead_left, self.work_left, self.rate)
+            finished, others = _kernels.finished_jobs(run, self.overhead_left, self.work_left, self.rate)
         else:
-            finished = run[(self.overhead_left[run] + self.work_left[run] / self.rate[run]) <= 1e-7]
+            done = (self.overhead_left[run] + self.work_left[run] / self.rate[run]) <= 1e-7
+            finished, others = run[done], run[~done]
+        if not len(finished):
+            return False
         for j in finished:
             self.work_left[j] = 0.0
             self.work_done[j] = self.work_total[j]
@@ -707,11 +710,8 @@ class Simulator:
             self.num_done += 1
             self.finished_order.append(int(j))
             self.jobs_in_system -= 1
-        if len(finished) == 1:
-            self.running = run[run != finished[0]]
-        elif len(finished):
-            self.running = run[~np.isin(run, finished)]
-        return len(finished) > 0
+        self.running = others
+        return True
 
     def _finish_checkpoints(self) -> bool:
         if not self.checkpointing and not self.reserved:
