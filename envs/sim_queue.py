@@ -88,7 +88,7 @@ class JobQueue:
         self.by_remaining.insert(at, key)
         sorted_ids = self.sorted_ids
         if at < length:
-            sorted_ids[at + 1 : length + 1] = sorted_ids[at:length].copy()
+            sorted_ids[at + 1 : length + 1] = sorted_ids[at:length]  # numpy copies overlapping slices safely
         sorted_ids[at] = job_id
         self.length = length + 1
         self.queued_gpus += self._gpus[job_id]
@@ -104,12 +104,12 @@ class JobQueue:
         del self.by_remaining[at]
         ids, length = self.ids, self.length
         sorted_ids = self.sorted_ids
-        sorted_ids[at : length - 1] = sorted_ids[at + 1 : length].copy()
+        sorted_ids[at : length - 1] = sorted_ids[at + 1 : length]  # numpy copies overlapping slices safely
         if _jit.ENABLED:
             i = _kernels.queue_position(ids, length, seq, self.enqueue_seq)
         else:
             i = int((ids[:length] == job_id).argmax())  # its position (it is queued)
-        ids[i : length - 1] = ids[i + 1 : length].copy()
+        ids[i : length - 1] = ids[i + 1 : length]
         self.length = length - 1
         self.queued_gpus -= self._gpus[job_id]
         self.queued_high_priority -= self._priority[job_id] == PRIORITY_HIGH
