@@ -253,51 +253,68 @@ def shortest_head(sorted_ids, job_class, class_ok, k, walk_limit):
 
 
 @njit
+def any_feasible(queue, job_class, class_ok):
+    """Some queued job's class is feasible (envs.window.any_feasible: feasible_of would not be
+    empty), stopping at the first."""
+    for j in queue:
+        if class_ok[job_class[j]]:
+            return True
+    return False
+
+
+@njit
+def _enters(keys, count, x):
+    """Whether key `x` enters a head buffer (see `_head_insert`) holding `count` entries: it has
+    room, or x is below its last key."""
+    return count < len(keys) or (count > 0 and x < keys[count - 1])
+
+
+@njit
+def _head_insert(buf, keys, count, x, item):
+    """Files `item` with key `x`, which `_enters`, into buf[:count], kept sorted by keys[:count]
+    with ties in filing order and at most len(buf) long: after the entries whose key is not
+    above x; when full, the last one drops out. Returns the new count. (Callers test `_enters`
+    first, which compiles inline: a call to this one per key costs ten times the loop, and
+    filing is rare once the buffer is full.)"""
+    if count == len(buf):
+        p = count - 1  # the last one drops out
+    else:
+        p = count
+        count += 1
+    while p > 0 and keys[p - 1] > x:
+        buf[p] = buf[p - 1]
+        keys[p] = keys[p - 1]
+        p -= 1
+    buf[p] = item
+    keys[p] = x
+    return count
+
+
+@njit
 def _stable_head(values, idx, sign, k):
     """Positions of the first k entries of a stable sort (ties in position order) of the keys
     sign * values[idx[i]]: what envs.window.select_window's `head` takes, by insertion into a
     sorted buffer (sign is 1.0 or -1.0: the product is exact, for float and integer values)."""
-    n = len(idx)
-    size = min(k, n)
+    size = min(k, len(idx))
     buf = np.empty(size, dtype=np.int64)
     keys = np.empty(size)
     count = 0
-    for i in range(n):
+    for i in range(len(idx)):
         x = sign * values[idx[i]]
-        if count == size:
-            if size == 0 or not x < keys[count - 1]:
-                continue
-            p = count - 1  # the last one drops out
-        else:
-            p = count
-            count += 1
-        while p > 0 and keys[p - 1] > x:
-            buf[p] = buf[p - 1]
-            keys[p] = keys[p - 1]
-            p -= 1
-        buf[p] = i
-        keys[p] = x
+        if _enters(keys, count, x):
+            count = _head_insert(buf, keys, count, x, i)
     return buf
 
 
 @njit
-def select_window(feasible, queue_window, shortest, remaining, priority, attained_gpu_s):
-    """envs.window.select_window past its short cut (more feasible jobs than slots): round-robin
-    over the heads of four orders of `feasible` (queue order; `shortest`, or the stable order of
-    `remaining`, per feasible job, when `shortest` is None; priority, highest first; attained
-    service, least first), skipping jobs taken."""
-    k = 2 * queue_window
-    orders = (
-        feasible,
-        shortest if shortest is not None else feasible[_stable_head(remaining, np.arange(len(feasible)), 1.0, k)],
-        feasible[_stable_head(priority, feasible, -1.0, k)],
-        feasible[_stable_head(attained_gpu_s, feasible, 1.0, k)],
-    )
+def _round_robin(orders, queue_window):
+    """Up to `queue_window` jobs taken round-robin from the heads of `orders`, skipping jobs taken
+    (envs.window.select_window's loop)."""
     window = np.empty(queue_window, dtype=np.int64)
     n = 0
-    heads = np.zeros(4, dtype=np.int64)
+    heads = np.zeros(len(orders), dtype=np.int64)
     while n < queue_window:
-        for o in range(4):
+        for o in range(len(orders)):
             order = orders[o]
             h = heads[o]
             while h < len(order):
@@ -314,6 +331,56 @@ def select_window(feasible, queue_window, shortest, remaining, priority, attaine
                 window[n] = order[h]
                 n += 1
     return window
+
+
+@njit
+def select_window(feasible, queue_window, remaining, priority, attained_gpu_s):
+    """envs.window.select_window past its short cut (more feasible jobs than slots) when the
+    shortest order cannot be walked from the sorted queue (see `queue_window`): round-robin over
+    the heads of four orders of `feasible` (queue order; the stable order of `remaining`, per
+    feasible job; priority, highest first; attained service, least first), skipping jobs taken."""
+    k = 2 * queue_window
+    return _round_robin((
+        feasible,
+        feasible[_stable_head(remaining, np.arange(len(feasible)), 1.0, k)],
+        feasible[_stable_head(priority, feasible, -1.0, k)],
+        feasible[_stable_head(attained_gpu_s, feasible, 1.0, k)],
+    ), queue_window)
+
+
+@njit
+def queue_window(queue, sorted_ids, job_class, class_ok, queue_window, walk_limit, priority, attained_gpu_s):
+    """envs.window.select_window in one pass over the queue, without listing the feasible jobs:
+    the first 2Q feasible ones in queue order (no order is walked further), and the heads by
+    priority and by attained service filed as they come, as `select_window` takes them over
+    feasible_of's list. (True, the window), or (False, empty) when more jobs are feasible than
+    slots and more than `walk_limit` infeasible jobs come first in `sorted_ids` (the caller
+    then takes select_window's order by remaining estimate)."""
+    k = 2 * queue_window
+    arrival = np.empty(k, dtype=np.int64)
+    by_priority = np.empty(k, dtype=np.int64)
+    priority_keys = np.empty(k)
+    by_attained = np.empty(k, dtype=np.int64)
+    attained_keys = np.empty(k)
+    n = n_priority = n_attained = 0
+    for j in queue:
+        if class_ok[job_class[j]]:
+            if n < k:
+                arrival[n] = j
+            n += 1
+            x = -1.0 * priority[j]
+            if _enters(priority_keys, n_priority, x):
+                n_priority = _head_insert(by_priority, priority_keys, n_priority, x, j)
+            x = 1.0 * attained_gpu_s[j]
+            if _enters(attained_keys, n_attained, x):
+                n_attained = _head_insert(by_attained, attained_keys, n_attained, x, j)
+    if n <= queue_window:
+        return True, arrival[:n]
+    walked, shortest = shortest_head(sorted_ids, job_class, class_ok, k, walk_limit)
+    if not walked:
+        return False, arrival[:0]
+    return True, _round_robin((arrival[: min(n, k)], shortest, by_priority[:n_priority], by_attained[:n_attained]),
+                              queue_window)
 
 
 # ---------------------------------------------------------------------- preempt-las validity

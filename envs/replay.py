@@ -12,7 +12,7 @@ from collections.abc import Callable
 from envs.candidates import CandidateSet, WaitGuard, apply_candidate, build_candidates
 from envs.simulator import Simulator
 from envs.state import ClusterState
-from envs.window import can_place, feasible_queue
+from envs.window import any_feasible, can_place
 
 Select = Callable[[ClusterState, CandidateSet], int]
 
@@ -32,7 +32,7 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     while not sim.done:
         if sim.queue_len:
             state = sim.decision_state()
-            if (can_place(state) if preempt_las else len(feasible_queue(state)) > 0):
+            if (can_place(state) if preempt_las else any_feasible(state)):
                 return build_candidates(state, queue_window, preempt_las, wait_guard)
         if until is not None and sim.next_event_s() > until:
             sim.advance_until(until)

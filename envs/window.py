@@ -27,11 +27,11 @@ from envs.cache import job_table, memo_of, per_alloc, per_jobs, per_state
 from envs.las import LAS_THRESHOLDS, NUM_LAS_QUEUES, STARVATION_FACTOR, las_queue
 from envs.state import ClusterState
 
-_NO_KEYS = np.zeros(0)  # the remaining-estimate keys select_window's kernel does not read
 _NO_JOBS = np.zeros(0, dtype=np.int64)  # an empty job list, shared: read-only
 _NO_JOBS.flags.writeable = False
 WINDOW_ORDERS = ("arrival", "shortest", "priority", "least_attained")
 DEFAULT_QUEUE_WINDOW = 8
+SHORTEST_WALK_LIMIT = 256  # infeasible jobs walked past in the sorted queue before the shortest order is sorted instead
 
 
 def aligned(free: np.ndarray, tp: int) -> np.ndarray:
@@ -178,6 +178,15 @@ def feasible_queue(state: ClusterState) -> np.ndarray:
     return feasible
 
 
+def any_feasible(state: ClusterState) -> bool:
+    """`feasible_queue` is not empty: the decision loop's check at every event, which on the
+    compiled path stops at the first feasible job instead of listing them."""
+    if _jit.ENABLED and "feasible_queue" not in per_state(state):
+        fits = class_fits(state)[2]
+        return any(fits.tolist()) and _kernels.any_feasible(state.queue, job_classes(state), fits)
+    return len(feasible_queue(state)) > 0
+
+
 def fit_status(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(queue, fits now with whole TP groups per node, fits in whole groups only after
     preemption), by GPU counts alone."""
@@ -187,12 +196,13 @@ def fit_status(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return q, fits_aligned[cls], fits_preempt[cls]
 
 
-def shortest_head(state: ClusterState, k: int, walk_limit: int = 256) -> list[int] | None:
+def shortest_head(state: ClusterState, k: int, walk_limit: int = SHORTEST_WALK_LIMIT) -> list[int] | None:
     """The first k feasible jobs by remaining estimate (ties in queue order), walked from the
     state's sorted queue; None when more than `walk_limit` infeasible jobs come first."""
     if _jit.ENABLED:
-        out = _shortest_ids(state, k, walk_limit)
-        return None if out is None else out.tolist()
+        walked, out = _kernels.shortest_head(state.queue_by_remaining_ids, job_classes(state), class_fits(state)[2], k,
+                                             walk_limit)
+        return out.tolist() if walked else None
     feasible_class = class_fits(state)[2].tolist()
     job_class = job_classes(state)
     out: list[int] = []
@@ -204,13 +214,6 @@ def shortest_head(state: ClusterState, k: int, walk_limit: int = 256) -> list[in
         elif n - len(out) > walk_limit:
             return None
     return out
-
-
-def _shortest_ids(state: ClusterState, k: int, walk_limit: int = 256) -> np.ndarray | None:
-    """`shortest_head` as an array, by its kernel."""
-    walked, out = _kernels.shortest_head(state.queue_by_remaining_ids, job_classes(state), class_fits(state)[2], k,
-                                         walk_limit)
-    return out if walked else None
 
 
 def _preemptible_gpus(state: ClusterState) -> tuple[np.ndarray, np.ndarray] | None:
@@ -343,7 +346,7 @@ def las_only_queue(state: ClusterState) -> np.ndarray:
 def can_place(state: ClusterState) -> bool:
     """Some queued job has a valid placement (a real choice): it fits now, after preempting
     lower-priority jobs, or by preempt-las."""
-    return bool(len(feasible_queue(state)) or len(las_only_queue(state)))
+    return bool(any_feasible(state) or len(las_only_queue(state)))
 
 
 def candidate_window(state: ClusterState, queue_window: int) -> list[int]:
@@ -359,6 +362,12 @@ def candidate_window(state: ClusterState, queue_window: int) -> list[int]:
 
 def select_window(state: ClusterState, queue_window: int) -> list[int]:
     """Up to `queue_window` feasible queued jobs, round-robin from the heads of WINDOW_ORDERS."""
+    if _jit.ENABLED:  # in one pass over the queue, unless the shortest order cannot be walked
+        walked, window = _kernels.queue_window(state.queue, state.queue_by_remaining_ids, job_classes(state),
+                                               class_fits(state)[2], queue_window, SHORTEST_WALK_LIMIT, state.priority,
+                                               state.attained_gpu_s)
+        if walked:
+            return window.tolist()
     feasible = feasible_queue(state)
     if len(feasible) <= queue_window:
         return feasible.tolist()
@@ -379,12 +388,9 @@ def select_window(state: ClusterState, queue_window: int) -> list[int]:
         top = top[np.lexsort((top, key[top]))]
         return feasible[top]
 
-    if _jit.ENABLED:
-        shortest = _shortest_ids(state, 2 * queue_window)
-        return _kernels.select_window(
-            feasible, queue_window, shortest,
-            state.remaining_estimate_s(feasible) if shortest is None else _NO_KEYS, state.priority,
-            state.attained_gpu_s).tolist()
+    if _jit.ENABLED:  # the kernel above found the shortest order too far down the sorted queue
+        return _kernels.select_window(feasible, queue_window, state.remaining_estimate_s(feasible), state.priority,
+                                      state.attained_gpu_s).tolist()
     shortest = shortest_head(state, 2 * queue_window)
     orders = [
         feasible,  # the queue is kept in (re)arrival order

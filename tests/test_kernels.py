@@ -38,6 +38,18 @@ def test_stable_head_is_a_stable_sorts_first_k():
             assert kernels._stable_head(values.astype(float), idx, sign, k).tolist() == expect
 
 
+def test_any_feasible_is_whether_feasible_of_finds_any():
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        n_jobs, n_classes = int(rng.integers(1, 200)), int(rng.integers(1, 6))
+        job_class = rng.integers(0, n_classes, size=n_jobs)
+        class_ok = rng.random(n_classes) < 0.3
+        queue = rng.permutation(n_jobs)[: int(rng.integers(0, n_jobs + 1))]
+        expect = len(queue[class_ok[job_class[queue]]]) > 0
+        assert kernels.any_feasible(queue, job_class, class_ok) == expect
+        assert (len(kernels.feasible_of(queue, job_class, class_ok)) > 0) == expect
+
+
 def test_masked_sum_is_numpys_sum_of_the_selection():
     rng = np.random.default_rng(4)
     for n in list(range(0, 20)) + [64, 127, 128, 129, 300, 1000]:
