@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,13 +196,14 @@ def _source_digest() -> str:
 
 def check_key(tasks: list) -> str:
     """The cache key of a teacher check's episodes (agents.evaluation.runners.RunTask): the tasks,
-    the contents of their scenario, cluster and workload files, each seed's job list and the
-    source the simulation runs (CHECK_SOURCES)."""
+    the contents of their scenario, cluster and workload files, each seed's job list, the
+    source the simulation runs (CHECK_SOURCES), and Python's and numpy's versions."""
     from agents.evaluation.runners import cluster_and_spec, workload_sha256
     from envs.config import resolve_config
     from envs.workload import make_workload
 
-    parts: dict = {"tasks": [dataclasses.asdict(t) for t in tasks], "source": _source_digest(), "files": {}, "jobs": []}
+    parts: dict = {"tasks": [dataclasses.asdict(t) for t in tasks], "source": _source_digest(), "files": {}, "jobs": [],
+                   "versions": [sys.version, np.__version__]}
     for t in tasks:
         for name, kind in ((t.scenario, "scenarios"), (t.cluster, "clusters"), (t.workload, "workloads")):
             if name is not None and f"{kind}/{name}" not in parts["files"]:
@@ -255,11 +257,15 @@ def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
         runs = run_tasks(run_one, tasks, workers=cfg.distill["workers"], desc="teacher check")
         objectives = [r["run"]["metrics"]["objective"] for r in runs]
         if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps({"seeds": [t.seed for t in tasks], "objectives": objectives, "setting": v.name,
-                                       "lookahead": info["lookahead"], "wall_s": time.perf_counter() - t0}, indent=1))
-            tmp.replace(cache)  # whole or not at all
+            record = {"seeds": [t.seed for t in tasks], "objectives": objectives, "setting": v.name, "lookahead": info["lookahead"],
+                      "wall_s": time.perf_counter() - t0}
+            try:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cache.with_suffix(f".tmp{os.getpid()}")
+                tmp.write_text(json.dumps(record, indent=1))
+                tmp.replace(cache)  # whole or not at all
+            except OSError as e:  # the run goes on; the next one checks again
+                log(f"teacher check not cached ({cache.parent}: {e.strerror or e})")
     la = float(np.mean(objectives))
     info.update(lookahead_objective=la, check_wall_s=time.perf_counter() - t0)
     chosen = "lookahead" if la < v.baseline_objective else v.baseline

@@ -168,7 +168,7 @@ def test_distill_lookahead_sets_the_teachers_search_over_the_scenarios_for_label
     assert search[3]["rollouts"] != search[1]["rollouts"]
 
 
-def test_the_teacher_check_is_cached_by_its_inputs_and_a_changed_input_or_a_bad_file_runs_it_again(monkeypatch):
+def test_the_teacher_check_is_cached_by_its_inputs_and_a_changed_input_or_a_bad_file_runs_it_again(monkeypatch, tmp_path):
     import agents.distill as distill
     from agents.training import Validation, eval_setting
 
@@ -176,12 +176,14 @@ def test_the_teacher_check_is_cached_by_its_inputs_and_a_changed_input_or_a_bad_
     real = distill.run_tasks
     monkeypatch.setattr(distill, "run_tasks", lambda fn, tasks, **kw: calls.append(len(tasks)) or real(fn, tasks, **kw))
 
+    logged = []
+
     def check(**distill_fields):
         cfg = _mix_config(env_mix=[], env={"num_jobs": 10},
                           distill={"teacher": "auto", "workers": 1, "lookahead": {"k": 1, "preempt_k": 0, "samples": 1}, **distill_fields})
         (only,) = cfg.settings()
         v = Validation(only.name, only.env_kwargs, (100, 101), eval_setting(only.env_kwargs), "sect", 1e9)
-        return distill.choose_teacher(cfg, v, log=lambda _: None)
+        return distill.choose_teacher(cfg, v, log=logged.append)
 
     teacher, first = check()
     assert teacher == "lookahead" and calls == [2] and "check_cache" not in first
@@ -198,6 +200,13 @@ def test_the_teacher_check_is_cached_by_its_inputs_and_a_changed_input_or_a_bad_
     assert json.loads(files[0].read_text())["objectives"]
     _, off = check(check_cache=False)
     assert calls == [2, 2, 2, 2] and "check_cache" not in off
+    # A cache folder that cannot be made: the check runs, the run goes on, and the log says so.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("GANGSCHED_CACHE_DIR", str(blocker))
+    teacher, unwritable = check()
+    assert teacher == "lookahead" and calls == [2, 2, 2, 2, 2] and "check_cache" not in unwritable
+    assert logged[-2].startswith("teacher check not cached (") and str(blocker) in logged[-2]
 
 
 def test_a_mix_run_is_selected_on_the_mean_paired_difference_over_its_settings(tmp_path):
