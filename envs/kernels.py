@@ -387,6 +387,31 @@ def queue_window(queue, sorted_ids, job_class, class_ok, queue_window, walk_limi
 
 
 @njit
+def preemptible_gpus(gpu_owner, gpu_node, running, preemptible, num_jobs):
+    """envs.window._preemptible_gpus past its cache: (owner, node) of every GPU held by a
+    running preemptible job, in GPU order."""
+    held = np.zeros(num_jobs, dtype=np.bool_)
+    for j in running:
+        if preemptible[j]:
+            held[j] = True
+    n = 0
+    for g in range(len(gpu_owner)):
+        j = gpu_owner[g]
+        if j >= 0 and held[j]:
+            n += 1
+    owner = np.empty(n, dtype=gpu_owner.dtype)
+    node = np.empty(n, dtype=gpu_node.dtype)
+    n = 0
+    for g in range(len(gpu_owner)):
+        j = gpu_owner[g]
+        if j >= 0 and held[j]:
+            owner[n] = j
+            node[n] = gpu_node[g]
+            n += 1
+    return owner, node
+
+
+@njit
 def _las_queue_of(attained, thresholds):
     """np.searchsorted(thresholds, attained, side="right") for one value: the 2D-LAS queue by
     attained service alone (envs.las.las_queue)."""

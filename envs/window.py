@@ -224,14 +224,16 @@ def _preemptible_gpus(state: ClusterState) -> tuple[np.ndarray, np.ndarray] | No
         return cache["preemptible_gpus"]
     hit = None
     if state.node_preemptible.any():
-        run = state.running
-        running = np.zeros(len(state.num_gpus), dtype=bool)
-        running[run[state.preemptible[run]]] = True
         owner = state.gpu_owner
-        held = owner >= 0
-        held[held] = running[owner[held]]
-        gpus = np.flatnonzero(held)
-        hit = (owner[gpus], state.cluster.gpu_node[gpus])
+        if _jit.ENABLED:
+            hit = _kernels.preemptible_gpus(owner, state.cluster.gpu_node, state.running, state.preemptible,
+                                            len(state.num_gpus))
+        else:
+            run = state.running
+            held = np.zeros(len(state.num_gpus) + 1, dtype=bool)  # per job, and last False for a free GPU's owner -1
+            held[run[state.preemptible[run]]] = True
+            gpus = np.flatnonzero(held[owner])
+            hit = (owner[gpus], state.cluster.gpu_node[gpus])
     cache["preemptible_gpus"] = hit
     return hit
 

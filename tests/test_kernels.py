@@ -50,6 +50,30 @@ def test_any_feasible_is_whether_feasible_of_finds_any():
         assert (len(kernels.feasible_of(queue, job_class, class_ok)) > 0) == expect
 
 
+def test_preemptible_gpus_are_the_references():
+    """(owner, node) of the GPUs held by running preemptible jobs, kernel against reference, on
+    random allocations (free GPUs, running and checkpointing owners, preemptible or not)."""
+    from types import SimpleNamespace
+
+    from envs.cache import per_alloc
+    from envs.window import _preemptible_gpus
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n_jobs, n_gpus = int(rng.integers(1, 40)), int(rng.integers(1, 80))
+        owner = np.where(rng.random(n_gpus) < 0.3, -1, rng.integers(0, n_jobs, size=n_gpus)).astype(np.int64)
+        state = SimpleNamespace(
+            gpu_owner=owner, num_gpus=np.ones(n_jobs, dtype=np.int64), preemptible=rng.random(n_jobs) < 0.5,
+            running=np.flatnonzero(rng.random(n_jobs) < 0.7), node_preemptible=np.ones((1, 1), dtype=np.int64),
+            cluster=SimpleNamespace(gpu_node=np.arange(n_gpus, dtype=np.int64) // 4), derived=None, alloc_version=0)
+        fast = _preemptible_gpus(state)
+        per_alloc(state).clear()
+        with jit.reference_path():
+            ref = _preemptible_gpus(state)
+        for a, b in zip(fast, ref):
+            assert a.dtype == b.dtype and a.tolist() == b.tolist()
+
+
 def test_masked_sum_is_numpys_sum_of_the_selection():
     rng = np.random.default_rng(4)
     for n in list(range(0, 20)) + [64, 127, 128, 129, 300, 1000]:
