@@ -444,26 +444,63 @@ def las_totals(owner, node, attained_gpu_s, priority, thresholds, n_priorities, 
 
 
 @njit
+def _las_fit(j, c, totals, attained_gpu_s, num_gpus, now, queued_since_s, priority, thresholds, starvation_factor,
+             positions, need):
+    """Queued job `j` (of class `c`, which does not fit now in whole TP groups): its LAS queue
+    with the starvation promotion of envs.las.las_queue when preempting the jobs of lower LAS
+    queues would make room for it, else -1."""
+    lower_queues = len(thresholds)  # queues that have a lower one
+    a = attained_gpu_s[j]
+    q = _las_queue_of(a, thresholds)
+    executed_s = a / num_gpus[j]
+    waited_s = now - queued_since_s[j]
+    if waited_s >= starvation_factor * executed_s:
+        q = 0
+    if q < lower_queues and need[c] <= totals[priority[j] * lower_queues + min(q, lower_queues - 1), positions[c]]:
+        return q
+    return -1
+
+
+@njit
 def las_fits(jobs, cls, fits_aligned, totals, attained_gpu_s, num_gpus, now, queued_since_s, priority, thresholds,
              starvation_factor, positions, need):
     """envs.window._las_fits past its short cuts: per queued job, it does not fit now in whole
-    TP groups but would after preempting the jobs of lower LAS queues (its queue with the
-    starvation promotion of envs.las.las_queue)."""
-    lower_queues = len(thresholds)  # queues that have a lower one
+    TP groups but would after preempting the jobs of lower LAS queues (`_las_fit`)."""
     out = np.zeros(len(jobs), dtype=np.bool_)
     for i in range(len(jobs)):
         c = cls[i]
-        if fits_aligned[c]:
+        if not fits_aligned[c]:
+            out[i] = _las_fit(jobs[i], c, totals, attained_gpu_s, num_gpus, now, queued_since_s, priority, thresholds,
+                              starvation_factor, positions, need) >= 0
+    return out
+
+
+@njit
+def las_only(queue, job_class, fits, totals, attained_gpu_s, num_gpus, now, queued_since_s, priority, thresholds,
+             starvation_factor, positions, need):
+    """envs.window.las_only_queue past its cache and short cuts: the queued jobs whose class
+    fits neither now nor after preempting lower-priority jobs (`fits`, per class, false) but
+    which preempt-las would place (`_las_fit`), in LAS queue order and queue order inside each
+    (the reference's stable sort)."""
+    jobs = np.empty(len(queue), dtype=np.int64)
+    levels = np.empty(len(queue), dtype=np.int64)
+    k = 0
+    for j in queue:
+        c = job_class[j]
+        if fits[c]:
             continue
-        j = jobs[i]
-        a = attained_gpu_s[j]
-        q = _las_queue_of(a, thresholds)
-        executed_s = a / num_gpus[j]
-        waited_s = now - queued_since_s[j]
-        if waited_s >= starvation_factor * executed_s:
-            q = 0
-        if q < lower_queues:
-            out[i] = need[c] <= totals[priority[j] * lower_queues + min(q, lower_queues - 1), positions[c]]
+        q = _las_fit(j, c, totals, attained_gpu_s, num_gpus, now, queued_since_s, priority, thresholds,
+                     starvation_factor, positions, need)
+        if q >= 0:
+            jobs[k], levels[k] = j, q
+            k += 1
+    out = np.empty(k, dtype=np.int64)
+    m = 0
+    for level in range(len(thresholds)):  # a job preempt-las places is above the last queue
+        for i in range(k):
+            if levels[i] == level:
+                out[m] = jobs[i]
+                m += 1
     return out
 
 

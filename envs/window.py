@@ -334,13 +334,24 @@ def las_only_queue(state: ClusterState) -> np.ndarray:
         hit = _NO_JOBS
         q = state.queue
         fits_aligned, _, fits, _ = class_fits(state)
-        cls = job_classes(state)[q]
-        blocked = ~fits[cls]
-        if blocked.any() and _las_totals(state) is not None:
-            others = q[blocked]
-            others = others[_las_fits(state, others, cls[blocked], fits_aligned)]
-            if len(others):  # the queue is in FIFO order: a stable sort by LAS queue keeps it inside each
-                hit = others[np.argsort(las_queue(state, others), kind="stable")]
+        if _jit.ENABLED:  # one pass over the queue, once some queued job is blocked
+            job_class = job_classes(state)
+            totals = _las_totals(state) if _kernels.any_feasible(q, job_class, ~fits) else None
+            if totals is not None:
+                _, _, _, positions, need = _class_index(state)
+                others = _kernels.las_only(q, job_class, fits, totals, state.attained_gpu_s, state.num_gpus,
+                                           float(state.now), state.queued_since_s, state.priority, LAS_THRESHOLDS,
+                                           STARVATION_FACTOR, positions, need)
+                if len(others):
+                    hit = others
+        else:
+            cls = job_classes(state)[q]
+            blocked = ~fits[cls]
+            if blocked.any() and _las_totals(state) is not None:
+                others = q[blocked]
+                others = others[_las_fits(state, others, cls[blocked], fits_aligned)]
+                if len(others):  # the queue is in FIFO order: a stable sort by LAS queue keeps it inside each
+                    hit = others[np.argsort(las_queue(state, others), kind="stable")]
         cache["las_only_queue"] = hit
     return hit
 

@@ -74,6 +74,36 @@ def test_preemptible_gpus_are_the_references():
             assert a.dtype == b.dtype and a.tolist() == b.tolist()
 
 
+def test_las_only_queue_is_the_references():
+    """The queued jobs only preempt-las places (in LAS queue order), kernel against reference, at
+    every event of preemption-heavy episodes, decision or not."""
+    from envs.cache import per_state
+    from envs.candidates import apply_candidate, build_candidates
+    from envs.window import las_only_queue
+
+    nonempty = 0
+    for seed in (0, 1):
+        env = GpuClusterEnv(scenario="slo-preempt", num_jobs=150)
+        env.reset(seed=seed)
+        sim, rng = env.sim, np.random.default_rng(seed)
+        while not sim.done:
+            state = sim.decision_state()
+            valid = []
+            if sim.queue_len:
+                fast = las_only_queue(state).tolist()
+                per_state(state).clear()
+                with jit.reference_path():
+                    assert las_only_queue(state).tolist() == fast
+                nonempty += bool(fast)
+                cset = build_candidates(state)
+                valid = np.flatnonzero(cset.mask[:-1])
+            if len(valid) and (not len(sim.running) or rng.random() < 0.7):
+                apply_candidate(sim, cset, int(rng.choice(valid)))
+            else:
+                sim.advance()
+    assert nonempty > 20
+
+
 def test_masked_sum_is_numpys_sum_of_the_selection():
     rng = np.random.default_rng(4)
     for n in list(range(0, 20)) + [64, 127, 128, 129, 300, 1000]:
