@@ -108,6 +108,18 @@ def next_completion_s(now, run, overhead_left, work_left, rate, restoring):
 
 
 @njit
+def next_end_estimate_s(now, run, estimate_s, work_done_s, restore_left_s, rate):
+    """The scheduler's expected earliest end of a running job (ClusterState.next_event_estimate_s):
+    now + min over the running jobs of restore left + max(estimate - work done, 0) / rate."""
+    m = np.inf
+    for j in run:
+        x = restore_left_s[j] + max(estimate_s[j] - work_done_s[j], 0.0) / rate[j]
+        if x < m:
+            m = x
+    return now + m
+
+
+@njit
 def integrate_running(run, dt, restoring, rate, overhead_left, work_left, work_done, work_total, gpus_req,
                       attained_gpu_s, run_s, interference_loss_s, interference):
     """The running jobs' part of Simulator._integrate over `dt`: restore time paid before

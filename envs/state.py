@@ -61,6 +61,8 @@ from typing import Any
 
 import numpy as np
 
+from envs import jit as _jit
+from envs import kernels as _kernels
 from envs.jobs import JOB_KIND_BY_NAME, JOB_KIND_NAMES, PRIORITY_BY_NAME, PRIORITY_HIGH, PRIORITY_NAMES, JobKind
 from envs.speed import (
     PlacementProfile,
@@ -225,7 +227,9 @@ class ClusterState:
         runs or checkpoints. (A job past its estimate is expected to end now.)"""
         t = math.inf
         r = self.running
-        if len(r):  # a running job owes no restore beyond restore_left_s
+        if len(r) and _jit.ENABLED:
+            t = _kernels.next_end_estimate_s(self.now, r, self.estimate_s, self.work_done_s, self.restore_left_s, self.rate)
+        elif len(r):  # a running job owes no restore beyond restore_left_s
             remaining = np.maximum(self.estimate_s[r] - self.work_done_s[r], 0.0)
             t = self.now + float((self.restore_left_s[r] + remaining / self.rate[r]).min())
         if self.checkpointing:

@@ -104,6 +104,21 @@ def test_las_only_queue_is_the_references():
     assert nonempty > 20
 
 
+def test_next_end_estimate_is_the_references():
+    """The scheduler's expected next end of a running job (ClusterState.next_event_estimate_s),
+    kernel against numpy: jobs past their estimate, restores owed, any subset running."""
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        estimate, done = rng.random(n) * 1e5, rng.random(n) * 1e5
+        restore_left = np.where(rng.random(n) < 0.3, rng.random(n) * 600.0, 0.0)
+        rate = rng.random(n) * 2.0 + 0.01
+        run = rng.permutation(n)[: int(rng.integers(1, n + 1))]
+        now = float(rng.random() * 1e6)
+        expect = now + float((restore_left[run] + np.maximum(estimate[run] - done[run], 0.0) / rate[run]).min())
+        assert kernels.next_end_estimate_s(now, run, estimate, done, restore_left, rate) == expect
+
+
 def test_masked_sum_is_numpys_sum_of_the_selection():
     rng = np.random.default_rng(4)
     for n in list(range(0, 20)) + [64, 127, 128, 129, 300, 1000]:
