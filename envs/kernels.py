@@ -201,15 +201,21 @@ def _usable_totals(node_free, weights, held, on_level, by_free):
     whole TP groups over the nodes of each level, counting on node n its free GPUs plus
     sum_k weights[r, k] * held[k, n]. Integer sums: exact in any order."""
     n_levels, n_tp = on_level.shape[0], by_free.shape[1]
-    totals = np.zeros((weights.shape[0], n_levels * n_tp), dtype=np.int64)
-    for r in range(weights.shape[0]):
-        for n in range(len(node_free)):
-            c = node_free[n]
-            for k in range(weights.shape[1]):
-                c += weights[r, k] * held[k, n]
-            for lv in range(n_levels):
-                w = on_level[lv, n]
-                if w:
+    n_rows = weights.shape[0]
+    totals = np.zeros((n_rows, n_levels * n_tp), dtype=np.int64)
+    counts = np.empty(n_rows, dtype=np.int64)
+    for n in range(len(node_free)):
+        counts[:] = node_free[n]
+        for k in range(weights.shape[1]):
+            h = held[k, n]
+            if h:  # most nodes hold GPUs of few (priority, queue) cells
+                for r in range(n_rows):
+                    counts[r] += weights[r, k] * h
+        for lv in range(n_levels):
+            w = on_level[lv, n]
+            if w:
+                for r in range(n_rows):
+                    c = counts[r]
                     for t in range(n_tp):
                         totals[r, lv * n_tp + t] += w * by_free[c, t]
     return totals
