@@ -136,3 +136,55 @@ def test_subprocess_workers_give_the_same_episodes_as_in_process_envs():
         np.testing.assert_array_equal(oa, ob)
         np.testing.assert_allclose(ra, rb, rtol=1e-6)  # DummyVecEnv stores rewards as float32
         np.testing.assert_array_equal(da, db)
+
+
+SHIPPED = sorted((REPO / "configs" / "train").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_every_shipped_train_config_loads(path):
+    """Each file in configs/train is a train config or a Ray Tune sweep (a `search:` over a config)."""
+    from agents.config import load_train_config
+
+    if "search" in yaml.safe_load(path.read_text()):
+        from agents.tuning import load_sweep
+
+        sweep = load_sweep(path)
+        assert sweep.num_samples >= 1 and load_train_config(sweep.config).total_timesteps > 0
+        return
+    cfg = load_train_config(path)
+    assert cfg.total_timesteps > 0 and cfg.settings()
+
+
+# The variants the README compares with their base config, and the only keys each may change.
+VARIANTS = {
+    "distill-default-s8": ("distill-default", {("distill", "lookahead")}),
+    "distill-slo-preempt-s8": ("distill-slo-preempt", {("distill", "lookahead")}),
+    "distill-hetero-s8": ("distill-hetero", {("distill", "lookahead")}),
+    "distill-topology-stress-s8": ("distill-topology-stress", {("distill", "lookahead")}),
+    "distill-philly-s8": ("distill-philly", {("distill", "lookahead")}),
+    "distill-slo-preempt-s8-long": ("distill-slo-preempt-s8", {("total_timesteps",)}),
+}
+
+
+def _flat(d: dict, prefix: tuple = ()) -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v and k != "lookahead":
+            out.update(_flat(v, prefix + (k,)))
+        else:
+            out[prefix + (k,)] = v
+    return out
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_variant_config_changes_only_what_its_comparison_varies(variant):
+    """The README's paired comparisons (8 samples against 4, a longer PPO) hold only if nothing
+    else differs between the two configs."""
+    from agents.config import load_train_config
+
+    base, allowed = VARIANTS[variant]
+    a = _flat(load_train_config(REPO / "configs" / "train" / f"{base}.yaml").to_dict())
+    b = _flat(load_train_config(REPO / "configs" / "train" / f"{variant}.yaml").to_dict())
+    changed = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+    assert changed == allowed, f"{variant} differs from {base} in {sorted(changed)}"
