@@ -163,6 +163,7 @@ VARIANTS = {
     "distill-hetero-s8": ("distill-hetero", {("distill", "lookahead")}),
     "distill-topology-stress-s8": ("distill-topology-stress", {("distill", "lookahead")}),
     "distill-philly-s8": ("distill-philly", {("distill", "lookahead")}),
+    "distill-bursty-s8": ("distill-bursty", {("distill", "lookahead")}),
     "distill-slo-preempt-s8-long": ("distill-slo-preempt-s8", {("total_timesteps",)}),
 }
 
