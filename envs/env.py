@@ -61,7 +61,7 @@ class GpuClusterEnv(gym.Env):
     `Dict`:
     | key | shape | content |
     |---|---|---|
-    | candidates | (K, 32) float32 in [-1, 1] | per-candidate features, `envs.features.CANDIDATE_SCHEMA` |
+    | candidates | (K, 37) float32 in [-1, 1] | per-candidate features, `envs.features.CANDIDATE_SCHEMA` |
     | global | (14,) float32 in [-1, 1] | queue, cluster and past-arrival features, `envs.features.GLOBAL_SCHEMA` |
     | action_mask | (K,) int8 in {0, 1} | 1 where the candidate is valid |
     Features are fractions, log-scaled durations and one-hots: none grows with cluster size.

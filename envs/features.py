@@ -28,7 +28,7 @@ from envs.placement import RULES, free_view
 from envs.speed import PlacementGeometry, efficiency_of, interference_from
 from envs.state import ClusterState, fragmented_change
 
-FEATURE_SCHEMA_VERSION = 3  # 1: the first release (clairvoyant next_event_log and next_arrival_log); 2: four placement rules (no rule_preempt_las)
+FEATURE_SCHEMA_VERSION = 4  # 1: the first release (clairvoyant next_event_log and next_arrival_log); 2: four placement rules (no rule_preempt_las); 3: no victim columns beyond cost and count, no head_fit_est_log
 
 CANDIDATE_SCHEMA: tuple[tuple[str, str, str], ...] = (
     # The job (the same on each rule's row of a window slot).
@@ -66,8 +66,14 @@ CANDIDATE_SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("victims", "victims / 4, at most 1", "share"),
     ("min_gpu_speed", "relative speed of the placement's slowest GPU for the job's kind", "share"),
     ("est_runtime_here_log", "estimated remaining runtime / predicted rate", "log"),
+    # What preempting the row's victims gives up (0 without victims).
+    ("victims_remaining_log", "the victims' shortest estimated remaining runtime", "log"),
+    ("victims_attained_log", "the victims' attained service per GPU (their GPU-s / their GPUs)", "log"),
+    ("victims_priority", "the highest priority class among the victims / 2", "share"),
     # The WAIT row.
     ("next_event_est_log", "time to the next estimated completion or checkpoint end (1: none)", "log"),
+    ("head_fit_est_log", "time until the first window job's GPU count is free, by the estimated ends of "
+                         "running and checkpointing jobs (0: free now; 1: never, or no window job)", "log"),
 )
 GLOBAL_SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("queue_log", "log10(1 + queued jobs) / 3", "log10"),
@@ -98,7 +104,7 @@ _JOB_BLOCK = slice(_C["gang_log2"], _C["was_preempted"] + 1)
 _JOB_DYNAMIC = [_C["est_remaining_log"], _C["wait_log"], _C["progress"], _C["was_preempted"]]
 _RULE_BLOCK = slice(_C["rule_binpack"], _C["rule_binpack"] + len(RULES))
 _ROW_BLOCK = slice(_C["valid"], _C["is_wait"] + 1)  # valid, the rule one-hot, is_wait
-_PLACEMENT_BLOCK = slice(_C["predicted_rate"], _C["est_runtime_here_log"] + 1)
+_PLACEMENT_BLOCK = slice(_C["predicted_rate"], _C["victims_priority"] + 1)
 assert _RULE_BLOCK.start == _ROW_BLOCK.start + 1 and _RULE_BLOCK.stop + 1 == _ROW_BLOCK.stop == _PLACEMENT_BLOCK.start
 _KINDS = [_C["kind_pretrain"], _C["kind_finetune"], _C["kind_inference"], _C["kind_batch"]]  # by JobKind
 _RULE_ONE_HOT = np.eye(len(RULES), dtype=np.float32)
@@ -306,18 +312,56 @@ def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
             hit = per_geometry[id(g)] = (g, *_geometry_columns(state, g))
         _, tier, nodes_per_gpu, whole, frag_delta = hit
         rate, eff, interf, min_speed = rate_if_started(state, g, constants[cd.job_id])
-        victims = cd.victims
-        lost = log_scale(float(state.preemption_cost_gpu_s(np.array(victims)).sum())) if victims else 0.0
+        lost, victims, v_remaining, v_attained, v_priority = _victim_columns(state, cd.victims)
         rows.append(_ROW_PREFIX[cd.rule] + (
-            rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, min(len(victims) / 4.0, 1.0), min_speed,
-            log_scale(rem[i // R] / max(rate, 1e-6))))
+            rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, victims, min_speed,
+            log_scale(rem[i // R] / max(rate, 1e-6)), v_remaining, v_attained, v_priority))
     if rows:  # one assignment for every valid row (float64 -> float32 as a row-by-row assignment casts)
         feats[valid, _ROW_BLOCK.start : _PLACEMENT_BLOCK.stop] = rows
     w = cset.wait_index
     feats[w, _C["valid"]] = float(cset.mask[w])
     feats[w, _C["is_wait"]] = 1.0
     feats[w, _C["next_event_est_log"]] = next_event_feature(state)
+    feats[w, _C["head_fit_est_log"]] = head_fit_feature(state, cset.window[0]) if nw else 1.0
     return feats, global_features(state)
+
+
+_NO_VICTIMS = (0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def _victim_columns(state: ClusterState, victims) -> tuple:
+    """(preemption_cost_log, victims, victims_remaining_log, victims_attained_log,
+    victims_priority) of a candidate's victims: what preempting them costs and gives up, by
+    estimates and the service they received."""
+    if not victims:
+        return _NO_VICTIMS
+    ids = np.array(victims, dtype=np.int64)
+    gpus = state.num_gpus[ids]
+    return (log_scale(float(state.preemption_cost_gpu_s(ids).sum())), min(len(victims) / 4.0, 1.0),
+            log_scale(float(state.remaining_estimate_s(ids).min())),
+            log_scale(float(state.attained_gpu_s[ids].sum()) / float(gpus.sum())),
+            float(state.priority[ids].max()) / 2.0)
+
+
+def head_fit_feature(state: ClusterState, job: int) -> float:
+    """The WAIT row's time until `job`'s GPU count is free, counting the GPUs free now and those
+    each running job frees at its estimated end (at its current rate, after any restore it owes)
+    and each checkpointing job at its checkpoint's end; log-scaled, 0 when enough are free now,
+    1.0 when they never are. GPUs only: where they are is the placement rules' business."""
+    need = int(state.num_gpus[job])
+    if state.num_free >= need:
+        return 0.0
+    cache = per_state(state).setdefault("head_fit_est", {})
+    hit = cache.get(job)
+    if hit is None:
+        r, c = state.running, np.array(state.checkpointing, dtype=np.int64)
+        remaining = np.maximum(state.estimate_s[r] - state.work_done_s[r], 0.0)
+        after = np.concatenate([state.restore_left_s[r] + remaining / state.rate[r], state.checkpoint_end_s[c] - state.now])
+        order = np.argsort(after, kind="stable")
+        freed = state.num_free + np.cumsum(np.concatenate([state.num_gpus[r], state.num_gpus[c]])[order])
+        k = int(np.searchsorted(freed, need))  # the first end after which enough GPUs are free
+        hit = cache[job] = log_scale(float(after[order[k]])) if k < len(freed) else 1.0
+    return hit
 
 
 def next_event_feature(state: ClusterState) -> float:

@@ -52,11 +52,25 @@ def rollout_observations(env: gym.Env, n: int, seed: int = 0) -> dict[str, np.nd
     return {key: np.stack([o[key] for o in collected]) for key in obs}
 
 
-def spread_score_head(policy: CandidateScoringPolicy) -> None:
+def spread_score_head(policy: CandidateScoringPolicy, observations: dict[str, np.ndarray] | None = None) -> None:
     """Give the final score layer large weights so unmasked logits differ widely between rows
-    and masking, not near-uniform initial logits, is what keeps invalid rows out."""
-    with th.no_grad():
-        th.nn.init.normal_(policy.scorer.score_head[-1].weight, std=10.0)
+    and masking, not near-uniform initial logits, is what keeps invalid rows out. With
+    `observations`, draw them (seeds 0, 1, ...) until the unmasked argmax picks an invalid row of
+    at least one of them, so a test that masking keeps those rows out has teeth whatever the
+    feature schema makes of the initial weights."""
+    weight = policy.scorer.score_head[-1].weight
+    for seed in range(100):
+        with th.no_grad():
+            th.nn.init.normal_(weight, std=10.0, generator=None if observations is None else th.Generator().manual_seed(seed))
+        if observations is None:
+            return
+        obs_tensor, _ = policy.obs_to_tensor(observations)
+        with th.no_grad():
+            logits, _ = policy.scorer(obs_tensor[CANDIDATES_KEY], obs_tensor[GLOBAL_KEY], obs_tensor[MASK_KEY].bool())
+        picks = logits.argmax(dim=-1).numpy()
+        if not observations[MASK_KEY][np.arange(len(picks)), picks].all():
+            return
+    raise AssertionError("no score-head draw of 100 picks an invalid row unmasked")
 
 
 @pytest.mark.parametrize("n_layers", [0, 2])
@@ -65,7 +79,7 @@ def spread_score_head(policy: CandidateScoringPolicy) -> None:
 def test_masked_candidates_never_chosen(n_layers: int, deterministic: bool, pass_action_masks: bool) -> None:
     env = make_env()
     policy = make_model(policy_kwargs=dict(SMALL_POLICY, n_layers=n_layers)).policy
-    spread_score_head(policy)
+    spread_score_head(policy, rollout_observations(make_env(), 100, seed=3))
     obs, _ = env.reset(seed=3)
     raw_choice_invalid = 0
     for _ in range(300):

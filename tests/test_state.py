@@ -168,3 +168,71 @@ def test_the_docs_show_the_feature_schema_as_declared():
     from envs.features import schema_table
 
     assert schema_table() in (Path(__file__).parent.parent / "docs" / "state.md").read_text()
+
+
+# ---------------------------------------------------------------------- what preempting and waiting give up
+
+
+def _decisions(workload: str, num_jobs: int, seed: int = 0):
+    """(state, candidate set, features) of every decision of an episode scheduled by `priority`
+    (which preempts), on mixed-64gpu."""
+    cluster = load_cluster("mixed-64gpu")
+    sim = Simulator(cluster, make_workload(load_workload_spec(workload), cluster, seed, num_jobs=num_jobs))
+    policy = make_baseline("priority")
+    cset = advance_to_decision(sim, 8)
+    while not sim.done:
+        state = sim.decision_state()
+        yield state, cset, candidate_features(cset)[0]
+        apply_candidate(sim, cset, policy.select(state, cset))
+        cset = advance_to_decision(sim, 8)
+
+
+def test_preemption_rows_show_the_victims_remaining_work_service_and_class():
+    """On a row with victims: the shortest estimated remaining runtime among them, their attained
+    GPU-s per GPU and their highest class, each as the schema scales it; 0 on rows without."""
+    from envs.features import CANDIDATE_COLUMNS as C, log_scale
+
+    seen = 0
+    for state, cset, feats in _decisions("slo-preempt", 120):
+        for i in cset.valid_placements():
+            victims = list(cset.candidates[i].victims)
+            row = feats[i]
+            if not victims:
+                assert row[C["victims_remaining_log"]] == row[C["victims_attained_log"]] == row[C["victims_priority"]] == 0.0
+                continue
+            seen += 1
+            remaining = [max(state.estimate_s[v] - state.work_done_s[v], 0.0) for v in victims]  # running: no restore owed
+            per_gpu = sum(state.attained_gpu_s[v] for v in victims) / sum(state.num_gpus[v] for v in victims)
+            assert row[C["victims_remaining_log"]] == pytest.approx(log_scale(min(remaining)), abs=1e-6)
+            assert row[C["victims_attained_log"]] == pytest.approx(log_scale(per_gpu), abs=1e-6)
+            assert row[C["victims_priority"]] == max(state.priority[v] for v in victims) / 2.0
+        if seen >= 40:
+            break
+    assert seen >= 40, f"only {seen} rows with victims"
+
+
+def test_the_wait_row_shows_when_the_first_window_job_s_gpus_are_free():
+    """head_fit_est_log: 0 when the first window job's GPU count is free now; otherwise the
+    estimated end, among running and checkpointing jobs, after which enough GPUs are free."""
+    from envs.features import CANDIDATE_COLUMNS as C, log_scale
+
+    waiting = fitting = 0
+    for state, cset, feats in _decisions("llm-mix-bursty", 150):
+        value = feats[cset.wait_index, C["head_fit_est_log"]]
+        need = state.num_gpus[cset.window[0]]
+        if state.num_free >= need:
+            assert value == 0.0
+            fitting += 1
+            continue
+        ends = sorted([(state.restore_left_s[j] + max(state.estimate_s[j] - state.work_done_s[j], 0.0) / state.rate[j],
+                        state.num_gpus[j]) for j in state.running]
+                      + [(state.checkpoint_end_s[j] - state.now, state.num_gpus[j]) for j in state.checkpointing])
+        free, expected = state.num_free, 1.0
+        for after, gpus in ends:
+            free += gpus
+            if free >= need:
+                expected = log_scale(after)
+                break
+        assert value == pytest.approx(expected, abs=1e-6)
+        waiting += 1
+    assert waiting >= 20 and fitting >= 20, (waiting, fitting)
