@@ -312,9 +312,9 @@ def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
             hit = per_geometry[id(g)] = (g, *_geometry_columns(state, g))
         _, tier, nodes_per_gpu, whole, frag_delta = hit
         rate, eff, interf, min_speed = rate_if_started(state, g, constants[cd.job_id])
-        lost, victims, v_remaining, v_attained, v_priority = _victim_columns(state, cd.victims)
+        lost, victim_share, v_remaining, v_attained, v_priority = _victim_columns(state, cd.victims)
         rows.append(_ROW_PREFIX[cd.rule] + (
-            rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, victims, min_speed,
+            rate, eff, interf, tier, nodes_per_gpu, whole, frag_delta, lost, victim_share, min_speed,
             log_scale(rem[i // R] / max(rate, 1e-6)), v_remaining, v_attained, v_priority))
     if rows:  # one assignment for every valid row (float64 -> float32 as a row-by-row assignment casts)
         feats[valid, _ROW_BLOCK.start : _PLACEMENT_BLOCK.stop] = rows
@@ -355,8 +355,7 @@ def head_fit_feature(state: ClusterState, job: int) -> float:
     hit = cache.get(job)
     if hit is None:
         r, c = state.running, np.array(state.checkpointing, dtype=np.int64)
-        remaining = np.maximum(state.estimate_s[r] - state.work_done_s[r], 0.0)
-        after = np.concatenate([state.restore_left_s[r] + remaining / state.rate[r], state.checkpoint_end_s[c] - state.now])
+        after = np.concatenate([state.end_estimates_after_s(r), state.checkpoint_end_s[c] - state.now])
         order = np.argsort(after, kind="stable")
         freed = state.num_free + np.cumsum(np.concatenate([state.num_gpus[r], state.num_gpus[c]])[order])
         k = int(np.searchsorted(freed, need))  # the first end after which enough GPUs are free

@@ -221,6 +221,13 @@ class ClusterState:
         """GPU-seconds a preemption of these jobs costs: checkpoint (bounded) plus restore."""
         return self.num_gpus[ids] * (self.checkpoint_s[ids] + self.restore_s[ids])
 
+    def end_estimates_after_s(self, ids) -> np.ndarray:
+        """Seconds until running jobs `ids` reach their estimated ends at their current rates,
+        after the restore they still owe (a running job owes none beyond restore_left_s; one past
+        its estimate is expected to end once that is paid)."""
+        remaining = np.maximum(self.estimate_s[ids] - self.work_done_s[ids], 0.0)
+        return self.restore_left_s[ids] + remaining / self.rate[ids]
+
     def next_event_estimate_s(self) -> float:
         """When the scheduler expects the next thing to happen by its estimates: a running job
         reaching its estimated end at its current rate, or a checkpoint ending. inf when nothing
@@ -229,9 +236,8 @@ class ClusterState:
         r = self.running
         if len(r) and _jit.ENABLED:
             t = _kernels.next_end_estimate_s(self.now, r, self.estimate_s, self.work_done_s, self.restore_left_s, self.rate)
-        elif len(r):  # a running job owes no restore beyond restore_left_s
-            remaining = np.maximum(self.estimate_s[r] - self.work_done_s[r], 0.0)
-            t = self.now + float((self.restore_left_s[r] + remaining / self.rate[r]).min())
+        elif len(r):
+            t = self.now + float(self.end_estimates_after_s(r).min())
         if self.checkpointing:
             t = min(t, float(self.checkpoint_end_s[self.checkpointing].min()))
         return t
