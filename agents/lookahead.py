@@ -193,6 +193,8 @@ class LookaheadStats:
     changed: int = 0  # decisions where it left the base rule's choice
     changed_to_preempt: int = 0
     changed_to_wait: int = 0
+    confirm_checked: int = 0  # departures put to the confirming samples (LookaheadConfig.confirm_samples)
+    confirm_rejected: int = 0  # of those, the ones that did not hold: the base rule's choice was kept
     search_s: float = 0.0
 
 
@@ -205,7 +207,8 @@ class Lookahead:
         self.queue_window, self.clairvoyant = queue_window, clairvoyant
         self.base = make_baseline(config.base, seed=seed)
         self.samples = 1 if clairvoyant else config.samples
-        self.sampler = None if clairvoyant else FutureSampler(spec, sim.cluster, seed, self.samples)
+        self.confirm = 0 if clairvoyant else config.confirm_samples
+        self.sampler = None if clairvoyant else FutureSampler(spec, sim.cluster, seed, self.samples + self.confirm)
         self.rng = np.random.default_rng([seed, 0x100C])
         self.stats = LookaheadStats()
         # The last decision's search: (candidate indices, mean cost difference to the base rule's
@@ -226,6 +229,41 @@ class Lookahead:
             return objective_total(fork, self.objective) + terminal_cost(fork, self.objective)
         return objective_total(fork, self.objective)
 
+    def _futures(self, state: ClusterState, sample: int, horizon_end: float):
+        """A maker of forks of the simulator for future `sample`: the truth for the oracle, else
+        sampled work for the unfinished jobs and sampled arrivals."""
+        if self.clairvoyant:
+            return self.sim.fork
+        work = self.sampler.work(state, unfinished_ids(state), self.rng)
+        future = self.sampler.future(state, sample, horizon_end, self.rng)
+        return lambda: self.sim.fork(work=work, future_jobs=future)
+
+    def _departs(self, diff: np.ndarray, scale: float) -> bool:
+        """The honest lookahead's test for leaving the base rule's choice, on the paired cost
+        differences `diff` of one option over the sampled futures: a mean gain beyond one
+        standard error and above `min_gain` of the base choice's cost-to-go `scale`."""
+        m = float(diff.mean())
+        se = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+        return m + se < 0 and -m > self.config.min_gain * scale
+
+    def _confirmed(self, state: ClusterState, cset: CandidateSet, options: list[int], best: int, diff: np.ndarray,
+                   scale: float, horizon_end: float) -> int:
+        """The departure `options[best]` put to `confirm_samples` more futures (the slots after the
+        search's): it stands only if the test holds over all samples, else the base's choice."""
+        extra = np.empty((2, self.confirm))
+        for s in range(self.confirm):
+            make = self._futures(state, self.samples + s, horizon_end)
+            for o, action in enumerate((options[0], options[best])):
+                extra[o, s] = self._rollout(make(), cset, action, horizon_end)
+        self.stats.rollouts += extra.size
+        self.stats.confirm_checked += 1
+        both = np.concatenate([diff, extra[1] - extra[0]])
+        self.last_search[1][best] = both.mean()
+        if self._departs(both, scale):
+            return options[best]
+        self.stats.confirm_rejected += 1
+        return options[0]
+
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
         cfg, sim = self.config, self.sim
         b = self.base.select(state, cset)
@@ -238,14 +276,7 @@ class Lookahead:
         horizon_end = sim.now + cfg.horizon_s
         costs = np.empty((len(options), self.samples))
         for s in range(self.samples):
-            if self.clairvoyant:
-                make = sim.fork
-            else:
-                work = self.sampler.work(state, unfinished_ids(state), self.rng)
-                future = self.sampler.future(state, s, horizon_end, self.rng)
-
-                def make(work=work, future=future):
-                    return sim.fork(work=work, future_jobs=future)
+            make = self._futures(state, s, horizon_end)
             for o, action in enumerate(options):
                 costs[o, s] = self._rollout(make(), cset, action, horizon_end)
         self.stats.searched += 1
@@ -259,10 +290,11 @@ class Lookahead:
             if self.clairvoyant:
                 choice = options[best]
             else:
-                se = diff[best].std(ddof=1) / math.sqrt(self.samples) if self.samples > 1 else 0.0
                 scale = abs(costs[0].mean() - objective_total(sim, self.objective))
-                if mean[best] + se < 0 and -mean[best] > cfg.min_gain * scale:
+                if self._departs(diff[best], scale):
                     choice = options[best]
+                    if self.confirm:
+                        choice = self._confirmed(state, cset, options, best, diff[best], scale, horizon_end)
         if choice != b:
             self.stats.changed += 1
             if choice == cset.wait_index:

@@ -40,6 +40,10 @@ class LookaheadConfig:
     horizon_s: float = 10800.0  # simulate this far ahead (inf: to the episode's end; then a trace's sampled future has no arrivals)
     base: str = "sect"  # the heuristic followed after the first step
     min_gain: float = 0.0  # leave the base rule's choice only for a mean gain above this share of its cost
+    # Where the search would leave the base rule's choice: draw this many more futures for the two
+    # (the base's choice and the departure) and leave only if the same test holds over all of them.
+    # Fewer departures that won on a few lucky futures (0: off; the oracle ignores it).
+    confirm_samples: int = 0
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ def lookahead_from_fields(la: Fields) -> LookaheadConfig:
         k=la.get("k", int, b.k, min_value=1), preempt_k=la.get("preempt_k", int, b.preempt_k, min_value=0),
         samples=la.get("samples", int, b.samples, min_value=1), horizon_s=la.get("horizon_s", float, b.horizon_s, min_value=1.0),
         base=name, min_gain=la.get("min_gain", float, b.min_gain, min_value=0.0),
+        confirm_samples=la.get("confirm_samples", int, b.confirm_samples, min_value=0),
     )
 
 

@@ -88,6 +88,7 @@ def test_beta_one_follows_the_teacher_and_beta_zero_the_student(tmp_path):
         ({"distill": {"beta_decay": 1.5}}, "distill.beta_decay: must be in [0, 1]"),
         ({"distill": {"lookahead": {"samples": 0}}}, "distill.lookahead.samples: must be >= 1"),
         ({"distill": {"lookahead": {"sample": 8}}}, "distill.lookahead.sample: unknown key"),
+        ({"distill": {"lookahead": {"confirm_samples": -1}}}, "distill.lookahead.confirm_samples: must be >= 0"),
         ({"distill": {"lookahead": {"base": "sectt"}}}, "distill.lookahead.base: unknown baseline 'sectt'"),
         ({"scenario": "no-such-scenario", "cluster": None, "workload": None}, "scenario"),
     ],

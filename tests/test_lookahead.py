@@ -132,6 +132,37 @@ def test_rollout_cost_is_the_objective_of_the_forked_future():
     assert cost / 30 == pytest.approx(episode_metrics(base_sim, sc.objective)["objective"], rel=1e-12)
 
 
+def test_confirming_samples_withdraw_the_departures_that_do_not_hold_over_more_futures():
+    """With `confirm_samples`, each departure from the base rule is put to more sampled futures:
+    every decision is the base's choice, or a departure that was checked and whose mean gain
+    over all the samples is positive; with two search samples some departures are withdrawn."""
+    sc = load_scenario("slo-preempt")
+    cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
+    config = dataclasses.replace(sc.lookahead, samples=2, confirm_samples=6)
+    confirmed = withdrawn = 0
+    for seed in range(2):
+        sim = Simulator(cluster, make_workload(spec, cluster, seed, num_jobs=60), SimConfig(max_checkpoint_s=sc.max_checkpoint_s))
+        pol = Lookahead(sim, spec, config, sc.objective, sc.queue_window, clairvoyant=False, seed=seed)
+        base = make_baseline(config.base, seed=seed)
+        cset = advance_to_decision(sim, sc.queue_window, preempt_las=True)
+        while not sim.done:
+            checked, rejected = pol.stats.confirm_checked, pol.stats.confirm_rejected
+            a, b = pol.select(cset.state, cset), base.select(cset.state, cset)
+            if pol.stats.confirm_rejected > rejected:
+                assert a == b
+                withdrawn += 1
+            elif pol.stats.confirm_checked > checked:
+                options, mean = pol.last_search
+                assert a != b and mean[options.index(a)] < 0
+                confirmed += 1
+            else:
+                assert a == b, f"seed {seed} t={sim.now}: a departure that was never confirmed"
+            apply_candidate(sim, cset, a)
+            cset = advance_to_decision(sim, sc.queue_window, preempt_las=True)
+        assert pol.stats.changed == pol.stats.confirm_checked - pol.stats.confirm_rejected
+    assert confirmed > 0 and withdrawn > 0, (confirmed, withdrawn)
+
+
 def test_a_traces_sampled_future_resamples_the_jobs_seen_so_far():
     """For a trace there is no generator: arrivals come at the rate seen so far, each a copy of
     a job seen so far (its known fields only), none before now."""
