@@ -165,6 +165,8 @@ VARIANTS = {
     "distill-philly-s8": ("distill-philly", {("distill", "lookahead")}),
     "distill-bursty-s8": ("distill-bursty", {("distill", "lookahead")}),
     "distill-slo-preempt-s8-long": ("distill-slo-preempt-s8", {("total_timesteps",)}),
+    "distill-slo-preempt-s8-confirm": ("distill-slo-preempt-s8", {("distill", "lookahead")}),
+    "distill-slo-preempt-s8-soft": ("distill-slo-preempt-s8", {("distill", "temperature")}),
 }
 
 
