@@ -249,7 +249,8 @@ class Lookahead:
     def _confirmed(self, state: ClusterState, cset: CandidateSet, options: list[int], best: int, diff: np.ndarray,
                    scale: float, horizon_end: float) -> int:
         """The departure `options[best]` put to `confirm_samples` more futures (the slots after the
-        search's): it stands only if the test holds over all samples, else the base's choice."""
+        search's): it stands only if the test holds over all samples, else the base's choice.
+        The departure's mean in `last_search` becomes its mean over all samples."""
         extra = np.empty((2, self.confirm))
         for s in range(self.confirm):
             make = self._futures(state, self.samples + s, horizon_end)
