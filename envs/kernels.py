@@ -367,13 +367,19 @@ def select_window(feasible, queue_window, remaining, priority, attained_gpu_s):
 
 
 @njit
-def queue_window(queue, sorted_ids, job_class, class_ok, queue_window, walk_limit, priority, attained_gpu_s):
+def queue_window(queue, sorted_ids, job_class, class_ok, queue_window, walk_limit, priority, attained_gpu_s, top_priority):
     """envs.window.select_window in one pass over the queue, without listing the feasible jobs:
     the first 2Q feasible ones in queue order (no order is walked further), and the heads by
     priority and by attained service filed as they come, as `select_window` takes them over
     feasible_of's list. (True, the window), or (False, empty) when more jobs are feasible than
     slots and more than `walk_limit` infeasible jobs come first in `sorted_ids` (the caller
-    then takes select_window's order by remaining estimate)."""
+    then takes select_window's order by remaining estimate).
+
+    `top_priority` bounds the queued jobs' priorities from above. The pass stops early, with
+    the same window, once 2Q feasible jobs are found and both heads are full of jobs with the
+    smallest key any queued job can have (priority `top_priority`, no attained service): a later
+    job only ties them, and ties keep queue order. On a long queue of equal-priority jobs that
+    never ran (a trace replay) that is after some 2Q feasible jobs instead of the whole queue."""
     k = 2 * queue_window
     arrival = np.empty(k, dtype=np.int64)
     by_priority = np.empty(k, dtype=np.int64)
@@ -392,6 +398,9 @@ def queue_window(queue, sorted_ids, job_class, class_ok, queue_window, walk_limi
             x = 1.0 * attained_gpu_s[j]
             if _enters(attained_keys, n_attained, x):
                 n_attained = _head_insert(by_attained, attained_keys, n_attained, x, j)
+            if (n >= k and n_priority == k and priority_keys[k - 1] <= -1.0 * top_priority and n_attained == k
+                    and attained_keys[k - 1] <= 0.0):
+                break
     if n <= queue_window:
         return True, arrival[:n]
     walked, shortest = shortest_head(sorted_ids, job_class, class_ok, k, walk_limit)

@@ -24,6 +24,7 @@ import numpy as np
 from envs import jit as _jit
 from envs import kernels as _kernels
 from envs.cache import job_table, memo_of, per_alloc, per_jobs, per_state
+from envs.jobs import PRIORITY_HIGH, PRIORITY_NORMAL
 from envs.las import LAS_THRESHOLDS, NUM_LAS_QUEUES, STARVATION_FACTOR, las_queue
 from envs.state import ClusterState
 
@@ -376,9 +377,10 @@ def candidate_window(state: ClusterState, queue_window: int) -> list[int]:
 def select_window(state: ClusterState, queue_window: int) -> list[int]:
     """Up to `queue_window` feasible queued jobs, round-robin from the heads of WINDOW_ORDERS."""
     if _jit.ENABLED:  # in one pass over the queue, unless the shortest order cannot be walked
+        top = PRIORITY_HIGH if state.queued_high_priority else PRIORITY_NORMAL  # bounds the queued priorities
         walked, window = _kernels.queue_window(state.queue, state.queue_by_remaining_ids, job_classes(state),
                                                class_fits(state)[2], queue_window, SHORTEST_WALK_LIMIT, state.priority,
-                                               state.attained_gpu_s)
+                                               state.attained_gpu_s, top)
         if walked:
             return window.tolist()
     feasible = feasible_queue(state)
