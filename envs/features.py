@@ -28,7 +28,7 @@ from envs.placement import RULES, free_view
 from envs.speed import PlacementGeometry, efficiency_of, interference_from
 from envs.state import ClusterState, fragmented_change
 
-FEATURE_SCHEMA_VERSION = 4  # 1: the first release (clairvoyant next_event_log and next_arrival_log); 2: four placement rules (no rule_preempt_las); 3: no victim columns beyond cost and count, no head_fit_est_log
+FEATURE_SCHEMA_VERSION = 5  # 1: the first release (clairvoyant next_event_log and next_arrival_log); 2: four placement rules (no rule_preempt_las); 3: no victim columns beyond cost and count, no head_fit_est_log; 4: fragmentation_delta as a change in the share of free GPUs (smaller the larger the cluster)
 
 CANDIDATE_SCHEMA: tuple[tuple[str, str, str], ...] = (
     # The job (the same on each rule's row of a window slot).
@@ -61,7 +61,7 @@ CANDIDATE_SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("tier", "highest interconnect tier spanned / 3", "share"),
     ("nodes_per_gpu", "nodes used / GPUs", "share"),
     ("free_nodes_consumed", "share of its nodes that were wholly free", "share"),
-    ("fragmentation_delta", "change in the fragmented share of free GPUs", "share"),
+    ("fragmentation_delta", "change in the fragmented free GPUs, in node units (per node / its GPUs, summed)", "share"),
     ("preemption_cost_log", "GPU-s the victims' checkpoints and restores cost", "log"),
     ("victims", "victims / 4, at most 1", "share"),
     ("min_gpu_speed", "relative speed of the placement's slowest GPU for the job's kind", "share"),
@@ -150,20 +150,19 @@ def _static_job_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
 
 def _geometry_columns(state: ClusterState, g: PlacementGeometry) -> tuple:
     """Features of one placement that do not depend on which job runs there: (tier / 3, nodes
-    per GPU, share of whole free nodes it takes, change in fragmentation)."""
+    per GPU, share of whole free nodes it takes, change in fragmentation). The change counts
+    the free GPUs it leaves fragmented (or unfragments) on each node in units of that node's
+    GPUs, so a small job that breaks into a whole free 8-GPU node reads +7/8 on any cluster; a
+    share of the cluster's free GPUs (schema 4) shrank with the cluster's size."""
     lists = state.cluster.node_lists
-    free, total, frag, _ = free_view(state)
-    whole = taken = 0
-    frag_after = frag
+    free = free_view(state)[0]
+    whole = 0
+    frag_delta = 0.0
     nodes, on_node = g.nodes.tolist(), g.gpus_on_node.tolist()
     for n, k in zip(nodes, on_node):
         f = free[n]
         whole += f == lists.gpus[n]
-        t = min(k, f)
-        taken += t
-        frag_after += fragmented_change(f, f - t, lists.whole_gang[n])
-    left = total - taken
-    frag_delta = _share(frag_after, left) - _share(frag, total)
+        frag_delta += fragmented_change(f, f - min(k, f), lists.whole_gang[n]) / lists.gpus[n]
     return float(g.tier) / 3.0, len(nodes) / sum(on_node), float(whole) / len(nodes), min(max(frag_delta, -1.0), 1.0)
 
 
