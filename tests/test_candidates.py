@@ -164,16 +164,21 @@ def test_las_victims_and_validity_equal_the_per_gpu_reference():
     assert checked >= 20, f"only {checked} LAS preemptions compared"
 
 
+def _fragmented(sim, node_free):
+    """Per node: its free GPUs when too few to host a whole-node gang, else 0."""
+    return np.where(node_free < np.minimum(8, sim.cluster.node_gpus), node_free, 0)
+
+
 def _fragmented_share(sim, node_free):
-    free = node_free
-    total = free.sum()
-    return float(free[free < np.minimum(8, sim.cluster.node_gpus)].sum() / total) if total else 0.0
+    total = node_free.sum()
+    return float(_fragmented(sim, node_free).sum() / total) if total else 0.0
 
 
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_placement_columns_equal_a_recount_of_the_nodes(seed, data):
-    """Share of whole free nodes taken and change in fragmentation, from per-node arrays."""
+    """Share of whole free nodes taken and change in fragmentation (fragmented GPUs made or
+    unmade on each node, over its GPUs), from per-node arrays."""
     for sim, state, cset in _random_states("mixed-64gpu", "llm-mix", seed, data):
         assert fragmentation(state) == _fragmented_share(sim, sim.node_free)
         for cd in cset.candidates[:-1]:
@@ -185,7 +190,8 @@ def test_placement_columns_equal_a_recount_of_the_nodes(seed, data):
             after = sim.node_free.copy()
             after[g.nodes] -= np.minimum(g.gpus_on_node, free_now)
             assert whole == float((free_now == sim.cluster.node_gpus[g.nodes]).sum()) / len(g.nodes)
-            assert frag_delta == min(max(_fragmented_share(sim, after) - _fragmented_share(sim, sim.node_free), -1.0), 1.0)
+            made = (_fragmented(sim, after) - _fragmented(sim, sim.node_free))[g.nodes] / sim.cluster.node_gpus[g.nodes]
+            assert frag_delta == min(max(sum(made.tolist()), -1.0), 1.0)
             assert nodes_per_gpu == len(g.nodes) / g.gpus_on_node.sum()
 
 
