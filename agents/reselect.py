@@ -1,6 +1,6 @@
 """Model selection redone on a finished run, without training.
 
-    python -m agents.reselect runs/NAME [runs/NAME2 ...] [--seeds 100-119] [--workers 2]
+    python -m agents.reselect runs/NAME [runs/NAME2 ...] [--seeds 100-119] [--workers 2] [--wait-guard K]
 
 train.py keeps every model it evaluates (RUN/stages/, named by eval.json's "model"). This scores
 each of them again by train.py's own rule (agents.training: `setting_result` on each setting's
@@ -13,11 +13,17 @@ Seeds are checked as a train config's `eval.seeds` are (agents.config): none may
 test seed. A run made before stages/ existed kept only some of its models: the student of each
 distillation round (distill/student-rK.zip), model.zip and last_model.zip; the pick is then
 among those.
+
+`--wait-guard K` (or `overdue_factor=K,min_wait_s=S`, or `off`) scores every stage with that
+bound on WAIT in its masks (envs.candidates.WaitGuard) instead of the run's own `env: wait_guard:`:
+the selection for a model that will be evaluated, exported or served with that guard. It writes
+RUN/reselect-wait-guard.json (with the guard recorded), leaving reselect.json as it was.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -25,6 +31,7 @@ from pathlib import Path
 
 from agents.config import train_config_from_dict
 from agents.parallel import run_tasks
+from envs.candidates import wait_guard_of
 from envs.config import ConfigError, read_yaml
 
 LEGACY_MODELS = ("distill/student-r*.zip", "model.zip", "last_model.zip")
@@ -51,9 +58,11 @@ def _setting_result(task: tuple) -> dict:
     return setting_result(load_model(path, device="cpu"), v)
 
 
-def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print) -> dict:
-    """Score every stage model of `run` (its config, validation seeds or `seeds`); write and
-    return reselect.json's content. ConfigError names a bad run directory or seeds."""
+def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print, wait_guard: str | None = None) -> dict:
+    """Score every stage model of `run` (its config, validation seeds or `seeds`; with
+    `wait_guard`, that bound on WAIT: see the module's docstring); write and return
+    reselect.json's content (reselect-wait-guard.json's with a guard). ConfigError names a bad
+    run directory, seeds or guard."""
     from agents.training import validations, validation_score
 
     config = run / "config.yaml"
@@ -62,6 +71,13 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print) -
     data = read_yaml(config)
     if seeds is not None:
         data.setdefault("eval", {})["seeds"] = seeds
+    guard = None
+    if wait_guard is not None:
+        try:
+            guard = wait_guard_of(wait_guard, "--wait-guard")
+        except ValueError as e:
+            raise ConfigError(str(run), "", str(e)) from None
+        data.setdefault("env", {})["wait_guard"] = None if guard is None else dataclasses.asdict(guard)
     cfg = train_config_from_dict(data, f"{config}{' with --seeds ' + seeds if seeds is not None else ''}")
     models = stage_models(run)
     if not models:
@@ -81,7 +97,11 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print) -
     pick = min(entries, key=lambda e: e["score"])["model"]  # min keeps the first of equals: the earlier stage
     out = {"config": str(config), "seeds": {v.name: list(v.seeds) for v in vals}, "stages": entries, "pick": pick,
            "wall_s": time.perf_counter() - t0}
-    (run / "reselect.json").write_text(json.dumps(out, indent=1))
+    name = "reselect.json"
+    if wait_guard is not None:
+        out["wait_guard"] = None if guard is None else dataclasses.asdict(guard)
+        name = "reselect-wait-guard.json"
+    (run / name).write_text(json.dumps(out, indent=1))
     for e in entries:
         log(f"  {e['model']:40s} score {e['score']:.4f}  vs baseline {e['rel_diff']:+.1%}{'   <- pick' if e['model'] == pick else ''}")
     return out
@@ -92,10 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+", type=Path, help="run directories written by train.py")
     ap.add_argument("--seeds", help="validation seeds (0-9, 100-119, ...); default: the run's own")
     ap.add_argument("--workers", type=int, default=1, help="worker processes (1)")
+    ap.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
+                    help="score with this bound on WAIT instead of the run's own (writes reselect-wait-guard.json)")
     args = ap.parse_args(argv)
     try:
         for run in args.runs:
-            out = reselect(run, args.seeds, args.workers)
+            out = reselect(run, args.seeds, args.workers, wait_guard=args.wait_guard)
             print(f"{run}: pick {run / out['pick']}")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

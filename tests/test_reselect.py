@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+import yaml
 
 from agents.config import train_config_from_dict
 from envs.config import ConfigError
@@ -24,7 +25,7 @@ def reselect(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "agents.reselect", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
-def test_a_run_keeps_every_evaluated_model_and_reselection_on_its_own_seeds_reproduces_its_choice(tmp_path):
+def test_a_run_keeps_every_evaluated_model_and_reselection_reproduces_its_choice_or_selects_under_a_wait_guard(tmp_path):
     out = tmp_path / "run"
     r = run_train("--config", str(write_config(tmp_path, total_timesteps=192)), "--out", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
@@ -53,6 +54,26 @@ def test_a_run_keeps_every_evaluated_model_and_reselection_on_its_own_seeds_repr
     assert list(other["seeds"].values()) == [[501, 502]]
     assert other["pick"] == min(other["stages"], key=lambda e: e["score"])["model"]
     assert (out / "model.zip").is_file() and params(out / "model.zip").keys() == chosen.keys()  # model.zip is left alone
+
+    # With a bound on WAIT: every stage scored with that guard in its masks, as a run trained with
+    # `env: wait_guard:` would score it, in a file of its own; the unguarded selection stays.
+    r = reselect(str(out), "--wait-guard", "overdue_factor=0.01,min_wait_s=0")
+    assert r.returncode == 0, r.stderr[-2000:]
+    guarded = json.loads((out / "reselect-wait-guard.json").read_text())
+    assert guarded["wait_guard"] == {"overdue_factor": 0.01, "min_wait_s": 0.0}
+    assert json.loads((out / "reselect.json").read_text()) == other
+    assert [e["model"] for e in guarded["stages"]] == names and guarded["seeds"] == again["seeds"]
+    assert [e["score"] for e in guarded["stages"]] != [e["score"] for e in again["stages"]]  # the guard changed episodes
+    from agents.policy import load_model
+    from agents.training import setting_result, validations
+
+    data = yaml.safe_load((out / "config.yaml").read_text())
+    data.setdefault("env", {})["wait_guard"] = {"overdue_factor": 0.01, "min_wait_s": 0}
+    v = validations(train_config_from_dict(data, "<guarded>"))[0]
+    assert guarded["stages"][-1]["objective"] == setting_result(load_model(out / names[-1], device="cpu"), v)["objective"]
+    assert guarded["pick"] == min(guarded["stages"], key=lambda e: e["score"])["model"]
+    r = reselect(str(out), "--wait-guard", "overdue_factor=-1")
+    assert r.returncode == 2 and "--wait-guard.overdue_factor: must be > 0, got -1.0" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_reselect_refuses_a_scenario_s_test_seeds_and_a_directory_that_is_no_run(tmp_path):
