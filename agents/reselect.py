@@ -23,7 +23,6 @@ RUN/reselect-wait-guard.json (with the guard recorded), leaving reselect.json as
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -71,13 +70,14 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print, w
     data = read_yaml(config)
     if seeds is not None:
         data.setdefault("eval", {})["seeds"] = seeds
-    guard = None
+    guard_data = None  # the guard asked for, as plain data (None: none)
     if wait_guard is not None:
         try:
             guard = wait_guard_of(wait_guard, "--wait-guard")
         except ValueError as e:
             raise ConfigError(str(run), "", str(e)) from None
-        data.setdefault("env", {})["wait_guard"] = None if guard is None else dataclasses.asdict(guard)
+        guard_data = None if guard is None else guard.to_dict()
+        data.setdefault("env", {})["wait_guard"] = guard_data
     cfg = train_config_from_dict(data, f"{config}{' with --seeds ' + seeds if seeds is not None else ''}")
     models = stage_models(run)
     if not models:
@@ -99,7 +99,7 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print, w
            "wall_s": time.perf_counter() - t0}
     name = "reselect.json"
     if wait_guard is not None:
-        out["wait_guard"] = None if guard is None else dataclasses.asdict(guard)
+        out["wait_guard"] = guard_data
         name = "reselect-wait-guard.json"
     (run / name).write_text(json.dumps(out, indent=1))
     for e in entries:
