@@ -47,10 +47,16 @@ CHECK_TOLERANCE = 1e-4  # max abs difference between torch and onnxruntime in th
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# Folders of a run directory that hold models too: the checkpoint, every evaluated stage
+# (agents.training) and each distillation round's student (agents.distill).
+_RUN_SUBDIRS = ("checkpoints", "stages", "distill")
+
+
 def _run_dir(model_path: Path) -> Path | None:
-    """The run directory holding the model (runs/NAME/model.zip or runs/NAME/checkpoints/latest.zip), if any."""
+    """The run directory holding the model (runs/NAME/model.zip, or a model in its checkpoints/,
+    stages/ or distill/), if any."""
     parent = model_path.resolve().parent
-    for d in (parent, parent.parent) if parent.name == "checkpoints" else (parent,):
+    for d in (parent, parent.parent) if parent.name in _RUN_SUBDIRS else (parent,):
         if (d / "config.yaml").is_file():
             return d
     return None

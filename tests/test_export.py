@@ -232,6 +232,9 @@ def test_metadata_outside_a_run_directory(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("cluster: x\n")
     assert _run_dir(tmp_path / "checkpoints" / "latest.zip") == tmp_path
     assert _run_dir(tmp_path / "checkpoints" / "model.zip") == tmp_path
+    assert _run_dir(tmp_path / "stages" / "03-ppo-40000.zip") == tmp_path  # every evaluated stage
+    assert _run_dir(tmp_path / "distill" / "student-r0.zip") == tmp_path  # each round's student
+    assert _run_dir(tmp_path / "other" / "model.zip") is None
     assert _run_dir(tmp_path.parent / "model.zip") is None
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None
     assert _git_commit(None) == head

@@ -163,6 +163,11 @@ def test_evaluation_takes_the_flag_or_the_models_training_config(tmp_path, capsy
     assert [p.wait_guard for p in cfg.policies] == [WaitGuard(1.0, H)] * 2
     cfg = evaluate.parse_config(args + ["--wait-guard", "off"])
     assert [p.wait_guard for p in cfg.policies] == [None, None]
+    stage = model.parent / "stages" / "02-ppo-20000.zip"  # a stage train.py kept: its run's guard too
+    stage.parent.mkdir()
+    stage.write_bytes(model.read_bytes())
+    cfg = evaluate.parse_config(args[:-1] + [f"sect,ppo={stage}"])
+    assert [p.wait_guard for p in cfg.policies] == [None, WaitGuard(2.0, 1800.0)]
     assert evaluate.main(args + ["--wait-guard", "overdue_factor=1,min_wait_s=-5"]) == 2
     assert "--wait-guard.min_wait_s: must be >= 0" in capsys.readouterr().err
 
