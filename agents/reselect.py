@@ -1,6 +1,6 @@
 """Model selection redone on a finished run, without training.
 
-    python -m agents.reselect runs/NAME [runs/NAME2 ...] [--seeds 100-119] [--workers 2] [--wait-guard K]
+    python -m agents.reselect runs/NAME [runs/NAME2 ...] [--seeds 100-119] [--workers 2] [--wait-guard K] [--out FILE]
 
 train.py keeps every model it evaluates (RUN/stages/, named by eval.json's "model"). This scores
 each of them again by train.py's own rule (agents.training: `setting_result` on each setting's
@@ -18,6 +18,9 @@ among those.
 bound on WAIT in its masks (envs.candidates.WaitGuard) instead of the run's own `env: wait_guard:`:
 the selection for a model that will be evaluated, exported or served with that guard. It writes
 RUN/reselect-wait-guard.json (with the guard recorded), leaving reselect.json as it was.
+
+`--out FILE` names the file written in each run directory instead (a selection on other seeds
+kept beside the first: `--seeds 120-139 --out reselect-120-139.json`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from envs.candidates import wait_guard_of
 from envs.config import ConfigError, read_yaml
 
 LEGACY_MODELS = ("distill/student-r*.zip", "model.zip", "last_model.zip")
+RUN_FILES = ("eval.json", "summary.json", "distill.json", "version.json", "bc.json")  # what train.py writes: never overwritten
 
 
 def stage_models(run: Path) -> list[str]:
@@ -57,11 +61,17 @@ def _setting_result(task: tuple) -> dict:
     return setting_result(load_model(path, device="cpu"), v)
 
 
-def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print, wait_guard: str | None = None) -> dict:
+def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print, wait_guard: str | None = None,
+             out_name: str | None = None) -> dict:
     """Score every stage model of `run` (its config, validation seeds or `seeds`; with
     `wait_guard`, that bound on WAIT: see the module's docstring); write and return
-    reselect.json's content (reselect-wait-guard.json's with a guard). ConfigError names a bad
-    run directory, seeds or guard."""
+    reselect.json's content (reselect-wait-guard.json's with a guard; `out_name` instead when
+    given, a file name inside `run`). ConfigError names a bad run directory, seeds, guard or
+    output name."""
+    if out_name is not None and (Path(out_name).name != out_name or not out_name.endswith(".json")):
+        raise ConfigError(str(run), "--out", f"must be a file name ending in .json (written in the run directory), got {out_name!r}")
+    if out_name in RUN_FILES:
+        raise ConfigError(str(run), "--out", f"{out_name} is the run's own record; name another file")
     from agents.training import validations, validation_score
 
     config = run / "config.yaml"
@@ -101,6 +111,7 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print, w
     if wait_guard is not None:
         out["wait_guard"] = guard_data
         name = "reselect-wait-guard.json"
+    name = out_name or name
     (run / name).write_text(json.dumps(out, indent=1))
     for e in entries:
         log(f"  {e['model']:40s} score {e['score']:.4f}  vs baseline {e['rel_diff']:+.1%}{'   <- pick' if e['model'] == pick else ''}")
@@ -114,10 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="worker processes (1)")
     ap.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
                     help="score with this bound on WAIT instead of the run's own (writes reselect-wait-guard.json)")
+    ap.add_argument("--out", default=None, metavar="FILE",
+                    help="the file to write in each run directory (default reselect.json, or reselect-wait-guard.json)")
     args = ap.parse_args(argv)
     try:
         for run in args.runs:
-            out = reselect(run, args.seeds, args.workers, wait_guard=args.wait_guard)
+            out = reselect(run, args.seeds, args.workers, wait_guard=args.wait_guard, out_name=args.out)
             print(f"{run}: pick {run / out['pick']}")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

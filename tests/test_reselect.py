@@ -52,6 +52,10 @@ def test_a_run_keeps_every_evaluated_model_and_reselection_reproduces_its_choice
     assert r.returncode == 0, r.stderr[-2000:]
     other = json.loads((out / "reselect.json").read_text())
     assert list(other["seeds"].values()) == [[501, 502]]
+    r = reselect(str(out), "--seeds", "503-504", "--out", "reselect-503-504.json")  # beside, not over, the first
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert list(json.loads((out / "reselect-503-504.json").read_text())["seeds"].values()) == [[503, 504]]
+    assert json.loads((out / "reselect.json").read_text()) == other
     assert other["pick"] == min(other["stages"], key=lambda e: e["score"])["model"]
     assert (out / "model.zip").is_file() and params(out / "model.zip").keys() == chosen.keys()  # model.zip is left alone
 
@@ -84,6 +88,10 @@ def test_reselect_refuses_a_scenario_s_test_seeds_and_a_directory_that_is_no_run
     assert r.returncode == 2 and "eval.seeds: shares seeds with scenario default's test seeds: [8, 9]" in r.stderr
     r = reselect(str(tmp_path / "nothing"))
     assert r.returncode == 2 and "not a run directory (no config.yaml)" in r.stderr
+    r = reselect(str(run), "--out", "eval.json")
+    assert r.returncode == 2 and "--out: eval.json is the run's own record" in r.stderr
+    r = reselect(str(run), "--out", "../elsewhere.json")
+    assert r.returncode == 2 and "--out: must be a file name ending in .json" in r.stderr
     (run / "eval.json").write_text(json.dumps([{"stage": "ppo", "timesteps": 64, "score": 1.0, "model": "stages/00-ppo-64.zip"}]))
     r = reselect(str(run))
     assert r.returncode == 2 and "eval.json: names models that are not there: stages/00-ppo-64.zip" in r.stderr
