@@ -236,8 +236,9 @@ def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
     scenario = kw.get("scenario")
     sc = load_scenario(scenario) if scenario is not None else None
     search = lookahead_search(sc, cfg.distill["lookahead"])
+    guard = v.setting.wait_guard
     info: dict = {"setting": v.name, "requested": teacher, "heuristic": v.baseline, "heuristic_objective": v.baseline_objective,
-                  "lookahead": dataclasses.asdict(search)}
+                  "lookahead": dataclasses.asdict(search), "wait_guard": None if guard is None else guard.to_dict()}
     if teacher != "auto":
         return teacher, info
     from agents.evaluation.policies import SIMULATING, PolicySpec
@@ -247,7 +248,8 @@ def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
     if sc is not None:
         cluster, workload = cluster or sc.cluster, workload or sc.workload
     tasks = [RunTask(PolicySpec("lookahead", SIMULATING, "lookahead"), s, cluster, workload, v.setting.num_jobs, v.setting.queue_window,
-                     keep_trace=False, scenario=scenario, lookahead=tuple(cfg.distill["lookahead"].items())) for s in v.seeds]
+                     keep_trace=False, scenario=scenario, wait_guard=v.setting.wait_guard, lookahead=tuple(cfg.distill["lookahead"].items()))
+             for s in v.seeds]  # the teacher that labels: with the env's bound on WAIT at its decisions
     t0 = time.perf_counter()
     cache = check_cache_dir() / f"{check_key(tasks)}.json" if cfg.distill["check_cache"] else None
     objectives = _cached_check(cache, len(tasks)) if cache is not None else None

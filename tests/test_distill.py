@@ -179,8 +179,8 @@ def test_the_teacher_check_is_cached_by_its_inputs_and_a_changed_input_or_a_bad_
 
     logged = []
 
-    def check(**distill_fields):
-        cfg = _mix_config(env_mix=[], env={"num_jobs": 10},
+    def check(env=None, **distill_fields):
+        cfg = _mix_config(env_mix=[], env={"num_jobs": 10, **(env or {})},
                           distill={"teacher": "auto", "workers": 1, "lookahead": {"k": 1, "preempt_k": 0, "samples": 1}, **distill_fields})
         (only,) = cfg.settings()
         v = Validation(only.name, only.env_kwargs, (100, 101), eval_setting(only.env_kwargs), "sect", 1e9)
@@ -195,18 +195,23 @@ def test_the_teacher_check_is_cached_by_its_inputs_and_a_changed_input_or_a_bad_
     assert again["lookahead_objective"] == first["lookahead_objective"]
     _, other = check(lookahead={"k": 1, "preempt_k": 0, "samples": 2})  # another search: another key
     assert calls == [2, 2] and "check_cache" not in other and len(list(distill.check_cache_dir().glob("*.json"))) == 2
+    # With a bound on WAIT in the env the teacher that labels decides under it, so the check runs
+    # the lookahead with it: another key, and the guard recorded.
+    _, guarded = check(env={"wait_guard": {"overdue_factor": 0.01, "min_wait_s": 0}})
+    assert calls == [2, 2, 2] and "check_cache" not in guarded and len(list(distill.check_cache_dir().glob("*.json"))) == 3
+    assert guarded["wait_guard"] == {"overdue_factor": 0.01, "min_wait_s": 0.0} and first["wait_guard"] is None
     files[0].write_text("{not json")  # a damaged file: the check runs again and rewrites it
     _, rerun = check()
-    assert calls == [2, 2, 2] and rerun["lookahead_objective"] == first["lookahead_objective"]
+    assert calls == [2, 2, 2, 2] and rerun["lookahead_objective"] == first["lookahead_objective"]
     assert json.loads(files[0].read_text())["objectives"]
     _, off = check(check_cache=False)
-    assert calls == [2, 2, 2, 2] and "check_cache" not in off
+    assert calls == [2, 2, 2, 2, 2] and "check_cache" not in off
     # A cache folder that cannot be made: the check runs, the run goes on, and the log says so.
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("GANGSCHED_CACHE_DIR", str(blocker))
     teacher, unwritable = check()
-    assert teacher == "lookahead" and calls == [2, 2, 2, 2, 2] and "check_cache" not in unwritable
+    assert teacher == "lookahead" and calls == [2, 2, 2, 2, 2, 2] and "check_cache" not in unwritable
     assert logged[-2].startswith("teacher check not cached (") and str(blocker) in logged[-2]
 
 
