@@ -22,6 +22,7 @@ import json
 import sys
 from pathlib import Path
 
+from agents.reselect import check_out_name, require_models
 from envs.config import ConfigError
 
 RULES = ("all", "ahead")
@@ -37,9 +38,7 @@ def soup_members(run: Path, rule: str) -> list[str]:
     models = [h["model"] for h in history if rule == "all" or h["rel_diff"] < 0]
     if not models:  # none ahead of the baseline: the run's pick alone
         models = [min(history, key=lambda h: h["score"])["model"]]
-    missing = [m for m in models if not (run / m).is_file()]
-    if missing:
-        raise ConfigError(str(run / "eval.json"), "", f"names models that are not there: {', '.join(missing)}")
+    require_models(run, models)
     return models
 
 
@@ -52,10 +51,7 @@ def average(run: Path, rule: str = "all", out_name: str | None = None) -> tuple[
     from agents.policy import load_model
 
     name = out_name or f"average-{rule}.zip"
-    if Path(name).name != name or not name.endswith(".zip"):
-        raise ConfigError(str(run), "--out", f"must be a file name ending in .zip (written in the run directory), got {name!r}")
-    if name in ("model.zip", "last_model.zip"):
-        raise ConfigError(str(run), "--out", f"{name} is the run's own model; name another file")
+    check_out_name(run, name, ".zip", ("model.zip", "last_model.zip"))
     members = soup_members(run, rule)
     model = load_model(run / members[0], device="cpu")
     states = [model.policy.state_dict()] + [load_model(run / m, device="cpu").policy.state_dict() for m in members[1:]]

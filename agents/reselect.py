@@ -48,6 +48,22 @@ def stage_models(run: Path) -> list[str]:
     return [str(p.relative_to(run)) for pattern in LEGACY_MODELS for p in sorted(run.glob(pattern))]
 
 
+def check_out_name(run: Path, name: str, suffix: str, reserved: tuple[str, ...]) -> None:
+    """`--out`: a plain file name ending in `suffix`, written in `run`, none of the run's own
+    files (`reserved`); ConfigError naming the field otherwise."""
+    if Path(name).name != name or not name.endswith(suffix):
+        raise ConfigError(str(run), "--out", f"must be a file name ending in {suffix} (written in the run directory), got {name!r}")
+    if name in reserved:
+        raise ConfigError(str(run), "--out", f"{name} is the run's own; name another file")
+
+
+def require_models(run: Path, models: list[str]) -> None:
+    """ConfigError naming eval.json where a model it names is not in `run`."""
+    missing = [m for m in models if not (run / m).is_file()]
+    if missing:
+        raise ConfigError(str(run / "eval.json"), "", f"names models that are not there: {', '.join(missing)}")
+
+
 def _setting_result(task: tuple) -> dict:
     """One model on one setting's validation seeds (a worker task: everything in it pickles)."""
     import torch as th
@@ -68,10 +84,8 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print, w
     reselect.json's content (reselect-wait-guard.json's with a guard; `out_name` instead when
     given, a file name inside `run`). ConfigError names a bad run directory, seeds, guard or
     output name."""
-    if out_name is not None and (Path(out_name).name != out_name or not out_name.endswith(".json")):
-        raise ConfigError(str(run), "--out", f"must be a file name ending in .json (written in the run directory), got {out_name!r}")
-    if out_name in RUN_FILES:
-        raise ConfigError(str(run), "--out", f"{out_name} is the run's own record; name another file")
+    if out_name is not None:
+        check_out_name(run, out_name, ".json", RUN_FILES)
     from agents.training import validations, validation_score
 
     config = run / "config.yaml"
@@ -92,9 +106,7 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print, w
     models = stage_models(run)
     if not models:
         raise ConfigError(str(run), "", "no evaluated models to choose from (no stages/ and no model.zip)")
-    missing = [m for m in models if not (run / m).is_file()]
-    if missing:
-        raise ConfigError(str(run / "eval.json"), "", f"names models that are not there: {', '.join(missing)}")
+    require_models(run, models)
     vals = validations(cfg)
     for v in vals:
         log(f"{run}: {v.name}: validation seeds {v.seeds[0]}-{v.seeds[-1]} ({len(v.seeds)}), best baseline '{v.baseline}' "

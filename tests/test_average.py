@@ -63,6 +63,6 @@ def test_the_average_is_the_mean_of_the_kept_models_weights_and_a_model_that_act
     r = average(str(out), "--out", "../x.zip")
     assert r.returncode == 2 and "--out: must be a file name ending in .zip" in r.stderr
     r = average(str(out), "--out", "model.zip")
-    assert r.returncode == 2 and "--out: model.zip is the run's own model" in r.stderr
+    assert r.returncode == 2 and "--out: model.zip is the run's own" in r.stderr
     r = average(str(tmp_path / "nothing"))
     assert r.returncode == 2 and "no evaluated models" in r.stderr and "Traceback" not in r.stderr

@@ -89,7 +89,7 @@ def test_reselect_refuses_a_scenario_s_test_seeds_and_a_directory_that_is_no_run
     r = reselect(str(tmp_path / "nothing"))
     assert r.returncode == 2 and "not a run directory (no config.yaml)" in r.stderr
     r = reselect(str(run), "--out", "eval.json")
-    assert r.returncode == 2 and "--out: eval.json is the run's own record" in r.stderr
+    assert r.returncode == 2 and "--out: eval.json is the run's own" in r.stderr
     r = reselect(str(run), "--out", "../elsewhere.json")
     assert r.returncode == 2 and "--out: must be a file name ending in .json" in r.stderr
     (run / "eval.json").write_text(json.dumps([{"stage": "ppo", "timesteps": 64, "score": 1.0, "model": "stages/00-ppo-64.zip"}]))
