@@ -7,7 +7,7 @@ A run directory holds:
     checkpoints/       latest.zip + vecnormalize.pkl + state.json, for --resume
     model.zip          the best model on the validation seeds (what evaluate.py should load)
     last_model.zip     the weights at the end of training
-    eval.json          every periodic evaluation
+    eval.json          every periodic evaluation (with "run_wall_s": seconds since the run started)
     stages/            every evaluated model (NN-STAGE-TIMESTEPS.zip, named by eval.json's "model"), so
                        that selection can be redone on other seeds without training (agents/reselect.py)
     export/            policy.onnx + policy.json of model.zip, for serving (written by train.py: agents/export.py)
@@ -212,7 +212,8 @@ class EvalAndCheckpointCallback(BaseCallback):
 
     The score that selects the model is `validation_score`'s."""
 
-    def __init__(self, cfg: TrainConfig, out: Path, vals: list[Validation], eval_every: int, checkpoint_every: int):
+    def __init__(self, cfg: TrainConfig, out: Path, vals: list[Validation], eval_every: int, checkpoint_every: int,
+                 started: float | None = None):
         super().__init__()
         self.cfg, self.out = cfg, out
         self.validations = vals
@@ -221,6 +222,10 @@ class EvalAndCheckpointCallback(BaseCallback):
         self.best = min((h.get("score", h["objective"]) for h in self.history), default=np.inf)
         self._next_eval = (self._last(self.eval_every) + self.eval_every) if self.history else self.eval_every
         self._next_ckpt = checkpoint_every
+        # When the run started (time.perf_counter()), for each entry's "run_wall_s": `started`, else
+        # (a resumed run) counted on from its last evaluation, the time between that and the resume unknown.
+        self.started = started if started is not None else (
+            time.perf_counter() - (self.history[-1].get("run_wall_s", 0.0) if self.history else 0.0))
 
     def _last(self, every: int) -> int:
         return max((h["timesteps"] for h in self.history), default=0)
@@ -245,7 +250,9 @@ class EvalAndCheckpointCallback(BaseCallback):
         name = f"stages/{len(self.history):02d}-{stage}-{int(self.num_timesteps)}.zip"
         (self.out / "stages").mkdir(exist_ok=True)
         self.model.save(self.out / name)
-        entry = {"timesteps": int(self.num_timesteps), "stage": stage, **entry, "model": name, "eval_wall_s": time.perf_counter() - t0}
+        now = time.perf_counter()
+        entry = {"timesteps": int(self.num_timesteps), "stage": stage, **entry, "model": name, "eval_wall_s": now - t0,
+                 "run_wall_s": now - self.started}
         self.history.append(entry)
         (self.out / "eval.json").write_text(json.dumps(self.history, indent=1))
         if entry["score"] < self.best:
@@ -301,11 +308,13 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     }
     (out / "version.json").write_text(json.dumps(version, indent=1))
 
+    started = time.perf_counter()
     vals = validations(cfg)
     for v in vals:
         log(f"{v.name + ': ' if len(vals) > 1 else ''}validation seeds {v.seeds[0]}-{v.seeds[-1]}: best baseline '{v.baseline}', "
             f"objective {v.baseline_objective:.3f}")
-    eval_cb = EvalAndCheckpointCallback(cfg, out, vals, cfg.eval["every_timesteps"], cfg.checkpoint_every_timesteps)
+    eval_cb = EvalAndCheckpointCallback(cfg, out, vals, cfg.eval["every_timesteps"], cfg.checkpoint_every_timesteps,
+                                        None if resume else started)  # the baselines' validation and any teacher check count
     if not resume and cfg.bc["episodes"] > 0:
         from agents.imitation import clone, collect
 
@@ -336,6 +345,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     best = min(eval_cb.history, key=lambda h: h.get("score", h["objective"]))
     summary = {
         "timesteps": int(model.num_timesteps), "wall_s": wall, "env_steps_per_s": steps / wall if wall > 0 else 0.0,
+        "run_wall_s": time.perf_counter() - eval_cb.started,  # the whole run: baselines, teacher, labels, PPO, evaluations
         "best_validation_objective": best["objective"], "best_validation_rel_diff": best["rel_diff"],
         "best_validation_score": best.get("score", best["objective"]),  # what selected model.zip (EvalAndCheckpointCallback)
         "baseline": best["baseline"], "baseline_objective": best["baseline_objective"],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +74,20 @@ def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
     assert meta["train_config"]["cluster"] == "h100-4node" and meta["git_commit"] == (None if commit == "unknown" else commit)
     first = json.loads((out / "summary.json").read_text())["timesteps"]
     assert first >= 128
+    # Each evaluated model with the seconds since the run started, and the run's whole time.
+    walls = [h["run_wall_s"] for h in json.loads((out / "eval.json").read_text())]
+    total = json.loads((out / "summary.json").read_text())["run_wall_s"]
+    assert walls == sorted(walls) and 0 < walls[0] and walls[-1] <= total
+    # A run made before run_wall_s: the curve takes the times from TensorBoard and the files.
+    from benchmarks.training_curve import curve
+
+    legacy = tmp_path / "legacy"
+    shutil.copytree(out, legacy)  # copy2: the files' times are kept
+    history = json.loads((legacy / "eval.json").read_text())
+    (legacy / "eval.json").write_text(json.dumps([{k: v for k, v in h.items() if k != "run_wall_s"} for h in history]))
+    os.utime(legacy / "eval.json", (os.stat(out / "eval.json").st_atime, os.stat(out / "eval.json").st_mtime))
+    derived = [r["minutes"] * 60 for r in curve(legacy)[0]]
+    assert len(derived) == len(walls) and all(abs(d - w) < 5.0 for d, w in zip(derived, walls)), (derived, walls)
 
     # --resume continues the timestep count from the checkpoint, with the run's own config.
     r = run_train("--resume", str(out), "--total-timesteps", "256")
@@ -79,6 +95,11 @@ def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
     resumed = json.loads((out / "summary.json").read_text())["timesteps"]
     assert resumed >= 256 and resumed > first
     assert json.loads((out / "checkpoints/state.json").read_text())["timesteps"] == resumed
+    after = [h["run_wall_s"] for h in json.loads((out / "eval.json").read_text())]
+    assert after[: len(walls)] == walls and after[-1] > walls[-1]  # a resumed run counts on
+    # The objective-against-wall-time curve reads them (benchmarks/training_curve.py).
+    rows, run_min = curve(out)
+    assert [r["minutes"] for r in rows] == [w / 60 for w in after] and run_min >= after[-1] / 60
 
 
 @pytest.mark.parametrize(
