@@ -205,7 +205,7 @@ def tree(run: Path) -> set[str]:
 
 
 def without_wall(history: list[dict]) -> list[dict]:
-    return [{k: v for k, v in h.items() if k != "eval_wall_s"} for h in history]
+    return [{k: v for k, v in h.items() if k not in ("eval_wall_s", "run_wall_s")} for h in history]
 
 
 def test_two_seeds_train_as_tune_trials_into_complete_run_folders(session, tmp_path, capsys):
