@@ -284,6 +284,7 @@ class EvalAndCheckpointCallback(BaseCallback):
 
 def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool = True, log=print) -> dict:
     """Train (or resume) a run in `out`; returns a summary with the paths written."""
+    started = time.perf_counter()  # eval.json's and summary.json's run_wall_s count from here
     device = resolve_device(cfg.device)
     out.mkdir(parents=True, exist_ok=True)
     set_random_seed(cfg.seed)
@@ -308,13 +309,12 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     }
     (out / "version.json").write_text(json.dumps(version, indent=1))
 
-    started = time.perf_counter()
     vals = validations(cfg)
     for v in vals:
         log(f"{v.name + ': ' if len(vals) > 1 else ''}validation seeds {v.seeds[0]}-{v.seeds[-1]}: best baseline '{v.baseline}', "
             f"objective {v.baseline_objective:.3f}")
     eval_cb = EvalAndCheckpointCallback(cfg, out, vals, cfg.eval["every_timesteps"], cfg.checkpoint_every_timesteps,
-                                        None if resume else started)  # the baselines' validation and any teacher check count
+                                        None if resume else started)
     if not resume and cfg.bc["episodes"] > 0:
         from agents.imitation import clone, collect
 

@@ -5,8 +5,8 @@
 For each run (a train.py run directory) prints every evaluated model (each distillation round's
 student, the PPO models) with the minutes since the run started when its validation finished
 and its validation score against the best heuristic (eval.json), then the run's total. With
-`--plot` it draws one panel per training config (runs grouped by config.yaml's description),
-one line per run, with the issue's 30-minute budget marked.
+`--plot` it draws one panel per folder of runs (runs/NAME/seed-K: one panel per NAME, as
+train.py's --seeds lays them out), one line per run, with the issue's 30-minute budget marked.
 
 The minutes come from eval.json's `run_wall_s` (train.py records it since 2026-12-03). For a run
 made before, they are read from its TensorBoard events (each validation score is logged with the
@@ -23,11 +23,9 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 CLIP_PCT = 15.0  # the plot's upper edge: worse models are drawn there, labelled with their figure
 BUDGET_MIN = 30.0  # the learned-policy issue's training budget per scenario, on the 2 cores
-_TB_TAGS = ("distill/validation_rel_diff", "eval/rel_diff_vs_baseline", "bc/validation_rel_diff")
+_TB_TAGS = ("distill/validation_rel_diff", "eval/rel_diff_vs_baseline")
 
 
 def _tb_times(run: Path) -> list[float]:
@@ -72,14 +70,6 @@ def curve(run: Path) -> tuple[list[dict], float | None]:
     return rows, total
 
 
-def _config_name(run: Path) -> str:
-    try:
-        data = yaml.safe_load((run / "config.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return run.parent.name
-    return str(data.get("description") or run.parent.name)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.training_curve", description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path, help="train.py run directories")
@@ -99,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
         groups: dict[str, list] = {}
         for run, rows, total in curves:
-            groups.setdefault(_config_name(run), []).append((run, rows))
+            groups.setdefault(run.parent.name, []).append((run, rows))
         cols = min(3, len(groups))
         rows_n = -(-len(groups) // cols)
         fig, axes = plt.subplots(rows_n, cols, figsize=(4.6 * cols, 3.6 * rows_n), squeeze=False)
