@@ -120,49 +120,51 @@ def next_end_estimate_s(now, run, estimate_s, work_done_s, restore_left_s, rate)
 
 
 @njit
-def integrate_running(run, dt, restoring, rate, overhead_left, work_left, work_done, work_total, gpus_req,
-                      attained_gpu_s, run_s, interference_loss_s, interference):
-    """The running jobs' part of Simulator._integrate over `dt`: restore time paid before
-    progress, progress capped at the work left, attained service, run time and interference
-    loss. Returns the useful reference GPU-s done."""
+def advance_running(run, dt, restoring, finish, rate, overhead_left, work_left, work_done, work_total, gpus_req,
+                    attained_gpu_s, run_s, interference_loss_s, interference, order):
+    """The running jobs' part of an advance by `dt` (Simulator._integrate, then with `finish`
+    Simulator._finish_completed's test) in one call. Integration, only where dt > 0: restore time
+    paid before progress, progress capped at the work left, attained service, run time and
+    interference loss. Then, with `finish`, the jobs whose remaining time is below float slack
+    go to order[:k] and the others to order[k:len(run)], each in the order of `run` (`order` is
+    scratch of at least len(run)). Returns (the useful reference GPU-s done, k): scalars only, so
+    the call boxes no array."""
     n = len(run)
-    useful = np.empty(n)
-    for i in range(n):
-        j = run[i]
-        if restoring:
-            left = overhead_left[j]
-            overhead = min(left, dt)
-            overhead_left[j] = left - overhead
-            progress = (dt - overhead) * rate[j]
-        else:
-            progress = dt * rate[j]
-        left = work_left[j]
-        progress = min(progress, left)
-        left = left - progress
-        work_left[j] = left
-        work_done[j] = work_total[j] - left
-        useful[i] = progress * gpus_req[j]
-        attained_gpu_s[j] += gpus_req[j] * dt
-        run_s[j] += dt
-        interference_loss_s[j] += (1.0 - interference[j]) * dt
-    return pairwise_sum(useful)
-
-
-@njit
-def finished_jobs(run, overhead_left, work_left, rate):
-    """(The running jobs whose remaining time is below float slack, the others), each in the
-    order of `run` (Simulator._finish_completed)."""
-    finished = np.empty(len(run), dtype=np.int64)
-    others = np.empty(len(run), dtype=np.int64)
-    k = m = 0
-    for j in run:
-        if overhead_left[j] + work_left[j] / rate[j] <= 1e-7:
-            finished[k] = j
-            k += 1
-        else:
-            others[m] = j
-            m += 1
-    return finished[:k], others[:m]
+    total = 0.0
+    if dt > 0:
+        useful = np.empty(n)
+        for i in range(n):
+            j = run[i]
+            if restoring:
+                left = overhead_left[j]
+                overhead = min(left, dt)
+                overhead_left[j] = left - overhead
+                progress = (dt - overhead) * rate[j]
+            else:
+                progress = dt * rate[j]
+            left = work_left[j]
+            progress = min(progress, left)
+            left = left - progress
+            work_left[j] = left
+            work_done[j] = work_total[j] - left
+            useful[i] = progress * gpus_req[j]
+            attained_gpu_s[j] += gpus_req[j] * dt
+            run_s[j] += dt
+            interference_loss_s[j] += (1.0 - interference[j]) * dt
+        total = pairwise_sum(useful)
+    k = 0
+    if finish:
+        for j in run:
+            if overhead_left[j] + work_left[j] / rate[j] <= 1e-7:
+                order[k] = j
+                k += 1
+        if k:
+            m = k
+            for j in run:
+                if not overhead_left[j] + work_left[j] / rate[j] <= 1e-7:
+                    order[m] = j
+                    m += 1
+    return total, k
 
 
 @njit

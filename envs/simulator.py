@@ -165,6 +165,7 @@ class Simulator:
         self.load = LoadModel(c, self.config.speed_model)  # node and uplink load, placed jobs' profiles
         self.reserved: list[int] = []
         self.running = np.zeros(0, dtype=np.int64)
+        self._scratch = np.empty(c.num_gpus, dtype=np.int64)  # kernels' scratch: running jobs (each holds a GPU)
         self._restoring: set[int] = set()  # running jobs with restore time left (overhead_left > 0)
         self.checkpointing: list[int] = []
         self._next_arrival = 0
@@ -592,6 +593,7 @@ class Simulator:
         f.load = self.load.copy()
         f.reserved = self.reserved.copy()
         f.running = self.running.copy()
+        f._scratch = np.empty_like(self._scratch)
         f._restoring = self._restoring.copy()
         f.checkpointing = self.checkpointing.copy()
         f._next_arrival = arrived
@@ -625,9 +627,9 @@ class Simulator:
         if not math.isfinite(t):
             raise SchedulingError("nothing left to wait for: no job is running or arriving")
         dt = t - self.now
-        self._integrate(dt)
+        finished = self._integrate(dt, finish=True)
         self.now = t
-        changed = self._finish_completed() | self._finish_checkpoints()
+        changed = self._finish_completed(finished) | self._finish_checkpoints()
         self._admit_arrivals()
         if changed:
             self._rates_changed()
@@ -653,21 +655,29 @@ class Simulator:
         self._record()
         return dt
 
-    def _integrate(self, dt: float) -> None:
-        if dt <= 0:
-            return
-        self.jobs_in_system_s += self.jobs_in_system * dt
-        self.energy_j += self.power.power_w * dt
-        self.allocated_gpu_s += self.ledger.allocated_gpus * dt
+    def _integrate(self, dt: float, finish: bool = False):
+        """Integrate everything over `dt` (nothing when dt <= 0). With `finish` (an event's
+        advance), return what `_finish_completed` needs: on the compiled path, the number of
+        running jobs found finished by the same kernel call (their ids first in `_scratch`, the
+        others after them); on the reference path, None (it tests them itself)."""
         run = self.running
+        if dt > 0:
+            self.jobs_in_system_s += self.jobs_in_system * dt
+            self.energy_j += self.power.power_w * dt
+            self.allocated_gpu_s += self.ledger.allocated_gpus * dt
         if len(run) and _jit.ENABLED:
-            self.useful_work_s += _kernels.integrate_running(
-                run, dt, bool(self._restoring), self.rate, self.overhead_left, self.work_left, self.work_done,
+            if not finish and dt <= 0:
+                return None
+            useful, k = _kernels.advance_running(
+                run, dt, bool(self._restoring), finish, self.rate, self.overhead_left, self.work_left, self.work_done,
                 self.work_total, self.gpus_req, self.attained_gpu_s, self.run_s, self.interference_loss_s,
-                self.interference)
-            if self._restoring:
-                self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0}
-        elif len(run):
+                self.interference, self._scratch)
+            if dt > 0:
+                self.useful_work_s += useful
+                if self._restoring:
+                    self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0}
+            return k
+        if len(run) and dt > 0:
             rate = self.rate[run]
             if self._restoring:  # restore time is paid before progress
                 left = self.overhead_left[run]
@@ -686,20 +696,25 @@ class Simulator:
             self.attained_gpu_s[run] += gpus * dt
             self.run_s[run] += dt
             self.interference_loss_s[run] += (1.0 - self.interference[run]) * dt
+        return None
 
-    def _finish_completed(self) -> bool:
+    def _finish_completed(self, found=None) -> bool:
+        """Finish the running jobs whose remaining time is below float slack. `found`: what
+        `_integrate(dt, finish=True)` gave (on the compiled path, how many it found)."""
         run = self.running
         if not len(run):
             return False
         # A job whose remaining time is below float slack has finished now.
-        if _jit.ENABLED:
-            finished, others = _kernels.finished_jobs(run, self.overhead_left, self.work_left, self.rate)
+        if found is not None:
+            if not found:
+                return False
+            finished, others = self._scratch[:found], self._scratch[found:len(run)].copy()
         else:
             done = (self.overhead_left[run] + self.work_left[run] / self.rate[run]) <= 1e-7
             finished, others = run[done], run[~done]
-        if not len(finished):
-            return False
-        for j in finished:
+            if not len(finished):
+                return False
+        for j in finished.tolist():
             self.work_left[j] = 0.0
             self.work_done[j] = self.work_total[j]
             self.state[j] = JobState.DONE
@@ -708,7 +723,7 @@ class Simulator:
             self._stop(j)
             self._release(j)
             self.num_done += 1
-            self.finished_order.append(int(j))
+            self.finished_order.append(j)
             self.jobs_in_system -= 1
         self.running = others
         return True

@@ -85,10 +85,10 @@ def metrics_equal(a: dict, b: dict, skip=()) -> list[str]:
     return [k for k in a if k not in skip and not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))]
 
 
-def assert_same_values(a, b, path: str = "sim", skip=("_state", "_state_arrived")) -> None:
+def assert_same_values(a, b, path: str = "sim", skip=("_state", "_state_arrived", "_scratch")) -> None:
     """`a` and `b` hold the same values all the way down (arrays: same dtype, shape and
     elements, NaN equal to NaN; a queue's id arrays as far as they are used). `skip`: attributes
-    not compared (by default the decision state cache)."""
+    not compared (by default the decision state cache and the kernels' scratch buffer)."""
     if isinstance(a, Cluster):
         assert a is b or a.name == b.name, path
     elif isinstance(a, (SimConfig, SpeedModel)):
@@ -471,7 +471,7 @@ def test_advance_until_stops_between_events():
     assert_same_values(b, a, "fork")
     c = sim.fork()
     assert c.advance_until(c.next_event_s()) == sim.advance()
-    assert_same_values(c, sim, "fork", skip=("_state", "_state_arrived", "timeline", "segments"))
+    assert_same_values(c, sim, "fork", skip=("_state", "_state_arrived", "_scratch", "timeline", "segments"))
 
 
 def _drive_split(sim: Simulator, policy: str, split: bool) -> None:
