@@ -13,7 +13,8 @@ with the scenario's lookahead settings.
 Every policy runs on exactly the same workloads (workload seed s is the same job list for
 every policy), so comparisons are paired per seed. A policy is a baseline name (see
 `baselines.BASELINES`) or `PREFIX=ARG` for a policy loaded by
-`agents.evaluation.POLICY_LOADERS[PREFIX]` (`ppo=PATH`: a MaskablePPO zip). Bad input gives a
+`agents.evaluation.POLICY_LOADERS[PREFIX]` (`ppo=PATH`: a MaskablePPO zip; `anchored=PATH`: the
+same model anchored to a heuristic by its run's anchor.json, agents.anchor). Bad input gives a
 one-line error and exit code 2 before any episode runs.
 
 `--wait-guard K` (or `overdue_factor=K,min_wait_s=S`; `off` for none) bounds WAIT in the masks

@@ -1,14 +1,15 @@
 """Export a trained policy for serving: an ONNX graph of its candidate scorer and policy.json.
 
     python -m agents.export runs/NAME/model.zip [--out DIR] [--wait-guard K|overdue_factor=K,min_wait_s=S|off]
-                                                                (default DIR: runs/NAME/export)
+                                                [--anchor]      (default DIR: runs/NAME/export)
 
 writes DIR/policy.onnx and DIR/policy.json (see agents/policy_file.py, which reads them without
 torch, and docs/export.md). A model trained on another feature schema is refused. train.py
 calls `export_model` at the end of every run, into <run dir>/export/. policy.json records the
 bound on WAIT (`wait_guard`, envs.candidates.WaitGuard) that the served masks apply: the run's
 `env: wait_guard:` by default, or --wait-guard's (a guard added to a model trained without one,
-or `off`).
+or `off`). With --anchor it also records the anchor to a heuristic that `python -m agents.anchor`
+chose for this model (its run's anchor.json; `anchor`), which the scoring service then applies.
 
 The graph comes from torch's dynamo exporter (`torch.onnx.export(..., dynamo=True)`, which needs
 onnxscript): the TorchScript exporter (`dynamo=False`, deprecated since torch 2.9) traces
@@ -196,12 +197,14 @@ _FROM_CONFIG: Any = object()
 
 
 def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OPSET, check: bool = True,
-                 wait_guard: Any = _FROM_CONFIG) -> dict[str, Any]:
+                 wait_guard: Any = _FROM_CONFIG, anchor: bool = False) -> dict[str, Any]:
     """Write out_dir/policy.onnx and out_dir/policy.json for the MaskablePPO model at model_path.
 
     `wait_guard` (a WaitGuard or any form `envs.candidates.wait_guard_of` reads; None: none) is
     recorded in policy.json; by default the run config's `env.wait_guard` (none without one).
-    ValueError naming the field for an invalid one, before anything is written.
+    ValueError naming the field for an invalid one, before anything is written. With `anchor`,
+    the run's anchor.json for this model (agents.anchor.read_anchor; ValueError without one) is
+    recorded as policy.json's `anchor`; otherwise `anchor` is null.
 
     Raises ValueError naming the file for a model of another feature schema or policy class
     (FileNotFoundError when there is no such file). With `check` and onnxruntime installed, the
@@ -221,6 +224,10 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
         raise FileNotFoundError(f"{model_path}: no such model file")
     run_dir = _run_dir(model_path)
     guard = run_config_wait_guard(model_path) if wait_guard is _FROM_CONFIG else wait_guard_of(wait_guard)
+    if anchor:
+        from agents.anchor import read_anchor
+
+        anchor_rule = read_anchor(model_path)
     train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
     model = load_model(model_path, device="cpu")  # refuses another feature schema
     policy = model.policy
@@ -260,6 +267,7 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
         "rules": list(RULES),
         "num_candidates": n_candidates,
         "wait_guard": None if guard is None else guard.to_dict(),
+        "anchor": anchor_rule.to_dict() if anchor else None,
         "gpu_types": list(GPU_CATALOGUE),
         "onnx_file": ONNX_FILE,
         "onnx_sha256": sha256_file(onnx_path),
@@ -289,11 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-check", action="store_true", help="skip the onnxruntime-vs-torch check on random inputs")
     ap.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
                     help="the bound on WAIT recorded in policy.json (default: the run config's env.wait_guard)")
+    ap.add_argument("--anchor", action="store_true",
+                    help="record the anchor to a heuristic that python -m agents.anchor chose for this model (its run's anchor.json)")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else Path(args.model).parent / "export"
     try:
         guard = {} if args.wait_guard is None else {"wait_guard": _parse_guard(args.wait_guard)}
-        result = export_model(args.model, out, check=not args.no_check, **guard)
+        result = export_model(args.model, out, check=not args.no_check, anchor=args.anchor, **guard)
     except (ValueError, FileNotFoundError, PolicyFileError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -301,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     guard = meta["wait_guard"]
     print(f"wrote {result['onnx']} and {result['metadata']} (feature schema {meta['feature_schema_version']}, "
           f"trained with K={meta['num_candidates']}, opset {meta['opset']}, "
-          f"wait guard {'off' if guard is None else ', '.join(f'{k} {v:g}' for k, v in guard.items())})")
+          f"wait guard {'off' if guard is None else ', '.join(f'{k} {v:g}' for k, v in guard.items())}"
+          f"{'' if meta['anchor'] is None else ', anchored to ' + meta['anchor']['baseline'] + ' at margin ' + str(meta['anchor']['margin'])})")
     if result["check"]:
         d = result["check"]["max_abs_diff"]
         print(f"onnxruntime vs torch at K={result['check']['num_candidates']}: max abs diff logits {d['logits']:.1e}, value {d['value']:.1e}")

@@ -8,13 +8,16 @@
     policy.json   what the graph expects: feature schema version and names, placement rules,
                   the K it was trained with, the bound on WAIT its masks apply (`wait_guard`,
                   envs.candidates.WaitGuard as {overdue_factor, min_wait_s}, or null / absent:
-                  none), the GPU types the code knew, the sha256 of policy.onnx, the training
-                  config and the code version.
+                  none), the anchor to a heuristic the service applies (`anchor`,
+                  agents.anchor.Anchor as {baseline, margin}, or null / absent: none), the GPU
+                  types the code knew, the sha256 of policy.onnx, the training config and the
+                  code version.
 
 `load_policy_metadata(dir)` reads policy.json and refuses a directory that this code cannot
 feed correctly (another feature schema, other feature names or rules, a policy.onnx whose bytes
-are not those exported, a `wait_guard` that is not valid); `policy_wait_guard(meta)` is the
-guard that the service's masks then apply (`build_candidates(..., wait_guard=...)`).
+are not those exported, a `wait_guard` or `anchor` that is not valid); `policy_wait_guard(meta)`
+is the guard that the service's masks then apply (`build_candidates(..., wait_guard=...)`) and
+`policy_anchor(meta)` the anchor its decisions apply.
 `OnnxPolicy(dir)` adds an onnxruntime session. Neither imports torch; docs/export.md has the
 details.
 """
@@ -108,6 +111,7 @@ def load_policy_metadata(directory: str | Path) -> dict[str, Any]:
             raise PolicyFileError(f"{meta_path}: {difference} (feature schema version {FEATURE_SCHEMA_VERSION}); the policy would misread its inputs")
     try:
         policy_wait_guard(meta)
+        policy_anchor(meta)
     except ValueError as e:
         raise PolicyFileError(f"{meta_path}: {e}") from None
     onnx_file = meta["onnx_file"]
@@ -128,6 +132,17 @@ def policy_wait_guard(meta: dict[str, Any]) -> WaitGuard | None:
     """The bound on WAIT recorded in policy.json (`wait_guard`); None when it is absent or null
     (files written before it existed have none). ValueError naming the field when invalid."""
     return wait_guard_of(meta.get("wait_guard"), "wait_guard")
+
+
+def policy_anchor(meta: dict[str, Any]):
+    """The anchor to a heuristic recorded in policy.json (`anchor`, agents.anchor.Anchor); None
+    when it is absent or null. ValueError naming the field when invalid."""
+    data = meta.get("anchor")
+    if data is None:
+        return None
+    from agents.anchor import Anchor
+
+    return Anchor.from_dict(data, "anchor")
 
 
 class OnnxPolicy:

@@ -115,10 +115,11 @@ def eval_setting(cfg: TrainConfig | dict) -> EvalSetting:
                        env.wait_guard)
 
 
-def run_policy_episode(model: MaskablePPO, e: EvalSetting, seed: int) -> dict:
+def run_policy_episode(model: MaskablePPO, e: EvalSetting, seed: int, actor=None) -> dict:
     """Metrics of one deterministic evaluation episode of `model` on workload `seed`; "objective"
-    is the setting's (the scenario's) objective."""
-    sim, _ = run_actor(model_actor(model), e.cluster, e.spec, seed, e.num_jobs, e.queue_window, e.objective, e.max_checkpoint_s,
+    is the setting's (the scenario's) objective. `actor`: model -> the actor that acts
+    (default: the model's deterministic choice; agents.anchor anchors it to a heuristic)."""
+    sim, _ = run_actor((actor or model_actor)(model), e.cluster, e.spec, seed, e.num_jobs, e.queue_window, e.objective, e.max_checkpoint_s,
                        e.wait_guard)
     return episode_metrics(sim, e.objective)
 
@@ -147,10 +148,11 @@ class Validation(Setting):
     baseline_objective: float
 
 
-def setting_result(model: MaskablePPO, v: Validation) -> dict:
-    """`model` on the validation seeds of one setting: mean objective and average JCT, and the
-    relative difference of the mean objective to the setting's best baseline."""
-    runs = [run_policy_episode(model, v.setting, s) for s in v.seeds]
+def setting_result(model: MaskablePPO, v: Validation, actor=None) -> dict:
+    """`model` (acting through `actor`, as in `run_policy_episode`) on the validation seeds of
+    one setting: mean objective and average JCT, and the relative difference of the mean
+    objective to the setting's best baseline."""
+    runs = [run_policy_episode(model, v.setting, s, actor) for s in v.seeds]
     obj = float(np.mean([m["objective"] for m in runs]))
     return {"name": v.name, "objective": obj, "avg_jct_s": float(np.mean([m["avg_jct_s"] for m in runs])),
             "baseline": v.baseline, "baseline_objective": v.baseline_objective,

@@ -244,6 +244,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
         return {"policy": scorer.policy_name, "baseline": scorer.baseline_name, "cluster": cluster.name,
                 "num_gpus": cluster.num_gpus, "nodes": cluster.num_nodes, "queue_window": queue_window,
                 "wait_guard": None if scorer.wait_guard is None else scorer.wait_guard.to_dict(),
+                "anchor": None if scorer.anchor is None else scorer.anchor.to_dict(),
                 "model": None if info is None else {"directory": info.directory, "onnx_sha256": info.sha256,
                                                     "feature_schema_version": info.feature_schema_version},
                 "torch_imported": "torch" in sys.modules, "python": sys.version.split()[0]}

@@ -9,7 +9,10 @@ Contract:
 * `Scorer.decide(state, cset)` ranks the valid candidates:
   - with an exported model (`OnnxPolicy`): by the model's logits; probabilities are the softmax
     of the logits over the valid candidates (WAIT included when valid). The model's choice is
-    the arg-max, the same as `MaskablePPO.predict(..., deterministic=True)` on the env.
+    the arg-max, the same as `MaskablePPO.predict(..., deterministic=True)` on the env. With
+    an anchor (policy.json's `anchor`, agents.anchor) the choice is
+    `agents.anchor.anchored_choice` of the logits and the anchor baseline's choice, ranked first;
+    the others follow by logit.
   - with a baseline (no model, or inference failed): the baseline's choice (`select`) is ranked
     first with score 1 and probability 1; every other valid candidate follows in candidate
     order with score 0 and probability 0.
@@ -33,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.anchor import anchored_choice
 from baselines import make_baseline
 from envs.candidates import CandidateSet, WaitGuard
 from envs.features import FEATURE_SCHEMA_VERSION, candidate_features
@@ -65,6 +69,7 @@ class ModelInfo:
     queue_window: int | None
     metadata: dict = field(default_factory=dict)
     wait_guard: WaitGuard | None = None  # policy.json's: the bound on WAIT the model's masks apply
+    anchor: Any = None  # policy.json's: agents.anchor.Anchor its decisions apply, or None
 
 
 class PolicyLoadError(RuntimeError):
@@ -80,6 +85,7 @@ def load_onnx_policy(directory: str | Path) -> tuple[Any, ModelInfo]:
             OnnxPolicy,
             PolicyFileError,
             load_policy_metadata,
+            policy_anchor,
             policy_wait_guard,
         )
     except ImportError as e:  # the export module is missing in this checkout
@@ -98,7 +104,8 @@ def load_onnx_policy(directory: str | Path) -> tuple[Any, ModelInfo]:
                               f"version {FEATURE_SCHEMA_VERSION}: re-export a model trained on this schema")
     sha = str(meta.get("onnx_sha256", ""))
     qw = meta.get("queue_window")
-    return policy, ModelInfo(str(d), sha, int(version), int(qw) if isinstance(qw, int) else None, meta, policy_wait_guard(meta))
+    return policy, ModelInfo(str(d), sha, int(version), int(qw) if isinstance(qw, int) else None, meta, policy_wait_guard(meta),
+                             policy_anchor(meta))
 
 
 def _softmax_over(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -126,6 +133,8 @@ class Scorer:
         if wait_guard is Scorer._MODEL_GUARD:
             wait_guard = model_info.wait_guard if model_info is not None else None
         self.wait_guard: WaitGuard | None = wait_guard
+        self.anchor = model_info.anchor if model is not None and model_info is not None else None
+        self.anchor_rule = make_baseline(self.anchor.baseline) if self.anchor is not None else None
 
     @property
     def policy_name(self) -> str:
@@ -158,6 +167,10 @@ class Scorer:
                 scores = np.where(mask, logits, -np.inf)
                 idx = np.flatnonzero(mask)
                 order = idx[np.argsort(-logits[idx], kind="stable")].tolist()
+                if self.anchor is not None:
+                    view = cset if restrict is None else CandidateSet(cset.state, cset.window, cset.candidates, mask)
+                    choice = anchored_choice(logits, mask, int(self.anchor_rule.select(state, view)), self.anchor.margin)
+                    order = [choice] + [i for i in order if i != choice]
                 return Decision(order, scores, _softmax_over(logits, mask), self.policy_name, value=value)
             except Exception as e:  # noqa: BLE001 - inference must never take the service down: fall back, count it
                 reason = f"{type(e).__name__}: {e}"

@@ -112,3 +112,49 @@ def test_logits_give_softmax_probabilities_and_distinct_scores(exported):
     assert np.all(np.diff(scores) <= 0)
     np.testing.assert_allclose(probs, np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum(), rtol=1e-6)
     assert body["wait"]["valid"] is False and body["wait"]["rank"] is None
+
+
+def test_an_anchored_model_is_served_with_its_anchor(exported, tmp_path):
+    """policy.json's anchor (agents.anchor) is applied by the service: at an infinite margin every
+    served choice is the anchor baseline's, also where the model's own choice differs."""
+    from baselines import make_baseline
+
+    model, out = exported
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(out.parent / "model.zip", run / "model.zip")
+    (run / "config.yaml").write_text("cluster: h100-4node\n")
+    (run / "anchor.json").write_text(json.dumps({"model": "model.zip", "baseline": "sect", "margin": "inf"}))
+    r = subprocess.run([sys.executable, "-m", "agents.export", str(run / "model.zip"), "--anchor", "--no-check"], cwd=REPO_ROOT,
+                       check=False, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "anchored to sect at margin inf" in r.stdout, r.stderr
+    assert json.loads((run / "export" / "policy.json").read_text())["anchor"] == {"baseline": "sect", "margin": "inf"}
+    sect = make_baseline("sect")
+    env = make_env(queue_window=8)
+    obs, _ = env.reset(seed=5)
+    differs = 0
+    with ServiceProcess(["--model", str(run / "export"), "--cluster", "h100-4node"]) as svc, httpx.Client(base_url=svc.url, timeout=30) as c:
+        assert c.get("/v1/info").json()["anchor"] == {"baseline": "sect", "margin": "inf"}
+        for _ in range(40):
+            u = env.unwrapped
+            mask = u.action_masks()
+            own = int(model.predict(obs, deterministic=True, action_masks=mask)[0])
+            choice = int(sect.select(u.cset.state, u.cset))
+            body = c.post("/v1/score", json={"state": u.state.to_dict(), "queue_window": 8}).json()
+            assert body["fallback"] is False
+            ranked = sorted(body["candidates"] + ([dict(body["wait"], index=len(mask) - 1)] if body["wait"]["valid"] else []),
+                            key=lambda x: x["rank"])
+            assert ranked[0]["index"] == choice
+            differs += own != choice
+            obs, _, terminated, truncated, _ = env.step(choice)
+            if terminated or truncated:
+                obs, _ = env.reset()
+    assert differs >= 5  # the anchor, not the model, made those choices
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run / "export", bad)
+    meta = json.loads((bad / "policy.json").read_text())
+    meta["anchor"] = {"baseline": "sect", "margin": -1}
+    (bad / "policy.json").write_text(json.dumps(meta))
+    r = _refusal(bad)
+    assert r.returncode == 2 and "anchor.margin" in r.stderr and "Traceback" not in r.stderr, r.stderr

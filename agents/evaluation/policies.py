@@ -88,7 +88,32 @@ def run_config_wait_guard(model_path: str | Path) -> WaitGuard | None:
         raise UsageError(str(e)) from None
 
 
-POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader()}
+class AnchoredLoader(MaskablePPOLoader):
+    """`anchored=PATH`: a MaskablePPO zip anchored to a heuristic by the margin its run's
+    anchor.json holds for it (agents.anchor: `python -m agents.anchor RUN` chooses it), with its
+    run's bound on WAIT as `ppo=`."""
+
+    def check(self, arg: str) -> None:
+        super().check(arg)
+        self.anchor(arg)
+
+    @staticmethod
+    def anchor(arg: str):
+        from agents.anchor import read_anchor
+
+        try:
+            return read_anchor(arg)
+        except ValueError as e:
+            raise UsageError(f"anchored={arg}: {e}") from None
+
+    def load(self, arg: str) -> Actor:
+        from agents.anchor import anchored_actor
+        from agents.policy import load_model
+
+        return anchored_actor(load_model(arg, device="cpu"), self.anchor(arg))
+
+
+POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader(), "anchored": AnchoredLoader()}
 
 
 # Policies that simulate (agents.lookahead): they need the simulator, not only the decision

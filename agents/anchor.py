@@ -1,0 +1,242 @@
+"""A learned policy anchored to a heuristic: the model's choice where its logit beats the logit of
+the heuristic's choice by more than a margin, the heuristic's choice otherwise.
+
+    python -m agents.anchor runs/NAME [runs/NAME2 ...] [--margins 0,0.5,1,2,4] [--model model.zip]
+                            [--baseline NAME] [--seeds 100-119] [--workers 2]
+
+The honest lookahead teacher keeps its base rule's choice unless a departure's estimated gain
+beats one standard error; a student distilled from it departs wherever its argmax says so. The
+anchor puts the same kind of threshold on the student, in its own units (logits), against the
+heuristic the run was selected against. Margin 0 is the model alone; a margin above every logit
+gap is the heuristic alone. It is one forward pass and one heuristic pick per decision, both on
+the decision state only, so it is as honest and as servable as the model.
+
+The command scores the run's model (`--model`, default model.zip) anchored at each margin on the
+run's validation seeds (or `--seeds`, checked like a train config's: never a test seed), by the
+run's own selection rule (agents.training: `setting_result`, `validation_score`), and keeps the
+margin of the lowest score (the smaller margin on a tie). It writes RUN/anchor.json: the
+baseline, the margins, every margin's score, the chosen margin and the model it was chosen for.
+`evaluate.py --policies anchored=RUN/model.zip` then evaluates the model with that anchor (and
+the run's bound on WAIT, as `ppo=` does); `agents.export` puts it in policy.json, and the
+scoring service applies it (docs/service.md).
+
+The baseline is the run's best heuristic on its validation seeds (summary.json's `baseline`,
+recomputed the way train.py does); a run with several settings (`env_mix`) needs `--baseline`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ANCHOR_FILE = "anchor.json"
+DEFAULT_MARGINS = (0.0, 0.5, 1.0, 2.0, 4.0)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Take the model's choice only where its logit beats the logit of `baseline`'s choice by
+    more than `margin` (>= 0; inf: always the baseline)."""
+
+    baseline: str
+    margin: float
+
+    def __post_init__(self):
+        from baselines import BASELINES
+
+        if self.baseline not in BASELINES:
+            raise ValueError(f"anchor.baseline: unknown baseline {self.baseline!r} (known: {', '.join(BASELINES)})")
+        m = self.margin
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or math.isnan(m) or m < 0:
+            raise ValueError(f"anchor.margin: must be a number >= 0 (or inf), got {m!r}")
+        object.__setattr__(self, "margin", float(m))
+
+    def to_dict(self) -> dict:
+        return {"baseline": self.baseline, "margin": self.margin if math.isfinite(self.margin) else "inf"}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "anchor") -> Anchor:
+        """From policy.json's or anchor.json's plain form; ValueError naming `where` and the field."""
+        if not isinstance(data, dict) or "baseline" not in data or "margin" not in data:
+            raise ValueError(f"{where}: must be a mapping with baseline and margin, got {data!r}")
+        margin = data["margin"]
+        if margin == "inf":
+            margin = math.inf
+        try:
+            return cls(str(data["baseline"]), margin)
+        except ValueError as e:
+            raise ValueError(f"{where}{str(e)[len('anchor'):]}") from None
+
+
+def anchored_choice(logits: np.ndarray, mask: np.ndarray, base_choice: int, margin: float) -> int:
+    """The one rule: the arg-max of `logits` over the valid candidates (`mask`; the first of
+    equals, as MaskablePPO's deterministic predict), unless it is not `base_choice` and its logit
+    is no more than `margin` above base_choice's; then base_choice. An invalid base_choice (a
+    heuristic never makes one, but a guard may have masked WAIT) leaves the model's choice."""
+    valid = np.flatnonzero(mask)
+    best = int(valid[np.argmax(logits[valid])])
+    if best == base_choice or not mask[base_choice]:
+        return best
+    return best if logits[best] - logits[base_choice] > margin else int(base_choice)
+
+
+def policy_logits(model, obs: dict, mask: np.ndarray) -> np.ndarray:
+    """A MaskablePPO model's logits for one observation, masked as its distribution masks them."""
+    import torch as th
+
+    with th.no_grad():
+        tensor, _ = model.policy.obs_to_tensor(obs)
+        dist = model.policy.get_distribution(tensor, action_masks=mask)
+        return dist.distribution.logits[0].cpu().numpy().astype(np.float64)
+
+
+def anchored_actor(model, anchor: Anchor):
+    """An evaluation actor (env, observation) -> action: `model` anchored to `anchor`'s baseline,
+    which picks on the env's own candidate set (envs.env.GpuClusterEnv.cset)."""
+    from baselines import make_baseline
+
+    rule = make_baseline(anchor.baseline)
+
+    def act(env: Any, obs: dict) -> int:
+        u = env.unwrapped
+        mask = u.action_masks()
+        return anchored_choice(policy_logits(model, obs, mask), mask, int(rule.select(u.cset.state, u.cset)), anchor.margin)
+
+    return act
+
+
+def read_anchor(model_path: str | Path) -> Anchor:
+    """The anchor that `python -m agents.anchor` chose for this model file (its run's
+    anchor.json). ValueError naming the file when there is none, or it was chosen for another of
+    the run's models, or a field is bad."""
+    from agents.export import _run_dir
+
+    path = Path(model_path)
+    run = _run_dir(path)
+    if run is None:
+        raise ValueError(f"{model_path}: not in a run directory (no config.yaml beside it), so no {ANCHOR_FILE}")
+    file = run / ANCHOR_FILE
+    if not file.is_file():
+        raise ValueError(f"{file}: not found; choose the margin first: python -m agents.anchor {run}")
+    try:
+        data = json.loads(file.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{file}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{file}: must be a JSON object")
+    chosen_for = data.get("model")
+    if chosen_for is None or (run / str(chosen_for)).resolve() != path.resolve():
+        raise ValueError(f"{file}: the margin was chosen for {chosen_for}, not {path.resolve().relative_to(run.resolve())}; "
+                         f"run python -m agents.anchor {run} --model {path.resolve().relative_to(run.resolve())}")
+    return Anchor.from_dict(data, f"{file}: anchor")
+
+
+def _margin_result(task: tuple) -> dict:
+    """The model anchored at one margin on one setting's validation seeds (a worker task)."""
+    import torch as th
+
+    from agents.policy import load_model
+    from agents.training import Validation, eval_setting, setting_result
+
+    th.set_num_threads(1)
+    path, baseline, margin, name, env_kwargs, seeds, best, best_objective = task
+    v = Validation(name, env_kwargs, tuple(seeds), eval_setting(env_kwargs), best, best_objective)
+    return setting_result(load_model(path, device="cpu"), v, actor=lambda m: anchored_actor(m, Anchor(baseline, margin)))
+
+
+def parse_margins(text: str) -> list[float]:
+    """`0,0.5,1,2,4` (or `inf`): distinct numbers >= 0; ValueError naming --margins."""
+    out: list[float] = []
+    for part in text.split(","):
+        try:
+            m = float(part)
+        except ValueError:
+            raise ValueError(f"--margins: {part.strip()!r} is not a number") from None
+        if math.isnan(m) or m < 0:
+            raise ValueError(f"--margins: {part.strip()!r} must be >= 0")
+        if m in out:
+            raise ValueError(f"--margins: {part.strip()!r} is listed twice")
+        out.append(m)
+    return out
+
+
+def choose_margin(run: Path, margins: list[float], model: str = "model.zip", baseline: str | None = None,
+                  seeds: str | None = None, workers: int = 1, log=print) -> dict:
+    """Score `run`'s `model` anchored at each margin on its validation seeds (or `seeds`), write
+    RUN/anchor.json and return its content (see the module's docstring). ConfigError names a bad
+    run directory, model, baseline or seeds."""
+    from agents.config import train_config_from_dict
+    from agents.parallel import run_tasks
+    from agents.training import validation_score, validations
+    from envs.config import ConfigError, read_yaml
+
+    config = run / "config.yaml"
+    if not config.is_file():
+        raise ConfigError(str(run), "", "not a run directory (no config.yaml)")
+    if not (run / model).is_file():
+        raise ConfigError(str(run), "--model", f"{model} is not in the run directory")
+    data = read_yaml(config)
+    if seeds is not None:
+        data.setdefault("eval", {})["seeds"] = seeds
+    cfg = train_config_from_dict(data, f"{config}{' with --seeds ' + seeds if seeds is not None else ''}")
+    vals = validations(cfg)
+    if baseline is None:
+        names = sorted({v.baseline for v in vals})
+        if len(names) > 1:
+            raise ConfigError(str(run), "--baseline", f"the run's settings have different best heuristics ({', '.join(names)}): name one")
+        baseline = names[0]
+    try:
+        Anchor(baseline, 0.0)
+    except ValueError as e:
+        raise ConfigError(str(run), "--baseline", str(e).split(": ", 1)[1]) from None
+    for v in vals:
+        log(f"{run}: {v.name}: validation seeds {v.seeds[0]}-{v.seeds[-1]} ({len(v.seeds)}), best baseline '{v.baseline}' "
+            f"{v.baseline_objective:.4g}; anchoring {model} to '{baseline}'")
+    tasks = [(str(run / model), baseline, m, v.name, v.env_kwargs, list(v.seeds), v.baseline, v.baseline_objective)
+             for m in margins for v in vals]
+    t0 = time.perf_counter()
+    results = run_tasks(_margin_result, tasks, workers=workers, desc=f"anchor {run.name}")
+    n = len(vals)
+    entries = [{"margin": m if math.isfinite(m) else "inf", **validation_score(results[i * n:(i + 1) * n])}
+               for i, m in enumerate(margins)]
+    best = min(range(len(margins)), key=lambda i: (entries[i]["score"], margins[i]))  # the smaller margin on a tie
+    out = {"config": str(config), "model": model, "seeds": {v.name: list(v.seeds) for v in vals},
+           **Anchor(baseline, margins[best]).to_dict(), "margins": entries, "wall_s": time.perf_counter() - t0}
+    (run / ANCHOR_FILE).write_text(json.dumps(out, indent=1))
+    for i, e in enumerate(entries):
+        log(f"  margin {e['margin']!s:>4}  score {e['score']:.4f}  vs baseline {e['rel_diff']:+.1%}{'   <- chosen' if i == best else ''}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from envs.config import ConfigError
+
+    ap = argparse.ArgumentParser(prog="python -m agents.anchor", description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="run directories written by train.py")
+    ap.add_argument("--margins", default=",".join(f"{m:g}" for m in DEFAULT_MARGINS), help="logit margins to score (0,0.5,1,2,4)")
+    ap.add_argument("--model", default="model.zip", help="the run's model to anchor, relative to the run (model.zip)")
+    ap.add_argument("--baseline", default=None, help="the heuristic to anchor to (default: the run's best on its validation seeds)")
+    ap.add_argument("--seeds", help="validation seeds (100-119, ...); default: the run's own")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes (1)")
+    args = ap.parse_args(argv)
+    try:
+        margins = parse_margins(args.margins)
+        for run in args.runs:
+            out = choose_margin(run, margins, args.model, args.baseline, args.seeds, args.workers)
+            print(f"{run}: margin {out['margin']} over '{out['baseline']}' -> {run / ANCHOR_FILE}")
+    except (ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

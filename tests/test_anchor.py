@@ -1,0 +1,96 @@
+"""A learned policy anchored to a heuristic (agents/anchor.py): the rule, the margin chosen on a
+tiny run's real validation episodes, and evaluate.py's `anchored=` policies."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from agents.anchor import Anchor, anchored_choice
+from tests.test_train import REPO, run_train, write_config
+
+
+def test_the_model_departs_from_the_heuristic_only_by_more_than_the_margin():
+    logits = np.array([0.0, 3.0, 1.0, 9.0, -1.0])
+    mask = np.array([True, True, True, False, True])  # the largest logit is not valid
+    assert anchored_choice(logits, mask, base_choice=2, margin=0.0) == 1  # the model's choice: 3 > 1 + 0
+    assert anchored_choice(logits, mask, base_choice=2, margin=1.9) == 1
+    assert anchored_choice(logits, mask, base_choice=2, margin=2.0) == 2  # not more than the margin: the heuristic's
+    assert anchored_choice(logits, mask, base_choice=2, margin=math.inf) == 2
+    assert anchored_choice(logits, mask, base_choice=1, margin=5.0) == 1  # both agree
+    assert anchored_choice(logits, mask, base_choice=3, margin=math.inf) == 1  # an invalid base choice: the model's
+    tie = np.array([2.0, 2.0, 0.0])
+    assert anchored_choice(tie, np.ones(3, bool), base_choice=2, margin=0.0) == 0  # first of equals, as predict
+
+
+def test_anchor_fields_are_checked():
+    assert Anchor.from_dict({"baseline": "sect", "margin": "inf"}).margin == math.inf
+    assert Anchor("sjf", 2).to_dict() == {"baseline": "sjf", "margin": 2.0}
+    with pytest.raises(ValueError, match=r"^x: anchor.margin|^x\.margin"):
+        Anchor.from_dict({"baseline": "sect", "margin": -1}, "x")
+    with pytest.raises(ValueError, match="unknown baseline 'nope'"):
+        Anchor.from_dict({"baseline": "nope", "margin": 1})
+    with pytest.raises(ValueError, match="must be a mapping with baseline and margin"):
+        Anchor.from_dict([1, 2])
+
+
+def anchor_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agents.anchor", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def evaluate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "evaluate.py", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
+    out = tmp_path / "run"
+    r = run_train("--config", str(write_config(tmp_path, total_timesteps=64, eval={"every_timesteps": 64, "seeds": "500-501",
+                                                                                   "baselines": ["topology", "sjf"]})),
+                  "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    history = json.loads((out / "eval.json").read_text())
+
+    r = anchor_cli(str(out), "--margins", "0,1,inf")
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads((out / "anchor.json").read_text())
+    assert data["baseline"] == summary["baseline"] and data["model"] == "model.zip" and list(data["seeds"].values()) == [[500, 501]]
+    by_margin = {e["margin"]: e for e in data["margins"]}
+    assert set(by_margin) == {0.0, 1.0, "inf"}
+    # Margin 0 is the model alone: its validation score is train.py's for the model it picked.
+    picked = min(history, key=lambda h: h["score"])
+    assert by_margin[0.0]["objective"] == pytest.approx(picked["objective"], rel=0, abs=1e-12)
+    # An infinite margin is the heuristic alone, through the env: exactly its replay objective.
+    assert by_margin["inf"]["objective"] == pytest.approx(summary["baseline_objective"], rel=0, abs=1e-12)
+    best = min(data["margins"], key=lambda e: e["score"])["score"]
+    assert by_margin[data["margin"]]["score"] == best
+
+    # evaluate.py's anchored= takes the run's anchor: at an infinite margin, the baseline's episodes.
+    data["margin"] = "inf"
+    (out / "anchor.json").write_text(json.dumps(data))
+    res = tmp_path / "res"
+    r = evaluate("--cluster", "h100-4node", "--num-jobs", "12", "--seeds", "500-501", "--out", str(res),
+                 "--policies", f"{summary['baseline']},anchored={out / 'model.zip'}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    pol = json.loads((res / "results.json").read_text())["policies"]
+    anchored = [run["metrics"]["avg_jct_s"] for run in pol[f"anchored={out / 'model.zip'}"]["runs"]]
+    assert anchored == [run["metrics"]["avg_jct_s"] for run in pol[summary["baseline"]]["runs"]]
+
+    # Bad input: one line each, exit code 2, nothing run.
+    stage = out / history[0]["model"]
+    r = evaluate("--cluster", "h100-4node", "--seeds", "0", "--out", str(tmp_path / "x"), "--policies", f"anchored={stage}")
+    assert r.returncode == 2 and "the margin was chosen for model.zip" in r.stderr and "Traceback" not in r.stderr
+    (out / "anchor.json").unlink()
+    r = evaluate("--cluster", "h100-4node", "--seeds", "0", "--out", str(tmp_path / "x"), "--policies", f"anchored={out / 'model.zip'}")
+    assert r.returncode == 2 and "anchor.json: not found; choose the margin first" in r.stderr
+    r = anchor_cli(str(out), "--margins", "0,-1")
+    assert r.returncode == 2 and "--margins: '-1' must be >= 0" in r.stderr
+    r = anchor_cli(str(out), "--baseline", "nope")
+    assert r.returncode == 2 and "--baseline" in r.stderr and "unknown baseline 'nope'" in r.stderr
+    r = anchor_cli(str(tmp_path / "nothing"))
+    assert r.returncode == 2 and "not a run directory" in r.stderr and "Traceback" not in r.stderr
