@@ -126,8 +126,8 @@ def advance_running(run, dt, restoring, finish, rate, overhead_left, work_left, 
     Simulator._finish_completed's test) in one call. Integration, only where dt > 0: restore time
     paid before progress, progress capped at the work left, attained service, run time and
     interference loss. Then, with `finish`, the jobs whose remaining time is below float slack
-    go to order[:k] and the others to order[k:len(run)], each in the order of `run` (`order` is
-    scratch of at least len(run)). Returns (the useful reference GPU-s done, k): scalars only, so
+    go to order[:k] and, when k > 0 (else the running set stays as it is), the others to
+    order[k:len(run)], each in the order of `run` (`order` is scratch of at least len(run)). Returns (the useful reference GPU-s done, k): scalars only, so
     the call boxes no array."""
     n = len(run)
     total = 0.0

@@ -128,6 +128,63 @@ def test_masked_sum_is_numpys_sum_of_the_selection():
             assert kernels.masked_sum(values, mask) == float(values[mask].sum()), (n, p)
 
 
+def test_advance_running_is_the_references_integration_and_finish_test():
+    """One event's integration over the running jobs and the finished-jobs test
+    (Simulator._integrate(dt, finish=True), one kernel call) against the reference path's
+    numpy formulas, on random running sets: with and without restore time owed, dt of zero,
+    jobs that finish exactly, within float slack, or not at all."""
+    from types import SimpleNamespace
+
+    from envs.simulator import Simulator
+
+    rng = np.random.default_rng(9)
+    finished_some = finished_none = 0
+    fields = ("rate", "overhead_left", "work_left", "work_done", "work_total", "attained_gpu_s", "run_s",
+              "interference_loss_s", "interference")
+    for trial in range(300):
+        n_jobs = int(rng.integers(1, 60))
+        run = rng.permutation(n_jobs)[: int(rng.integers(1, n_jobs + 1))].astype(np.int64)
+        dt = 0.0 if trial % 7 == 0 else float(rng.random() * 100)
+        rate = rng.random(n_jobs) * 2 + 0.05
+        work_left = rng.random(n_jobs) * 200
+        ends = rng.random(n_jobs) < 0.3  # these end within dt, within float slack (1e-7 s) of it, or just after
+        work_left[ends] = rate[ends] * (dt * rng.choice([1.0, 0.5], size=ends.sum()) + rng.choice([0.0, 1e-9, 5e-7], size=ends.sum()))
+        restoring = trial % 2 == 0
+        overhead = np.where(rng.random(n_jobs) < 0.5, rng.random(n_jobs) * 20, 0.0) if restoring else np.zeros(n_jobs)
+        total = work_left + rng.random(n_jobs) * 50
+        arrays = dict(rate=rate, overhead_left=overhead, work_left=work_left, work_done=total - work_left, work_total=total,
+                      attained_gpu_s=rng.random(n_jobs) * 10, run_s=rng.random(n_jobs), interference_loss_s=rng.random(n_jobs),
+                      interference=rng.random(n_jobs) * 0.5 + 0.5)
+
+        def sim():
+            s = Simulator.__new__(Simulator)
+            for name, a in arrays.items():
+                setattr(s, name, a.copy())
+            s.gpus_req = rng_gpus.copy()
+            s.running = run.copy()
+            s._restoring = set(run[overhead[run] > 0].tolist())
+            s._scratch = np.full(n_jobs, -1, dtype=np.int64)
+            s.jobs_in_system, s.jobs_in_system_s, s.energy_j, s.allocated_gpu_s, s.useful_work_s = len(run), 0.0, 0.0, 0.0, 0.0
+            s.power, s.ledger = SimpleNamespace(power_w=1234.5), SimpleNamespace(allocated_gpus=17)
+            return s
+
+        rng_gpus = rng.integers(1, 9, size=n_jobs)
+        fast, ref = sim(), sim()
+        k = fast._integrate(dt, finish=True)
+        with jit.reference_path():
+            assert ref._integrate(dt, finish=True) is None
+        for name in fields:
+            assert np.array_equal(getattr(fast, name), getattr(ref, name)), (trial, name)
+        assert fast.useful_work_s == ref.useful_work_s and fast._restoring == ref._restoring, trial
+        done = (ref.overhead_left[run] + ref.work_left[run] / ref.rate[run]) <= 1e-7
+        assert fast._scratch[:k].tolist() == run[done].tolist(), trial
+        if k:  # with none finished the running set stays, and the kernel writes no others
+            assert fast._scratch[k:len(run)].tolist() == run[~done].tolist(), trial
+        finished_some += k > 0
+        finished_none += k == 0
+    assert finished_some > 100 and finished_none > 20
+
+
 def test_queue_removal_is_the_references():
     """The queue kept by pushes and removals (the position of a leaving job by binary search
     over enqueue ranks), kernel against reference: the same FIFO and sorted ids."""
