@@ -1,0 +1,120 @@
+"""A/B timing of one command on two versions of the code, interleaved, for a noisy machine.
+
+    python -m benchmarks.ab --base REV [--runs 7] [--cpu N] [--same-output] -- COMMAND ...
+
+Checks out REV (a commit, tag or branch) into a temporary git worktree, runs COMMAND once on
+each side untimed (numba compiles or loads its cache, the OS caches files), then `--runs` times
+on each side in alternating order (base, this tree; this tree, base; ...), each run in its own
+process from that side's root with PYTHONPATH pointing there, pinned to CPU `--cpu` when given.
+It prints each side's process CPU time (user + system, from the child's rusage) and wall time:
+the minimum and the median, and this tree's over the base's.
+
+On these shared machines one run's time moves by 10-25% from one minute to the next (see the
+README, *Speed*): the minimum over interleaved runs is the figure to compare, and a difference
+smaller than the two sides' spread is no difference. `--same-output` also checks that both sides
+print the same last line (a replay's avg JCT, a digest), so a speed-up that changes results is
+caught. The worktree is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_timed(cmd: list[str], cwd: Path, cpu: int | None) -> tuple[float, float, str]:
+    """(CPU seconds, wall seconds, last line of stdout) of one run of `cmd` in `cwd`; the CPU time
+    is the child's own (os.wait4's rusage: this child alone, user + system)."""
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    if cpu is not None:
+        cmd = ["taskset", "-c", str(cpu), *cmd]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, error = out.read(), err.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} in {cwd} exited with {proc.returncode}:\n{error[-2000:]}")
+    lines = text.strip().splitlines()
+    return usage.ru_utime + usage.ru_stime, wall, lines[-1] if lines else ""
+
+
+def summary(xs: list[float]) -> str:
+    return f"min {min(xs):7.2f} s  median {statistics.median(xs):7.2f} s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--" not in argv:
+        print("error: give the command after --", file=sys.stderr)
+        return 2
+    split = argv.index("--")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ab", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", required=True, help="the version to compare against: a commit, tag or branch")
+    ap.add_argument("--runs", type=int, default=7, help="timed runs per side (7)")
+    ap.add_argument("--cpu", type=int, default=None, help="pin every run to this CPU (taskset)")
+    ap.add_argument("--same-output", action="store_true", help="fail unless both sides print the same last line")
+    args = ap.parse_args(argv[:split])
+    cmd = argv[split + 1:]
+    if not cmd:
+        print("error: give the command after --", file=sys.stderr)
+        return 2
+    if args.runs < 1:
+        print("error: --runs must be at least 1", file=sys.stderr)
+        return 2
+    rev = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}"], cwd=ROOT, capture_output=True, text=True)
+    if rev.returncode != 0:
+        print(f"error: --base {args.base!r}: not a commit of this repository", file=sys.stderr)
+        return 2
+    tmp = Path(tempfile.mkdtemp(prefix="gangsched-ab-"))
+    base_dir = tmp / "base"
+    try:
+        subprocess.run(["git", "worktree", "add", "--detach", str(base_dir), rev.stdout.strip()], cwd=ROOT, check=True,
+                       capture_output=True, text=True)
+        sides = {"base": base_dir, "this tree": ROOT}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+        last: dict[str, set[str]] = {name: set() for name in sides}
+        for name, cwd in sides.items():  # untimed: compile or load numba's cache, warm the file cache
+            last[name].add(run_timed(cmd, cwd, args.cpu)[2])
+        for i in range(args.runs):
+            order = list(sides) if i % 2 == 0 else list(reversed(sides))
+            for name in order:
+                cpu_s, wall, line = run_timed(cmd, sides[name], args.cpu)
+                times[name].append((cpu_s, wall))
+                last[name].add(line)
+                print(f"run {i + 1}/{args.runs} {name:9s}: cpu {cpu_s:7.2f} s  wall {wall:7.2f} s", flush=True)
+        print(f"\n{' '.join(cmd)}: {args.runs} interleaved runs per side{'' if args.cpu is None else f' on CPU {args.cpu}'}")
+        for name in sides:
+            cpu_s, wall = zip(*times[name])
+            print(f"{name:9s} ({args.base if name == 'base' else 'HEAD + changes'}): cpu {summary(list(cpu_s))};  wall {summary(list(wall))}")
+        (b_cpu, b_wall), (n_cpu, n_wall) = ([min(x) for x in zip(*times[n])] for n in sides)
+        print(f"this tree / base: cpu {n_cpu / b_cpu:.3f} (min over min), wall {n_wall / b_wall:.3f}")
+        if args.same_output:
+            if len(last["base"]) != 1 or last["base"] != last["this tree"]:
+                print(f"error: the last lines differ: base {sorted(last['base'])}, this tree {sorted(last['this tree'])}", file=sys.stderr)
+                return 1
+            print(f"same last line on both sides: {next(iter(last['base']))}")
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(base_dir)], cwd=ROOT, capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""benchmarks/ab.py: each side runs its own version of the code, the timing summary is printed,
+--same-output catches differing results, and the temporary worktree is removed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.test_train import REPO
+
+
+def ab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchmarks.ab", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def worktrees() -> str:
+    return subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True).stdout
+
+
+def test_each_side_imports_its_own_code_and_differing_output_fails():
+    where = "import envs, pathlib; print(pathlib.Path(envs.__file__).resolve().parent.parent)"
+    r = ab("--base", "HEAD", "--runs", "2", "--same-output", "--", sys.executable, "-c", where)
+    assert r.returncode == 1, r.stderr
+    assert "the last lines differ" in r.stderr and "gangsched-ab-" in r.stderr and str(REPO) in r.stderr
+    assert r.stdout.count("run ") == 4 and "this tree / base: cpu" in r.stdout
+    assert "gangsched-ab-" not in worktrees()
+
+    r = ab("--base", "HEAD", "--runs", "1", "--same-output", "--", sys.executable, "-c", "print(6 * 7)")
+    assert r.returncode == 0 and "same last line on both sides: 42" in r.stdout, r.stderr
+    r = ab("--base", "no-such-rev", "--", sys.executable, "-c", "pass")
+    assert r.returncode == 2 and "--base 'no-such-rev': not a commit" in r.stderr
+    r = ab("--base", "HEAD", "--", sys.executable, "-c", "raise SystemExit(3)")
+    assert r.returncode == 1 and "exited with 3" in r.stderr and "gangsched-ab-" not in worktrees()
