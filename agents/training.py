@@ -148,15 +148,19 @@ class Validation(Setting):
     baseline_objective: float
 
 
-def setting_result(model: MaskablePPO, v: Validation, actor=None) -> dict:
+def setting_result(model: MaskablePPO, v: Validation, actor=None, per_seed: bool = False) -> dict:
     """`model` (acting through `actor`, as in `run_policy_episode`) on the validation seeds of
     one setting: mean objective and average JCT, and the relative difference of the mean
-    objective to the setting's best baseline."""
+    objective to the setting's best baseline; with `per_seed`, also each seed's objective
+    ("objectives", in the order of the seeds)."""
     runs = [run_policy_episode(model, v.setting, s, actor) for s in v.seeds]
     obj = float(np.mean([m["objective"] for m in runs]))
-    return {"name": v.name, "objective": obj, "avg_jct_s": float(np.mean([m["avg_jct_s"] for m in runs])),
-            "baseline": v.baseline, "baseline_objective": v.baseline_objective,
-            "rel_diff": (obj - v.baseline_objective) / v.baseline_objective}
+    out = {"name": v.name, "objective": obj, "avg_jct_s": float(np.mean([m["avg_jct_s"] for m in runs])),
+           "baseline": v.baseline, "baseline_objective": v.baseline_objective,
+           "rel_diff": (obj - v.baseline_objective) / v.baseline_objective}
+    if per_seed:
+        out["objectives"] = [float(m["objective"]) for m in runs]
+    return out
 
 
 def validation_score(per: list[dict]) -> dict:

@@ -28,6 +28,25 @@ def test_the_model_departs_from_the_heuristic_only_by_more_than_the_margin():
     assert anchored_choice(tie, np.ones(3, bool), base_choice=2, margin=0.0) == 0  # first of equals, as predict
 
 
+def _result(objectives, baseline_objective=10.0):
+    return [{"name": "s", "objective": float(np.mean(objectives)), "avg_jct_s": 0.0, "baseline": "sect",
+             "baseline_objective": baseline_objective, "rel_diff": 0.0, "objectives": objectives}]
+
+
+def test_a_margin_is_kept_only_for_a_paired_gain_beyond_one_standard_error():
+    from agents.anchor import pick_margin
+
+    zero = _result([10.0, 11.0, 12.0, 13.0])
+    noisy = _result([9.0, 11.5, 11.0, 13.4])  # better on average (-0.275), but not by one standard error (0.32)
+    steady = _result([9.5, 10.6, 11.6, 12.5])  # better by 0.45 on every seed
+    better = _result([9.0, 10.0, 11.0, 12.0])  # better by 1 on every seed
+    assert pick_margin([0.0, 1.0], [zero, noisy]) == 0
+    assert pick_margin([0.0, 1.0, 2.0], [zero, noisy, steady]) == 2
+    assert pick_margin([0.0, 1.0, 2.0], [zero, better, steady]) == 1  # the lowest score among those that pass
+    assert pick_margin([2.0, 0.0], [steady, zero]) == 0  # the reference is the smallest margin, wherever listed
+    assert pick_margin([0.0, 3.0], [zero, _result([10.0, 11.0, 12.0, 13.0])]) == 0  # a tie keeps the smallest
+
+
 def test_anchor_fields_are_checked():
     assert Anchor.from_dict({"baseline": "sect", "margin": "inf"}).margin == math.inf
     assert Anchor("sjf", 2).to_dict() == {"baseline": "sjf", "margin": 2.0}
@@ -67,8 +86,18 @@ def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
     assert by_margin[0.0]["objective"] == pytest.approx(picked["objective"], rel=0, abs=1e-12)
     # An infinite margin is the heuristic alone, through the env: exactly its replay objective.
     assert by_margin["inf"]["objective"] == pytest.approx(summary["baseline_objective"], rel=0, abs=1e-12)
-    best = min(data["margins"], key=lambda e: e["score"])["score"]
-    assert by_margin[data["margin"]]["score"] == best
+    # The kept margin: 0 unless another's paired gain over it beats one standard error.
+    zero = np.array(next(iter(by_margin[0.0]["objectives"].values())))
+    passing = []
+    for key, e in by_margin.items():
+        d = np.array(next(iter(e["objectives"].values()))) - zero
+        assert e["gain_vs_smallest"] == pytest.approx(d.mean(), abs=1e-12)
+        if key != 0.0:
+            assert e["gain_se"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)), abs=1e-12)
+            if d.mean() < -e["gain_se"]:
+                passing.append(key)
+    expect = min(passing, key=lambda k: by_margin[k]["score"]) if passing else 0.0
+    assert data["margin"] == expect
 
     # evaluate.py's anchored= takes the run's anchor: at an infinite margin, the baseline's episodes.
     data["margin"] = "inf"
