@@ -134,7 +134,8 @@ def test_an_anchored_model_is_served_with_its_anchor(exported, tmp_path):
     obs, _ = env.reset(seed=5)
     differs = 0
     with ServiceProcess(["--model", str(run / "export"), "--cluster", "h100-4node"]) as svc, httpx.Client(base_url=svc.url, timeout=30) as c:
-        assert c.get("/v1/info").json()["anchor"] == {"baseline": "sect", "margin": "inf"}
+        info = c.get("/v1/info").json()
+        assert info["anchor"] == {"baseline": "sect", "margin": "inf"} and info["torch_imported"] is False
         for _ in range(40):
             u = env.unwrapped
             mask = u.action_masks()
