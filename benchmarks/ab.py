@@ -7,7 +7,9 @@ each side untimed (numba compiles or loads its cache, the OS caches files), then
 on each side in alternating order (base, this tree; this tree, base; ...), each run in its own
 process from that side's root with PYTHONPATH pointing there, pinned to CPU `--cpu` when given.
 It prints each side's process CPU time (user + system, from the child's rusage) and wall time:
-the minimum and the median, and this tree's over the base's.
+the minimum and the median, and this tree's over the base's; and the ratio of the CPU times of
+each pair of runs adjacent in time (run i of each side), their median and range, which cancels
+the machine's slow drifts.
 
 On these shared machines one run's time moves by 10-25% from one minute to the next (see the
 README, *Speed*): the minimum over interleaved runs is the figure to compare, and a difference
@@ -102,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:9s} ({args.base if name == 'base' else 'HEAD + changes'}): cpu {summary(list(cpu_s))};  wall {summary(list(wall))}")
         (b_cpu, b_wall), (n_cpu, n_wall) = ([min(x) for x in zip(*times[n])] for n in sides)
         print(f"this tree / base: cpu {n_cpu / b_cpu:.3f} (min over min), wall {n_wall / b_wall:.3f}")
+        pairs = sorted(n[0] / b[0] for b, n in zip(times["base"], times["this tree"]))  # run i of each side: adjacent in time
+        print(f"paired cpu ratios (run i of each side, adjacent in time): median {statistics.median(pairs):.3f}, "
+              f"range {pairs[0]:.3f}-{pairs[-1]:.3f}")
         if args.same_output:
             if len(last["base"]) != 1 or last["base"] != last["this tree"]:
                 print(f"error: the last lines differ: base {sorted(last['base'])}, this tree {sorted(last['this tree'])}", file=sys.stderr)

@@ -22,7 +22,8 @@ def test_each_side_imports_its_own_code_and_differing_output_fails():
     r = ab("--base", "HEAD", "--runs", "2", "--same-output", "--", sys.executable, "-c", where)
     assert r.returncode == 1, r.stderr
     assert "the last lines differ" in r.stderr and "gangsched-ab-" in r.stderr and str(REPO) in r.stderr
-    assert r.stdout.count("run ") == 4 and "this tree / base: cpu" in r.stdout
+    assert sum(line.startswith("run ") for line in r.stdout.splitlines()) == 4
+    assert "this tree / base: cpu" in r.stdout and "paired cpu ratios" in r.stdout
     assert "gangsched-ab-" not in worktrees()
 
     r = ab("--base", "HEAD", "--runs", "1", "--same-output", "--", sys.executable, "-c", "print(6 * 7)")
