@@ -171,18 +171,19 @@ def paired_gain(reference: list[dict], other: list[dict]) -> tuple[float, float]
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else math.inf
 
 
-def pick_margin(margins: list[float], results: list[list[dict]]) -> int:
+def pick_margin(margins: list[float], results: list[list[dict]]) -> tuple[int, list[tuple[float, float]]]:
     """The index of the margin kept (see the module's docstring): the smallest margin unless
     others gain more than one standard error over it, paired per seed; then the lowest score
-    among those (the smaller margin on a tie)."""
+    among those (the smaller margin on a tie). Also every margin's `paired_gain` over the
+    smallest."""
     from agents.training import validation_score
 
     ref = min(range(len(margins)), key=margins.__getitem__)
-    passing = [i for i in range(len(margins))
-               if i != ref and (lambda g: g[0] < -g[1])(paired_gain(results[ref], results[i]))]
+    gains = [paired_gain(results[ref], r) for r in results]
+    passing = [i for i, (gain, se) in enumerate(gains) if i != ref and gain < -se]
     if not passing:
-        return ref
-    return min(passing, key=lambda i: (validation_score(results[i])["score"], margins[i]))
+        return ref, gains
+    return min(passing, key=lambda i: (validation_score(results[i])["score"], margins[i])), gains
 
 
 def parse_margins(text: str) -> list[float]:
@@ -239,14 +240,10 @@ def choose_margin(run: Path, margins: list[float], model: str = "model.zip", bas
     results = run_tasks(_margin_result, tasks, workers=workers, desc=f"anchor {run.name}")
     n = len(vals)
     per_margin = [results[i * n:(i + 1) * n] for i in range(len(margins))]
-    best = pick_margin(margins, per_margin)
-    ref = min(range(len(margins)), key=margins.__getitem__)
-    entries = []
-    for i, m in enumerate(margins):
-        gain, se = paired_gain(per_margin[ref], per_margin[i])
-        entries.append({"margin": m if math.isfinite(m) else "inf", **validation_score(per_margin[i]),
-                        "objectives": {r["name"]: r["objectives"] for r in per_margin[i]},
-                        "gain_vs_smallest": gain, "gain_se": se})
+    best, gains = pick_margin(margins, per_margin)
+    entries = [{"margin": m if math.isfinite(m) else "inf", **validation_score(per_margin[i]),
+                "objectives": {r["name"]: r["objectives"] for r in per_margin[i]},
+                "gain_vs_smallest": gains[i][0], "gain_se": gains[i][1]} for i, m in enumerate(margins)]
     out = {"config": str(config), "model": model, "seeds": {v.name: list(v.seeds) for v in vals},
            **Anchor(baseline, margins[best]).to_dict(), "margins": entries, "wall_s": time.perf_counter() - t0}
     (run / ANCHOR_FILE).write_text(json.dumps(out, indent=1))

@@ -227,7 +227,7 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     if anchor:
         from agents.anchor import read_anchor
 
-        anchor_rule = read_anchor(model_path)
+        anchor = read_anchor(model_path)
     train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
     model = load_model(model_path, device="cpu")  # refuses another feature schema
     policy = model.policy
@@ -267,7 +267,7 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
         "rules": list(RULES),
         "num_candidates": n_candidates,
         "wait_guard": None if guard is None else guard.to_dict(),
-        "anchor": anchor_rule.to_dict() if anchor else None,
+        "anchor": anchor.to_dict() if anchor else None,
         "gpu_types": list(GPU_CATALOGUE),
         "onnx_file": ONNX_FILE,
         "onnx_sha256": sha256_file(onnx_path),

@@ -126,9 +126,9 @@ def advance_running(run, dt, restoring, finish, rate, overhead_left, work_left, 
     Simulator._finish_completed's test) in one call. Integration, only where dt > 0: restore time
     paid before progress, progress capped at the work left, attained service, run time and
     interference loss. Then, with `finish`, the jobs whose remaining time is below float slack
-    go to order[:k] and, when k > 0 (else the running set stays as it is), the others to
-    order[k:len(run)], each in the order of `run` (`order` is scratch of at least len(run)). Returns (the useful reference GPU-s done, k): scalars only, so
-    the call boxes no array."""
+    go to order[:k] in the order of `run`, and the others to order[k:len(run)] in the reverse
+    order of `run`, in one pass (`order` is scratch of at least len(run)). Returns (the useful
+    reference GPU-s done, k): scalars only, so the call boxes no array."""
     n = len(run)
     total = 0.0
     if dt > 0:
@@ -154,16 +154,14 @@ def advance_running(run, dt, restoring, finish, rate, overhead_left, work_left, 
         total = pairwise_sum(useful)
     k = 0
     if finish:
+        back = n
         for j in run:
             if overhead_left[j] + work_left[j] / rate[j] <= 1e-7:
                 order[k] = j
                 k += 1
-        if k:
-            m = k
-            for j in run:
-                if not overhead_left[j] + work_left[j] / rate[j] <= 1e-7:
-                    order[m] = j
-                    m += 1
+            else:
+                back -= 1
+                order[back] = j
     return total, k
 
 

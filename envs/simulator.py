@@ -659,7 +659,7 @@ class Simulator:
         """Integrate everything over `dt` (nothing when dt <= 0). With `finish` (an event's
         advance), return what `_finish_completed` needs: on the compiled path, the number of
         running jobs found finished by the same kernel call (their ids first in `_scratch`, the
-        others after them); on the reference path, None (it tests them itself)."""
+        others after them in reverse order); on the reference path, None (it tests them itself)."""
         run = self.running
         if dt > 0:
             self.jobs_in_system_s += self.jobs_in_system * dt
@@ -708,7 +708,7 @@ class Simulator:
         if found is not None:
             if not found:
                 return False
-            finished, others = self._scratch[:found], self._scratch[found:len(run)].copy()
+            finished, others = self._scratch[:found], self._scratch[found:len(run)][::-1].copy()
         else:
             done = (self.overhead_left[run] + self.work_left[run] / self.rate[run]) <= 1e-7
             finished, others = run[done], run[~done]

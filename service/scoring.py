@@ -160,6 +160,7 @@ class Scorer:
         K = len(cset.candidates)
         if not mask.any():
             return Decision([], np.full(K, -np.inf), np.zeros(K), self.policy_name)
+        view = cset if restrict is None else CandidateSet(cset.state, cset.window, cset.candidates, mask)  # what a rule picks from
         reason = ""
         if self.model is not None:
             try:
@@ -168,7 +169,6 @@ class Scorer:
                 idx = np.flatnonzero(mask)
                 order = idx[np.argsort(-logits[idx], kind="stable")].tolist()
                 if self.anchor is not None:
-                    view = cset if restrict is None else CandidateSet(cset.state, cset.window, cset.candidates, mask)
                     choice = anchored_choice(logits, mask, int(self.anchor_rule.select(state, view)), self.anchor.margin)
                     order = [choice] + [i for i in order if i != choice]
                 return Decision(order, scores, _softmax_over(logits, mask), self.policy_name, value=value)
@@ -176,7 +176,6 @@ class Scorer:
                 reason = f"{type(e).__name__}: {e}"
                 log.warning("inference failed, falling back to baseline %s: %s", self.baseline_name, reason)
                 self.on_fallback(type(e).__name__)
-        view = cset if restrict is None else CandidateSet(cset.state, cset.window, cset.candidates, mask)
         choice = int(self.baseline.select(state, view))
         if not mask[choice]:  # a baseline never picks an invalid candidate; guard the restricted view anyway
             choice = int(np.flatnonzero(mask)[0])
