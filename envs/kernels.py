@@ -179,9 +179,37 @@ def masked_sum(values, mask):
 
 
 @njit
-def queue_position(ids, length, seq, enqueue_seq):
-    """Where the job of enqueue rank `seq` (queued) is in ids[:length], the queue in FIFO order,
-    whose ranks increase along it: a binary search (envs.sim_queue.JobQueue.remove)."""
+def sorted_insert_at(sorted_ids, length, key, remaining_s):
+    """envs.sim_queue.JobQueue.push's reference: where a job of remaining estimate `key` goes in
+    sorted_ids[:length], the queue by (remaining_s, enqueue rank): after every job of the same
+    estimate, its rank being the largest yet (numpy's searchsorted, side right). The caller
+    shifts the array (numpy's memmove is faster than a compiled loop)."""
+    lo, hi = 0, length
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if key < remaining_s[sorted_ids[mid]]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit
+def queue_positions(ids, sorted_ids, length, job_id, remaining_s, enqueue_seq):
+    """envs.sim_queue.JobQueue.remove's reference: where `job_id` (queued) is in sorted_ids[:length],
+    the queue by (remaining_s, enqueue_seq), and in ids[:length], the queue in FIFO order (whose
+    ranks increase along it), each found by binary search, as one int: sorted position x length
+    + FIFO position (one scalar back is cheaper than a tuple)."""
+    key, seq = remaining_s[job_id], enqueue_seq[job_id]
+    lo, hi = 0, length
+    while lo < hi:
+        mid = (lo + hi) // 2
+        j = sorted_ids[mid]
+        if remaining_s[j] < key or (remaining_s[j] == key and enqueue_seq[j] < seq):
+            lo = mid + 1
+        else:
+            hi = mid
+    at = lo
     lo, hi = 0, length
     while lo < hi:
         mid = (lo + hi) // 2
@@ -189,7 +217,7 @@ def queue_position(ids, length, seq, enqueue_seq):
             lo = mid + 1
         else:
             hi = mid
-    return lo
+    return at * length + lo
 
 
 # ---------------------------------------------------------------------- feasibility and the window

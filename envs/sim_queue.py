@@ -6,7 +6,7 @@ starts or is reserved) and calls `push` and `remove`; the queue keeps up to date
 
 * the queued ids in (re)arrival order, FIFO (`ids[:length]`; a job is queued once at most),
 * the same jobs sorted by their remaining estimate as of entering the queue, ties in queue order
-  (`by_remaining`, and their ids in that order as an array, `sorted_ids[:length]`),
+  (their ids in that order, `sorted_ids[:length]`),
 * each job's queue rank (`enqueue_seq`) and remaining estimate when it entered
   (`queued_remaining_s`), which stay fixed while it waits,
 * the GPUs the queued jobs ask for (`queued_gpus`) and how many are of the high priority class
@@ -17,8 +17,6 @@ files it. The arrays are changed in place and never replaced, so views taken of 
 """
 
 from __future__ import annotations
-
-import bisect
 
 import numpy as np
 
@@ -38,8 +36,7 @@ class JobQueue:
         self.queued_remaining_s = np.zeros(n)  # (n,) s, remaining estimate as of entering the queue; fixed while queued
         self.enqueue_seq = np.zeros(n, dtype=np.int64)  # (n,) order of (re)entering the queue: FIFO rank
         self._enqueued = 0  # ranks handed out so far
-        self.by_remaining: list[tuple[float, int, int]] = []  # (remaining s, enqueue rank, job), sorted
-        self.sorted_ids = np.empty(max(n, 1), dtype=np.int64)  # the job ids of by_remaining, in its order, in [:length]
+        self.sorted_ids = np.empty(max(n, 1), dtype=np.int64)  # the queued ids by (queued_remaining_s, enqueue_seq), in [:length]
         self.queued_gpus = 0  # GPUs the queued jobs ask for
         self.queued_high_priority = 0  # queued jobs of the high priority class
 
@@ -69,7 +66,6 @@ class JobQueue:
             q.enqueue_seq[:keep] = self.enqueue_seq[:keep]
         q.length = self.length
         q._enqueued = self._enqueued
-        q.by_remaining = self.by_remaining.copy()  # of tuples of numbers: a shallow copy is a whole one
         q.queued_gpus = self.queued_gpus
         q.queued_high_priority = self.queued_high_priority
         return q
@@ -78,37 +74,40 @@ class JobQueue:
         """Queued job ids in (re)arrival order, as a list."""
         return self.ids[: self.length].tolist()
 
+    def by_remaining(self) -> list[tuple[float, int, int]]:
+        """The queue sorted as `sorted_ids`, as (remaining s as of entering, enqueue rank, job id)."""
+        ids = self.sorted_ids[: self.length]
+        return list(zip(self.queued_remaining_s[ids].tolist(), self.enqueue_seq[ids].tolist(), ids.tolist()))
+
     def push(self, job_id: int, remaining_s: float) -> None:
         """`job_id` (not queued) enters at the back, with `remaining_s` its remaining estimate now."""
-        length = self.length
+        length, seq = self.length, self._enqueued
         self.ids[length] = job_id
         self.queued_remaining_s[job_id] = remaining_s
-        key = (remaining_s, self._enqueued, job_id)
-        at = bisect.bisect_right(self.by_remaining, key)  # where bisect.insort puts it
-        self.by_remaining.insert(at, key)
+        self.enqueue_seq[job_id] = seq
         sorted_ids = self.sorted_ids
+        if _jit.ENABLED:
+            at = _kernels.sorted_insert_at(sorted_ids, length, remaining_s, self.queued_remaining_s)
+        else:  # its rank is the largest yet, so it goes after every job of the same estimate
+            at = int(self.queued_remaining_s[sorted_ids[:length]].searchsorted(remaining_s, side="right"))
         if at < length:
             sorted_ids[at + 1 : length + 1] = sorted_ids[at:length]  # numpy copies overlapping slices safely
         sorted_ids[at] = job_id
         self.length = length + 1
         self.queued_gpus += self._gpus[job_id]
         self.queued_high_priority += self._priority[job_id] == PRIORITY_HIGH
-        self.enqueue_seq[job_id] = self._enqueued
-        self._enqueued += 1
+        self._enqueued = seq + 1
 
     def remove(self, job_id: int) -> None:
         """`job_id` (queued) leaves; the jobs behind it move up."""
-        seq = int(self.enqueue_seq[job_id])
-        key = (float(self.queued_remaining_s[job_id]), seq, job_id)
-        at = bisect.bisect_left(self.by_remaining, key)
-        del self.by_remaining[at]
-        ids, length = self.ids, self.length
-        sorted_ids = self.sorted_ids
-        sorted_ids[at : length - 1] = sorted_ids[at + 1 : length]  # numpy copies overlapping slices safely
+        length = self.length
+        ids, sorted_ids = self.ids, self.sorted_ids
         if _jit.ENABLED:
-            i = _kernels.queue_position(ids, length, seq, self.enqueue_seq)
-        else:
-            i = int((ids[:length] == job_id).argmax())  # its position (it is queued)
+            at, i = divmod(_kernels.queue_positions(ids, sorted_ids, length, job_id, self.queued_remaining_s,
+                                                    self.enqueue_seq), length)
+        else:  # its positions (it is queued)
+            at, i = int((sorted_ids[:length] == job_id).argmax()), int((ids[:length] == job_id).argmax())
+        sorted_ids[at : length - 1] = sorted_ids[at + 1 : length]  # numpy copies overlapping slices safely
         ids[i : length - 1] = ids[i + 1 : length]
         self.length = length - 1
         self.queued_gpus -= self._gpus[job_id]

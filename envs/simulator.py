@@ -218,8 +218,8 @@ class Simulator:
 
     def queue_by_remaining(self) -> list[tuple[float, int, int]]:
         """The queue as (remaining estimate, enqueue rank, job id), shortest first, ties in queue
-        order; kept sorted as jobs come and go. Read it, do not change it."""
-        return self.job_queue.by_remaining
+        order (a new list; the queue keeps it as arrays, `job_queue.sorted_ids`)."""
+        return self.job_queue.by_remaining()
 
     def queue_ids(self) -> np.ndarray:
         """The queue as an int array (a copy), in (re)arrival order."""
@@ -368,7 +368,6 @@ class Simulator:
         q, ledger = self.job_queue, self.ledger
         s.now, s.version, s.alloc_version = self.now, self.version, ledger.alloc_version
         s.queue = q.ids[: q.length]
-        s.queue_by_remaining = q.by_remaining
         s.queue_by_remaining_ids = q.sorted_ids[: q.length]
         s.running, s.checkpointing, s.reserved = self.running, self.checkpointing, self.reserved
         s.placement, s.profiles = self.placement, self.profiles

@@ -82,11 +82,10 @@ class StateError(ValueError):
     """Plain data that is not a valid cluster state; the message starts with the field's path."""
 
 
-def _by_remaining(remaining: list[float], queue: np.ndarray) -> tuple[list[tuple[float, int, int]], np.ndarray]:
-    """A queue's `queue_by_remaining` (its FIFO rank as the enqueue rank) and its indices in
-    that order (`queue_by_remaining_ids`)."""
+def _by_remaining(remaining: list[float], queue: np.ndarray) -> np.ndarray:
+    """A queue's `queue_by_remaining_ids`: its indices by remaining estimate, ties in FIFO order."""
     by = sorted(zip(remaining, range(len(queue)), queue.tolist()))
-    return by, np.array([j for _, _, j in by], dtype=np.int64)
+    return np.array([j for _, _, j in by], dtype=np.int64)
 
 
 def remaining_estimate_s(estimate_s: np.ndarray, work_done_s: np.ndarray, restore_s: np.ndarray,
@@ -167,8 +166,7 @@ class ClusterState:
         "job_lists",  # JobLists: num_gpus ... tp_comm_share of every job as Python lists (single-job reads)
         # live sets
         "queue",  # (q,) int64 queued job indices in FIFO order
-        "queue_by_remaining",  # list of (remaining estimate s, enqueue_seq, index), sorted: shortest first
-        "queue_by_remaining_ids",  # (q,) int64 the indices of queue_by_remaining, in its order
+        "queue_by_remaining_ids",  # (q,) int64 queued job indices by remaining estimate (shortest first), ties by enqueue_seq
         "running",  # (r,) int64 running job indices in the order they started
         "checkpointing",  # list of job indices
         "reserved",  # list of job indices
@@ -314,8 +312,8 @@ class ClusterState:
         seq[queue] = np.arange(len(queue))
         remaining = remaining_estimate_s(fields["estimate_s"], fields["work_done_s"], fields["restore_s"],
                                          fields["needs_restore"], queue).tolist()
-        by_remaining, by_remaining_ids = _by_remaining(remaining, queue)
-        fields.update(queue=queue, enqueue_seq=seq, queue_by_remaining=by_remaining, queue_by_remaining_ids=by_remaining_ids,
+        by_remaining_ids = _by_remaining(remaining, queue)
+        fields.update(queue=queue, enqueue_seq=seq, queue_by_remaining_ids=by_remaining_ids,
                       queued_gpus=int(fields["num_gpus"][queue].sum()),
                       queued_high_priority=int((fields["priority"][queue] == PRIORITY_HIGH).sum()), derived=None,
                       version=0, alloc_version=0, num_restores_owed=int(fields["needs_restore"].sum()))
@@ -569,7 +567,7 @@ def _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, r
     seq = np.zeros(m, dtype=np.int64)
     seq[queue] = np.arange(len(queue))
     remaining = remaining_estimate_s(estimate, done, restore_s, needs, queue, any_restore).tolist() if len(queue) else []
-    by_remaining, by_remaining_ids = _by_remaining(remaining, queue)
+    by_remaining_ids = _by_remaining(remaining, queue)
     job_lists = JobLists({name: [r[name] for r in rows] for name in JOB_LIST_FIELDS})
     return ClusterState(
         cluster=cluster, speed_model=model, now=now, version=0, alloc_version=0, names=[r["id"] for r in rows],
@@ -580,7 +578,7 @@ def _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, r
         arrival_s=col("arrival_s"), queued_since_s=col("queued_since_s"), wait_s=col("wait_s"),
         attained_gpu_s=col("attained_gpu_s"), preemptions=col("preemptions", np.int64), enqueue_seq=seq,
         restore_left_s=col("restore_left_s"), checkpoint_end_s=col("checkpoint_end_s"), rate=rate,
-        queue=queue, queue_by_remaining=by_remaining, queue_by_remaining_ids=by_remaining_ids,
+        queue=queue, queue_by_remaining_ids=by_remaining_ids,
         running=running, checkpointing=sections["checkpointing"], reserved=sections["reserved"],
         placement=placement, profiles=profiles, queued_gpus=int(num_gpus[queue].sum()),
         queued_high_priority=int((prio[queue] == PRIORITY_HIGH).sum()), num_restores_owed=int(needs.sum()),

@@ -207,7 +207,7 @@ def shortest_head(state: ClusterState, k: int, walk_limit: int = SHORTEST_WALK_L
     feasible_class = class_fits(state)[2].tolist()
     job_class = job_classes(state)
     out: list[int] = []
-    for n, (_, _, j) in enumerate(state.queue_by_remaining):
+    for n, j in enumerate(state.queue_by_remaining_ids.tolist()):
         if feasible_class[job_class[j]]:
             out.append(j)
             if len(out) == k:

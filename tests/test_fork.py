@@ -267,7 +267,7 @@ def test_fork_shares_nothing_mutable():
     assert checked > 60
     # Not vacuous: the containers the walk went through hold things.
     assert sim.placement and sim.load.placed and sim.checkpointing and sim.reserved and sim._segment_start
-    assert sim.load.crossing and sim._job_lists.num_gpus and sim.job_queue.by_remaining
+    assert sim.load.crossing and sim._job_lists.num_gpus and sim.job_queue.length
     # Its decision state is its own and the same as the original's.
     fs, ss = f.decision_state(), sim.decision_state()
     assert fs is not ss and fs.to_dict() == ss.to_dict()

@@ -185,8 +185,9 @@ def test_advance_running_is_the_references_integration_and_finish_test():
 
 
 def test_queue_removal_is_the_references():
-    """The queue kept by pushes and removals (the position of a leaving job by binary search
-    over enqueue ranks), kernel against reference: the same FIFO and sorted ids."""
+    """The queue kept by pushes and removals (a job's positions by binary search over the sort
+    keys and over enqueue ranks), kernel against reference: the same FIFO and sorted ids, and
+    the sorted ids are in the order of (remaining estimate, enqueue rank) after every step."""
     from envs.sim_queue import JobQueue
 
     n = 400
@@ -206,6 +207,8 @@ def test_queue_removal_is_the_references():
         seen = []
         for op, j, remaining in ops:
             q.push(j, remaining) if op == "push" else q.remove(j)
+            by_remaining = q.by_remaining()
+            assert by_remaining == sorted(by_remaining) and sorted(j for _, _, j in by_remaining) == sorted(q.jobs())
             seen.append((q.jobs(), q.sorted_ids[: q.length].tolist()))
         return seen
 
