@@ -18,7 +18,7 @@ smallest margin listed (0 by default: the model alone) unless another margin's m
 paired per validation seed, exceeds one standard error of that mean, the teacher's own test for
 leaving its base rule; among the margins that pass, the lowest score (the smaller margin on a
 tie). On 20 seeds a plain lowest-score rule chose a margin that won by 0.3 points on validation
-and lost 1.2 on the test seeds (README, *Anchoring the model to its heuristic*). It writes
+and lost 1.2 on the test seeds (docs/results.md, *Anchoring the model to its heuristic*). It writes
 RUN/anchor.json: the baseline, the margins with every margin's score, per-seed objectives and
 paired gain, the chosen margin and the model it was chosen for.
 `evaluate.py --policies anchored=RUN/model.zip` then evaluates the model with that anchor (and

@@ -11,8 +11,8 @@ the minimum and the median, and this tree's over the base's; and the ratio of th
 each pair of runs adjacent in time (run i of each side), their median and range, which cancels
 the machine's slow drifts.
 
-On these shared machines one run's time moves by 10-25% from one minute to the next (see the
-README, *Speed*): the minimum over interleaved runs is the figure to compare, and a difference
+On these shared machines one run's time moves by 10-25% from one minute to the next (see
+docs/performance.md): the minimum over interleaved runs is the figure to compare, and a difference
 smaller than the two sides' spread is no difference. `--same-output` also checks that both sides
 print the same last line (a replay's avg JCT, a digest), so a speed-up that changes results is
 caught. The worktree is removed at the end.

@@ -177,7 +177,7 @@ def test_every_shipped_train_config_loads(path):
     assert cfg.total_timesteps > 0 and cfg.settings()
 
 
-# The variants the README compares with their base config, and the only keys each may change.
+# The variants docs/results.md compares with their base config, and the only keys each may change.
 VARIANTS = {
     "distill-default-s8": ("distill-default", {("distill", "lookahead")}),
     "distill-slo-preempt-s8": ("distill-slo-preempt", {("distill", "lookahead")}),
@@ -204,7 +204,7 @@ def _flat(d: dict, prefix: tuple = ()) -> dict:
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_variant_config_changes_only_what_its_comparison_varies(variant):
-    """The README's paired comparisons (8 samples against 4, a longer PPO) hold only if nothing
+    """The paired comparisons of docs/results.md (8 samples against 4, a longer PPO) hold only if nothing
     else differs between the two configs."""
     from agents.config import load_train_config
 
