@@ -2,7 +2,7 @@
 the heuristic's choice by more than a margin, the heuristic's choice otherwise.
 
     python -m agents.anchor runs/NAME [runs/NAME2 ...] [--margins 0,0.5,1,2,4] [--model model.zip]
-                            [--baseline NAME] [--seeds 100-119] [--workers 2]
+                            [--baseline NAME] [--seeds 100-119] [--scenario NAME] [--workers 2]
 
 The honest lookahead teacher keeps its base rule's choice unless a departure's estimated gain
 beats one standard error; a student distilled from it departs wherever its argmax says so. The
@@ -27,6 +27,14 @@ scoring service applies it (docs/service.md).
 
 The baseline is the run's best heuristic on its validation seeds (summary.json's `baseline`,
 recomputed the way train.py does); a run with several settings (`env_mix`) needs `--baseline`.
+
+Deploying a model where it was not trained: `--scenario NAME` chooses the margin on that
+scenario's validation seeds instead (never its test seeds), anchored to its best heuristic there
+(among eval.baselines' default list; `--baseline` names another), with the run's bound on WAIT
+and nothing else of the run's env options; it writes RUN/anchor-NAME.json, which
+`evaluate.py --policies anchored=RUN/anchor-NAME.json` and `agents.export --anchor
+RUN/anchor-NAME.json` take. Add `inf` to `--margins` to let the choice fall back to the
+heuristic alone where the model does not carry over.
 """
 
 from __future__ import annotations
@@ -42,7 +50,12 @@ from typing import Any
 
 import numpy as np
 
-ANCHOR_FILE = "anchor.json"
+ANCHOR_FILE = "anchor.json"  # the margin chosen on the run's own validation seeds
+
+
+def anchor_file_name(scenario: str | None = None) -> str:
+    """RUN/anchor.json, or with `scenario` (a margin chosen on another scenario) anchor-SCENARIO.json."""
+    return ANCHOR_FILE if scenario is None else f"anchor-{scenario}.json"
 DEFAULT_MARGINS = (0.0, 0.5, 1.0, 2.0, 4.0)
 
 
@@ -131,17 +144,43 @@ def read_anchor(model_path: str | Path) -> Anchor:
     file = run / ANCHOR_FILE
     if not file.is_file():
         raise ValueError(f"{file}: not found; choose the margin first: python -m agents.anchor {run}")
+    model, anchor = read_anchor_file(file)
+    if model.resolve() != path.resolve():
+        relative = path.resolve().relative_to(run.resolve())
+        raise ValueError(f"{file}: the margin was chosen for {model.relative_to(run)}, not {relative}; "
+                         f"run python -m agents.anchor {run} --model {relative}")
+    return anchor
+
+
+def read_anchor_file(file: str | Path) -> tuple[Path, Anchor]:
+    """(the model it was chosen for, the anchor) of an anchor file that `python -m agents.anchor`
+    wrote in a run directory (anchor.json, anchor-SCENARIO.json). ValueError naming the file."""
+    file = Path(file)
+    if not file.is_file():
+        raise ValueError(f"{file}: not found")
     try:
         data = json.loads(file.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{file}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{file}: must be a JSON object")
-    chosen_for = data.get("model")
-    if chosen_for is None or (run / str(chosen_for)).resolve() != path.resolve():
-        raise ValueError(f"{file}: the margin was chosen for {chosen_for}, not {path.resolve().relative_to(run.resolve())}; "
-                         f"run python -m agents.anchor {run} --model {path.resolve().relative_to(run.resolve())}")
-    return Anchor.from_dict(data, f"{file}: anchor")
+    model = data.get("model")
+    if not isinstance(model, str):
+        raise ValueError(f"{file}: model: must name the run's model file it was chosen for, got {model!r}")
+    return file.parent / model, Anchor.from_dict(data, f"{file}: anchor")
+
+
+def anchored_model(arg: str | Path) -> tuple[Path, Anchor]:
+    """`anchored=`'s and `agents.export --anchor`'s argument: a model file (its run's
+    anchor.json, chosen for it) or an anchor file (.json: the model it names). ValueError naming
+    the file."""
+    path = Path(arg)
+    if path.suffix == ".json":
+        model, anchor = read_anchor_file(path)
+        if not model.is_file():
+            raise ValueError(f"{path}: model: {model} is not there")
+        return model, anchor
+    return path, read_anchor(path)
 
 
 def _margin_result(task: tuple) -> dict:
@@ -203,10 +242,11 @@ def parse_margins(text: str) -> list[float]:
 
 
 def choose_margin(run: Path, margins: list[float], model: str = "model.zip", baseline: str | None = None,
-                  seeds: str | None = None, workers: int = 1, log=print) -> dict:
-    """Score `run`'s `model` anchored at each margin on its validation seeds (or `seeds`), write
-    RUN/anchor.json and return its content (see the module's docstring). ConfigError names a bad
-    run directory, model, baseline or seeds."""
+                  seeds: str | None = None, workers: int = 1, log=print, scenario: str | None = None) -> dict:
+    """Score `run`'s `model` anchored at each margin on its validation seeds (or `seeds`; with
+    `scenario`, on that scenario's), write RUN/anchor.json (RUN/anchor-SCENARIO.json) and return
+    its content (see the module's docstring). ConfigError names a bad run directory, model,
+    baseline, seeds or scenario."""
     from agents.config import train_config_from_dict
     from agents.parallel import run_tasks
     from agents.training import validation_score, validations
@@ -218,9 +258,14 @@ def choose_margin(run: Path, margins: list[float], model: str = "model.zip", bas
     if not (run / model).is_file():
         raise ConfigError(str(run), "--model", f"{model} is not in the run directory")
     data = read_yaml(config)
+    if scenario is not None:  # the scenario as evaluate.py runs it, with the run's bound on WAIT
+        data = {k: v for k, v in data.items() if k not in ("cluster", "workload", "env_mix", "env", "eval")}
+        guard = (read_yaml(config).get("env") or {}).get("wait_guard")
+        data.update(scenario=scenario, env={} if guard is None else {"wait_guard": guard})
     if seeds is not None:
         data.setdefault("eval", {})["seeds"] = seeds
-    cfg = train_config_from_dict(data, f"{config}{' with --seeds ' + seeds if seeds is not None else ''}")
+    cfg = train_config_from_dict(data, f"{config}{' with --scenario ' + scenario if scenario is not None else ''}"
+                                       f"{' with --seeds ' + seeds if seeds is not None else ''}")
     vals = validations(cfg)
     if baseline is None:
         names = sorted({v.baseline for v in vals})
@@ -244,9 +289,9 @@ def choose_margin(run: Path, margins: list[float], model: str = "model.zip", bas
     entries = [{"margin": m if math.isfinite(m) else "inf", **validation_score(per_margin[i]),
                 "objectives": {r["name"]: r["objectives"] for r in per_margin[i]},
                 "gain_vs_smallest": gains[i][0], "gain_se": gains[i][1]} for i, m in enumerate(margins)]
-    out = {"config": str(config), "model": model, "seeds": {v.name: list(v.seeds) for v in vals},
+    out = {"config": str(config), "model": model, "scenario": scenario, "seeds": {v.name: list(v.seeds) for v in vals},
            **Anchor(baseline, margins[best]).to_dict(), "margins": entries, "wall_s": time.perf_counter() - t0}
-    (run / ANCHOR_FILE).write_text(json.dumps(out, indent=1))
+    (run / anchor_file_name(scenario)).write_text(json.dumps(out, indent=1))
     for i, e in enumerate(entries):
         log(f"  margin {e['margin']!s:>4}  score {e['score']:.4f}  vs baseline {e['rel_diff']:+.1%}  "
             f"paired gain vs the smallest margin {e['gain_vs_smallest']:+.4f} (se {e['gain_se']:.4f}){'   <- chosen' if i == best else ''}")
@@ -261,14 +306,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--margins", default=",".join(f"{m:g}" for m in DEFAULT_MARGINS), help="logit margins to score (0,0.5,1,2,4)")
     ap.add_argument("--model", default="model.zip", help="the run's model to anchor, relative to the run (model.zip)")
     ap.add_argument("--baseline", default=None, help="the heuristic to anchor to (default: the run's best on its validation seeds)")
-    ap.add_argument("--seeds", help="validation seeds (100-119, ...); default: the run's own")
+    ap.add_argument("--seeds", help="validation seeds (100-119, ...); default: the run's own (or the scenario's)")
+    ap.add_argument("--scenario", help="choose the margin for deploying on this scenario, on its validation seeds "
+                                       "(writes RUN/anchor-SCENARIO.json)")
     ap.add_argument("--workers", type=int, default=1, help="worker processes (1)")
     args = ap.parse_args(argv)
     try:
         margins = parse_margins(args.margins)
         for run in args.runs:
-            out = choose_margin(run, margins, args.model, args.baseline, args.seeds, args.workers)
-            print(f"{run}: margin {out['margin']} over '{out['baseline']}' -> {run / ANCHOR_FILE}")
+            out = choose_margin(run, margins, args.model, args.baseline, args.seeds, args.workers, scenario=args.scenario)
+            print(f"{run}: margin {out['margin']} over '{out['baseline']}' -> {run / anchor_file_name(args.scenario)}")
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

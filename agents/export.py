@@ -197,14 +197,15 @@ _FROM_CONFIG: Any = object()
 
 
 def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OPSET, check: bool = True,
-                 wait_guard: Any = _FROM_CONFIG, anchor: bool = False) -> dict[str, Any]:
+                 wait_guard: Any = _FROM_CONFIG, anchor: bool | str | Path = False) -> dict[str, Any]:
     """Write out_dir/policy.onnx and out_dir/policy.json for the MaskablePPO model at model_path.
 
     `wait_guard` (a WaitGuard or any form `envs.candidates.wait_guard_of` reads; None: none) is
     recorded in policy.json; by default the run config's `env.wait_guard` (none without one).
-    ValueError naming the field for an invalid one, before anything is written. With `anchor`,
-    the run's anchor.json for this model (agents.anchor.read_anchor; ValueError without one) is
-    recorded as policy.json's `anchor`; otherwise `anchor` is null.
+    ValueError naming the field for an invalid one, before anything is written. With `anchor`
+    True, the run's anchor.json for this model (agents.anchor.read_anchor; ValueError without
+    one) is recorded as policy.json's `anchor`; with an anchor file's path (anchor-SCENARIO.json),
+    that file's anchor, which must have been chosen for this model; otherwise `anchor` is null.
 
     Raises ValueError naming the file for a model of another feature schema or policy class
     (FileNotFoundError when there is no such file). With `check` and onnxruntime installed, the
@@ -224,10 +225,17 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
         raise FileNotFoundError(f"{model_path}: no such model file")
     run_dir = _run_dir(model_path)
     guard = run_config_wait_guard(model_path) if wait_guard is _FROM_CONFIG else wait_guard_of(wait_guard)
-    if anchor:
+    if anchor is True:
         from agents.anchor import read_anchor
 
         anchor = read_anchor(model_path)
+    elif anchor:
+        from agents.anchor import read_anchor_file
+
+        chosen_for, anchor_file = read_anchor_file(anchor)
+        if chosen_for.resolve() != model_path.resolve():
+            raise ValueError(f"{anchor}: the margin was chosen for {chosen_for}, not {model_path}")
+        anchor = anchor_file
     train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
     model = load_model(model_path, device="cpu")  # refuses another feature schema
     policy = model.policy
@@ -297,8 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-check", action="store_true", help="skip the onnxruntime-vs-torch check on random inputs")
     ap.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
                     help="the bound on WAIT recorded in policy.json (default: the run config's env.wait_guard)")
-    ap.add_argument("--anchor", action="store_true",
-                    help="record the anchor to a heuristic that python -m agents.anchor chose for this model (its run's anchor.json)")
+    ap.add_argument("--anchor", nargs="?", const=True, default=False, metavar="FILE",
+                    help="record the anchor to a heuristic that python -m agents.anchor chose for this model (its run's "
+                         "anchor.json, or FILE: an anchor-SCENARIO.json written with --scenario)")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else Path(args.model).parent / "export"
     try:

@@ -110,6 +110,27 @@ def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
     anchored = [run["metrics"]["avg_jct_s"] for run in pol[f"anchored={out / 'model.zip'}"]["runs"]]
     assert anchored == [run["metrics"]["avg_jct_s"] for run in pol[summary["baseline"]]["runs"]]
 
+    # Chosen for deploying on another scenario: on its validation seeds (here 500-501), against its
+    # best heuristic there, written beside the run's own; anchored= takes the file.
+    r = anchor_cli(str(out), "--scenario", "topology-stress", "--seeds", "500-501", "--margins", "0,inf")
+    assert r.returncode == 0, r.stderr[-2000:]
+    moved = json.loads((out / "anchor-topology-stress.json").read_text())
+    assert moved["scenario"] == "topology-stress" and moved["model"] == "model.zip"
+    assert list(moved["seeds"]) == ["topology-stress"] and list(moved["seeds"].values()) == [[500, 501]]
+    heuristic = {e["margin"]: e for e in moved["margins"]}["inf"]
+    moved["margin"] = "inf"
+    (out / "anchor-topology-stress.json").write_text(json.dumps(moved))
+    res = tmp_path / "moved"
+    r = evaluate("--scenario", "topology-stress", "--seeds", "500-501", "--out", str(res),
+                 "--policies", f"{moved['baseline']},anchored={out / 'anchor-topology-stress.json'}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    pol = json.loads((res / "results.json").read_text())["policies"]
+    objectives = [run["metrics"]["objective"] for run in pol[f"anchored={out / 'anchor-topology-stress.json'}"]["runs"]]
+    assert objectives == [run["metrics"]["objective"] for run in pol[moved["baseline"]]["runs"]]
+    # ... and its heuristic alone there is that scenario's best heuristic's objective on those seeds.
+    assert heuristic["objective"] == pytest.approx(np.mean(objectives), rel=0, abs=1e-12)
+    assert heuristic["objective"] == pytest.approx(heuristic["baseline_objective"], rel=0, abs=1e-12)
+
     # Bad input: one line each, exit code 2, nothing run.
     stage = out / history[0]["model"]
     r = evaluate("--cluster", "h100-4node", "--seeds", "0", "--out", str(tmp_path / "x"), "--policies", f"anchored={stage}")

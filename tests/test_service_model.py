@@ -159,3 +159,19 @@ def test_an_anchored_model_is_served_with_its_anchor(exported, tmp_path):
     (bad / "policy.json").write_text(json.dumps(meta))
     r = _refusal(bad)
     assert r.returncode == 2 and "anchor.margin" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+    # An anchor chosen for deploying on another scenario (agents.anchor --scenario) is exported
+    # from its file; one chosen for another of the run's models is refused, nothing written.
+    (run / "anchor-philly.json").write_text(json.dumps({"model": "model.zip", "scenario": "philly", "baseline": "sjf",
+                                                         "margin": 2.0}))
+    r = subprocess.run([sys.executable, "-m", "agents.export", str(run / "model.zip"), "--out", str(tmp_path / "philly"),
+                        "--anchor", str(run / "anchor-philly.json"), "--no-check"], cwd=REPO_ROOT, check=False,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "anchored to sjf at margin 2.0" in r.stdout, r.stderr
+    assert json.loads((tmp_path / "philly" / "policy.json").read_text())["anchor"] == {"baseline": "sjf", "margin": 2.0}
+    (run / "anchor-philly.json").write_text(json.dumps({"model": "stages/other.zip", "baseline": "sjf", "margin": 2.0}))
+    r = subprocess.run([sys.executable, "-m", "agents.export", str(run / "model.zip"), "--out", str(tmp_path / "other"),
+                        "--anchor", str(run / "anchor-philly.json"), "--no-check"], cwd=REPO_ROOT, check=False,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "the margin was chosen for" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "other").exists()

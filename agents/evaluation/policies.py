@@ -90,19 +90,20 @@ def run_config_wait_guard(model_path: str | Path) -> WaitGuard | None:
 
 class AnchoredLoader(MaskablePPOLoader):
     """`anchored=PATH`: a MaskablePPO zip anchored to a heuristic by the margin its run's
-    anchor.json holds for it (agents.anchor: `python -m agents.anchor RUN` chooses it), with its
-    run's bound on WAIT as `ppo=`."""
+    anchor.json holds for it, or `anchored=RUN/anchor-SCENARIO.json`: the model and margin that
+    file names (agents.anchor: `python -m agents.anchor RUN [--scenario NAME]` chooses them); with
+    its run's bound on WAIT as `ppo=`."""
 
     def check(self, arg: str) -> None:
-        super().check(arg)
-        self.anchor(arg)
+        model, _ = self.anchor(arg)
+        super().check(str(model))
 
     @staticmethod
     def anchor(arg: str):
-        from agents.anchor import read_anchor
+        from agents.anchor import anchored_model
 
         try:
-            return read_anchor(arg)
+            return anchored_model(arg)
         except ValueError as e:
             raise UsageError(f"anchored={arg}: {e}") from None
 
@@ -110,7 +111,11 @@ class AnchoredLoader(MaskablePPOLoader):
         from agents.anchor import anchored_actor
         from agents.policy import load_model
 
-        return anchored_actor(load_model(arg, device="cpu"), self.anchor(arg))
+        model, anchor = self.anchor(arg)
+        return anchored_actor(load_model(str(model), device="cpu"), anchor)
+
+    def wait_guard(self, arg: str) -> WaitGuard | None:
+        return run_config_wait_guard(self.anchor(arg)[0])
 
 
 POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader(), "anchored": AnchoredLoader()}
