@@ -259,8 +259,8 @@ def choose_margin(run: Path, margins: list[float], model: str = "model.zip", bas
         raise ConfigError(str(run), "--model", f"{model} is not in the run directory")
     data = read_yaml(config)
     if scenario is not None:  # the scenario as evaluate.py runs it, with the run's bound on WAIT
+        guard = (data.get("env") or {}).get("wait_guard")
         data = {k: v for k, v in data.items() if k not in ("cluster", "workload", "env_mix", "env", "eval")}
-        guard = (read_yaml(config).get("env") or {}).get("wait_guard")
         data.update(scenario=scenario, env={} if guard is None else {"wait_guard": guard})
     if seeds is not None:
         data.setdefault("eval", {})["seeds"] = seeds

@@ -1,7 +1,7 @@
 """Export a trained policy for serving: an ONNX graph of its candidate scorer and policy.json.
 
     python -m agents.export runs/NAME/model.zip [--out DIR] [--wait-guard K|overdue_factor=K,min_wait_s=S|off]
-                                                [--anchor]      (default DIR: runs/NAME/export)
+                                                [--anchor [FILE]]      (default DIR: runs/NAME/export)
 
 writes DIR/policy.onnx and DIR/policy.json (see agents/policy_file.py, which reads them without
 torch, and docs/export.md). A model trained on another feature schema is refused. train.py
@@ -9,7 +9,8 @@ calls `export_model` at the end of every run, into <run dir>/export/. policy.jso
 bound on WAIT (`wait_guard`, envs.candidates.WaitGuard) that the served masks apply: the run's
 `env: wait_guard:` by default, or --wait-guard's (a guard added to a model trained without one,
 or `off`). With --anchor it also records the anchor to a heuristic that `python -m agents.anchor`
-chose for this model (its run's anchor.json; `anchor`), which the scoring service then applies.
+chose for this model (its run's anchor.json, or FILE: an anchor-SCENARIO.json chosen with
+--scenario; `anchor`), which the scoring service then applies.
 
 The graph comes from torch's dynamo exporter (`torch.onnx.export(..., dynamo=True)`, which needs
 onnxscript): the TorchScript exporter (`dynamo=False`, deprecated since torch 2.9) traces

@@ -142,5 +142,7 @@ def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
     assert r.returncode == 2 and "--margins: '-1' must be >= 0" in r.stderr
     r = anchor_cli(str(out), "--baseline", "nope")
     assert r.returncode == 2 and "--baseline" in r.stderr and "unknown baseline 'nope'" in r.stderr
+    r = anchor_cli(str(out), "--scenario", "nope")
+    assert r.returncode == 2 and "scenario" in r.stderr and "nope" in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = anchor_cli(str(tmp_path / "nothing"))
     assert r.returncode == 2 and "not a run directory" in r.stderr and "Traceback" not in r.stderr
