@@ -18,6 +18,8 @@ files it. The arrays are changed in place and never replaced, so views taken of 
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from envs import jit as _jit
@@ -89,7 +91,7 @@ class JobQueue:
         if _jit.ENABLED:
             at = _kernels.sorted_insert_at(sorted_ids, length, remaining_s, self.queued_remaining_s)
         else:  # its rank is the largest yet, so it goes after every job of the same estimate
-            at = int(self.queued_remaining_s[sorted_ids[:length]].searchsorted(remaining_s, side="right"))
+            at = bisect.bisect_right(sorted_ids, remaining_s, 0, length, key=self.queued_remaining_s.__getitem__)
         if at < length:
             sorted_ids[at + 1 : length + 1] = sorted_ids[at:length]  # numpy copies overlapping slices safely
         sorted_ids[at] = job_id
