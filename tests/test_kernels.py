@@ -217,6 +217,18 @@ def test_queue_removal_is_the_references():
         assert fast == run()
 
 
+
+def test_queue_benchmark_times_both_paths(capsys):
+    """benchmarks.queue_ops times push and remove on both paths around a queue it keeps at each
+    length (it checks the length itself), one line per path and length."""
+    from benchmarks.queue_ops import main
+
+    main(["--lengths", "30,60", "--ops", "200", "--repeat", "1", "--reference"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["compiled"] * 2 * jit.ENABLED + ["reference"] * 2
+    assert all("push" in line and "remove" in line for line in lines)
+
+
 def _episode_digest(env_kwargs: dict, seed: int, max_steps: int) -> tuple[str, dict, int]:
     """A digest of everything an episode shows the agent under random valid actions: every
     observation array, mask, reward and end flag; and the final metrics."""
