@@ -51,12 +51,12 @@ from typing import Any
 import numpy as np
 
 ANCHOR_FILE = "anchor.json"  # the margin chosen on the run's own validation seeds
+DEFAULT_MARGINS = (0.0, 0.5, 1.0, 2.0, 4.0)
 
 
 def anchor_file_name(scenario: str | None = None) -> str:
     """RUN/anchor.json, or with `scenario` (a margin chosen on another scenario) anchor-SCENARIO.json."""
     return ANCHOR_FILE if scenario is None else f"anchor-{scenario}.json"
-DEFAULT_MARGINS = (0.0, 0.5, 1.0, 2.0, 4.0)
 
 
 @dataclass(frozen=True)
@@ -131,24 +131,26 @@ def anchored_actor(model, anchor: Anchor):
     return act
 
 
-def read_anchor(model_path: str | Path) -> Anchor:
-    """The anchor that `python -m agents.anchor` chose for this model file (its run's
-    anchor.json). ValueError naming the file when there is none, or it was chosen for another of
-    the run's models, or a field is bad."""
+def read_anchor(model_path: str | Path, file: str | Path | None = None) -> Anchor:
+    """The anchor that `python -m agents.anchor` chose for this model file: its run's
+    anchor.json, or `file` (an anchor-SCENARIO.json). ValueError naming the file when there is
+    none, or it was chosen for another of the run's models, or a field is bad."""
     from agents.export import _run_dir
 
     path = Path(model_path)
-    run = _run_dir(path)
-    if run is None:
-        raise ValueError(f"{model_path}: not in a run directory (no config.yaml beside it), so no {ANCHOR_FILE}")
-    file = run / ANCHOR_FILE
-    if not file.is_file():
-        raise ValueError(f"{file}: not found; choose the margin first: python -m agents.anchor {run}")
+    if file is None:
+        run = _run_dir(path)
+        if run is None:
+            raise ValueError(f"{model_path}: not in a run directory (no config.yaml beside it), so no {ANCHOR_FILE}")
+        file = run / ANCHOR_FILE
+        if not file.is_file():
+            raise ValueError(f"{file}: not found; choose the margin first: python -m agents.anchor {run}")
+    file = Path(file)
     model, anchor = read_anchor_file(file)
     if model.resolve() != path.resolve():
-        relative = path.resolve().relative_to(run.resolve())
-        raise ValueError(f"{file}: the margin was chosen for {model.relative_to(run)}, not {relative}; "
-                         f"run python -m agents.anchor {run} --model {relative}")
+        hint = (f"; run python -m agents.anchor {file.parent} --model {path.resolve().relative_to(file.parent.resolve())}"
+                if file.name == ANCHOR_FILE else "")  # the run's own file: the model is in that run
+        raise ValueError(f"{file}: the margin was chosen for {model.relative_to(file.parent)}, not {path}{hint}")
     return anchor
 
 

@@ -226,17 +226,10 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
         raise FileNotFoundError(f"{model_path}: no such model file")
     run_dir = _run_dir(model_path)
     guard = run_config_wait_guard(model_path) if wait_guard is _FROM_CONFIG else wait_guard_of(wait_guard)
-    if anchor is True:
+    if anchor:
         from agents.anchor import read_anchor
 
-        anchor = read_anchor(model_path)
-    elif anchor:
-        from agents.anchor import read_anchor_file
-
-        chosen_for, anchor_file = read_anchor_file(anchor)
-        if chosen_for.resolve() != model_path.resolve():
-            raise ValueError(f"{anchor}: the margin was chosen for {chosen_for}, not {model_path}")
-        anchor = anchor_file
+        anchor = read_anchor(model_path, None if anchor is True else anchor)
     train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
     model = load_model(model_path, device="cpu")  # refuses another feature schema
     policy = model.policy

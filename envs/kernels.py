@@ -182,7 +182,7 @@ def masked_sum(values, mask):
 def sorted_insert_at(sorted_ids, length, key, remaining_s):
     """envs.sim_queue.JobQueue.push's reference: where a job of remaining estimate `key` goes in
     sorted_ids[:length], the queue by (remaining_s, enqueue rank): after every job of the same
-    estimate, its rank being the largest yet (numpy's searchsorted, side right). The caller
+    estimate, its rank being the largest yet (bisect_right by estimate). The caller
     shifts the array (numpy's memmove is faster than a compiled loop)."""
     lo, hi = 0, length
     while lo < hi:
