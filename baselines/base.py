@@ -71,7 +71,11 @@ class OrderedBaseline(Baseline):
         return 0.0
 
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
-        pos = fifo_positions(state)
-        jobs = sorted(cset.window, key=lambda j: (self.order_key(state, j), pos[j]))
+        window = cset.window
+        pos = fifo_positions(state)[window].tolist()  # distinct: the sort never compares further
+        if type(self).order_key is OrderedBaseline.order_key:  # FIFO alone
+            jobs = [j for _, j in sorted(zip(pos, window))]
+        else:
+            jobs = [j for _, _, j in sorted(zip([self.order_key(state, j) for j in window], pos, window))]
         i = first_valid(cset, jobs, (self.rule,))
         return wait_or_any(cset) if i is None else i

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.cache import per_alloc, per_jobs, per_state
+from envs.cache import memo_of, per_alloc, per_jobs, per_state
 from envs.las import las_queue
 from envs.placement import PREEMPT, PREEMPT_LAS, PREEMPT_RULES, RULES, choose_las_victims, choose_victims, geometry_of, place
 from envs.speed import PlacementGeometry, PlacementProfile, job_constants_of, job_profile_of
@@ -84,8 +84,7 @@ class Candidate:
     def profile(self) -> PlacementProfile | None:
         """The job on this placement (built on first access: features need only the geometry)."""
         if self._profile is None and self.geometry is not None:
-            state = self._placer.state
-            self._profile = job_profile_of(job_constants(state)[self.job_id], self.geometry)
+            self._profile = profile_of(self._placer.state, self.job_id, self.geometry)
         return self._profile
 
 
@@ -132,6 +131,18 @@ def job_constants(state: ClusterState) -> list[tuple[float, float, float, float]
             lists.num_gpus[lo:hi], lists.tp_degree[lo:hi], lists.kind[lo:hi], lists.comm_fraction[lo:hi],
             lists.tp_comm_share[lo:hi]))
     return out
+
+
+def profile_of(state: ClusterState, j: int, geometry: PlacementGeometry) -> PlacementProfile:
+    """`job_profile_of` job `j` on `geometry`, memoised per cluster: jobs of the same constants
+    on the same memoised geometry share one (immutable) profile."""
+    constants = job_constants(state)[j]
+    memo = memo_of(state, "profiles")
+    key = (id(geometry), constants)
+    hit = memo.get(key)
+    if hit is None or hit[0] is not geometry:  # the geometry held in the entry keeps its id unique
+        hit = memo[key] = (geometry, job_profile_of(constants, geometry))
+    return hit[1]
 
 
 class _Placer:

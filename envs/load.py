@@ -29,6 +29,8 @@ from envs.speed import (
 )
 from envs.topology import Cluster
 
+PLACED_MEMO_LIMIT = 10_000  # `Placed` records kept per simulator (and its forks) before the memo is emptied
+
 
 class Placed:
     """What a placed job's profile fixes, as plain Python values for the per-event scalar work:
@@ -63,6 +65,9 @@ class LoadModel:
         # Nodes whose pressure and uplinks whose demand changed since the last rate update.
         self.dirty_nodes: set[int] = set()
         self.dirty_uplinks: set[int] = set()
+        # `Placed` records by profile (id, with the profile kept in the entry so the id stays
+        # unique): jobs started on one shared profile share its record. Shared with copies.
+        self._placed_of: dict[int, tuple[PlacementProfile, Placed]] = {}
 
     def copy(self) -> LoadModel:
         """An independent copy (for `Simulator.fork`). Shared, not copied: the cluster, the speed
@@ -79,11 +84,18 @@ class LoadModel:
         m.crossing = self.crossing.copy()
         m.dirty_nodes = self.dirty_nodes.copy()
         m.dirty_uplinks = self.dirty_uplinks.copy()
+        m._placed_of = self._placed_of
         return m
 
     def start(self, job_id: int, profile: PlacementProfile) -> Placed:
         """`job_id` starts running with `profile`: it is placed and loads its nodes and uplinks."""
-        placed = self.placed[job_id] = Placed(profile)
+        memo = self._placed_of
+        hit = memo.get(id(profile))
+        if hit is None or hit[0] is not profile:
+            if len(memo) > PLACED_MEMO_LIMIT:
+                memo.clear()
+            hit = memo[id(profile)] = (profile, Placed(profile))
+        placed = self.placed[job_id] = hit[1]
         self._add_load(placed, 1.0)
         for n in placed.nodes:
             self.node_jobs[n].add(job_id)

@@ -759,17 +759,21 @@ class Simulator:
             self.power.nodes_changed(placed.nodes, ledger.node_owned)
 
     def _admit_arrivals(self) -> None:
-        n = len(self.jobs)
-        while self._next_arrival < n and self.arrival[self._next_arrival] <= self.now + _EPS:
-            j = self._next_arrival
+        n, j = len(self.jobs), self._next_arrival
+        arrival, until = self.arrival, self.now + _EPS
+        while j < n and arrival.item(j) <= until:
             self.state[j] = JobState.QUEUED
             self.queued_since[j] = self.now
-            self.job_queue.push(j, float(self.remaining_estimate_s(j)))
+            if self.needs_restore.item(j):
+                remaining = float(self.remaining_estimate_s(j))
+            else:  # remaining_estimate_s without a restore owed, in Python floats: the same value
+                remaining = max(self.estimate.item(j) - self.work_done.item(j), 0.0)
+            self.job_queue.push(j, remaining)
             job = self.jobs[j]
             self._job_lists.add(job.gpus, job.tp_degree, job.mem_per_gpu_gb, job.kind, job.priority, job.preemptible,
                                 job.comm_fraction, job.tp_comm_share)
             self.jobs_in_system += 1
-            self._next_arrival += 1
+            j = self._next_arrival = j + 1
 
     def _close_segment(self, job_id: int, preempted: bool) -> None:
         start = self._segment_start.pop(job_id)

@@ -117,9 +117,14 @@ class JobLists:
 
     def add(self, gpus: int, tp_degree: int, mem_per_gpu_gb: float, kind: int, priority: int, preemptible: bool,
             comm_fraction: float, tp_comm_share: float) -> None:
-        for name, value in zip(self.__slots__, (int(gpus), int(tp_degree), float(mem_per_gpu_gb), int(kind), int(priority),
-                                                bool(preemptible), float(comm_fraction), float(tp_comm_share))):
-            getattr(self, name).append(value)
+        self.num_gpus.append(int(gpus))
+        self.tp_degree.append(int(tp_degree))
+        self.mem_per_gpu_gb.append(float(mem_per_gpu_gb))
+        self.kind.append(int(kind))
+        self.priority.append(int(priority))
+        self.preemptible.append(bool(preemptible))
+        self.comm_fraction.append(float(comm_fraction))
+        self.tp_comm_share.append(float(tp_comm_share))
 
 
 JOB_LIST_FIELDS = JobLists.__slots__
