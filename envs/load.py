@@ -22,11 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.speed import (
-    PlacementProfile,
-    SpeedModel,
-    congestion_shares,
-)
+from envs.speed import PlacementProfile, SpeedModel
 from envs.topology import Cluster
 
 PLACED_MEMO_LIMIT = 10_000  # `Placed` records kept per simulator (and its forks) before the memo is emptied
@@ -57,6 +53,7 @@ class LoadModel:
         c = self.cluster = cluster
         self.speed_model = speed_model
         self._coeff = speed_model.interference_coeff
+        self._uplink_caps: tuple[float, ...] = tuple(c.switch_uplink_GBps.tolist())  # (S,) GB/s
         self.node_pressure = np.zeros(c.num_nodes)  # (N,) memory-bandwidth pressure of the running jobs
         self.uplink_demand = np.zeros(len(c.switch_names))  # (S,) GB/s the running jobs put on each uplink
         self.placed: dict[int, Placed] = {}  # placed jobs (running or checkpointing) -> their profile's values
@@ -77,6 +74,7 @@ class LoadModel:
         m.cluster = self.cluster
         m.speed_model = self.speed_model
         m._coeff = self._coeff
+        m._uplink_caps = self._uplink_caps  # never changed
         m.node_pressure = self.node_pressure.copy()
         m.uplink_demand = self.uplink_demand.copy()
         m.placed = self.placed.copy()
@@ -144,26 +142,27 @@ class LoadModel:
         self.dirty_uplinks.clear()
         if stale:
             crossing = not self.crossing.keys().isdisjoint(stale)
-            shares = congestion_shares(self.cluster, self.uplink_demand).tolist() if crossing else None
+            shares = None
+            if crossing:  # congestion_shares in Python floats (an errstate block costs more than the 10-100 uplinks)
+                shares = [cap / d if d > cap else 1.0 for d, cap in zip(self.uplink_demand.tolist(), self._uplink_caps)]
             # The pressures as Python floats, read once for all the stale jobs (the same values).
-            pressure, node_gpus, placed = self.node_pressure.tolist(), self.cluster.node_lists.gpus, self.placed
+            # Per job, envs.speed's formulas in floats, the same operations in the same order
+            # (speed.interference_factor, interference_from, congestion_shares, PlacementProfile.efficiency).
+            pressure, node_gpus, placed, coeff = self.node_pressure.tolist(), self.cluster.node_lists.gpus, self.placed, self._coeff
             for j in stale:
-                rate[j], interference[j] = self._rate_of(placed[j], pressure, node_gpus, shares)
-
-    def _rate_of(self, placed: Placed, node_pressure: list[float], node_gpus: list[int],
-                 shares: list[float] | None) -> tuple[float, float]:
-        """(rate, interference factor) of a running job, from each node's pressure and GPUs:
-        envs.speed's formulas in floats, the same operations in the same order
-        (speed.interference_factor, interference_from, congestion_shares, PlacementProfile.efficiency)."""
-        if len(placed.nodes) == 1:
-            n = placed.nodes[0]
-            others = (node_pressure[n] - placed.pressure * placed.counts[0]) / node_gpus[n]
-        else:
-            others = max((node_pressure[n] - placed.pressure * k) / node_gpus[n] for n, k in zip(placed.nodes, placed.counts))
-        # interference_from(others, sensitivity, model), inlined: the same operations in the same order
-        interference = 1.0 / (1.0 + self._coeff * placed.sensitivity * (0.0 if 0.0 > others else others))
-        if not placed.uplinks:
-            return placed.base_rate * interference, interference
-        p = placed.profile
-        congestion = min(shares[u] for u in placed.uplinks)
-        return p.min_speed * p.efficiency(congestion) * interference, interference
+                p = placed[j]
+                nodes = p.nodes
+                if len(nodes) == 1:
+                    n = nodes[0]
+                    others = (pressure[n] - p.pressure * p.counts[0]) / node_gpus[n]
+                else:
+                    others = max((pressure[n] - p.pressure * k) / node_gpus[n] for n, k in zip(nodes, p.counts))
+                # interference_from(others, sensitivity, model), inlined
+                interf = 1.0 / (1.0 + coeff * p.sensitivity * (0.0 if 0.0 > others else others))
+                interference[j] = interf
+                if p.uplinks:
+                    profile = p.profile
+                    congestion = min(shares[u] for u in p.uplinks)
+                    rate[j] = profile.min_speed * profile.efficiency(congestion) * interf
+                else:
+                    rate[j] = p.base_rate * interf

@@ -45,11 +45,12 @@ class _Classes:
     degree, memory level and priority, and `index` (what `class_fits` looks up) for the current
     class count. `levels` are the cluster's distinct GPU memory sizes."""
 
-    __slots__ = ("ids", "need", "tp", "level", "priority", "index", "index_for", "levels")
+    __slots__ = ("ids", "of_shape", "need", "tp", "level", "priority", "index", "index_for", "levels")
 
     def __init__(self, levels: list[float]):
         self.levels = levels
         self.ids: dict[tuple, int] = {}
+        self.of_shape: dict[tuple, int] = {}  # (GPUs, TP degree, GB per GPU asked, priority) -> class
         self.need: list[int] = []
         self.tp: list[int] = []
         self.level: list[float] = []
@@ -87,19 +88,23 @@ def job_classes(state: ClusterState) -> np.ndarray:
 def _class_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
     """The classes of jobs lo..hi-1, registering the classes never seen on the cluster."""
     cls = _classes(state)
-    levels = cls.levels
-    top = len(levels) - 1
     lists = state.job_lists
-    job_level = [levels[min(bisect.bisect_left(levels, mem), top)] for mem in lists.mem_per_gpu_gb[lo:hi]]
+    of_shape = cls.of_shape
     out = np.empty(hi - lo, dtype=np.int64)
-    for i, key in enumerate(zip(lists.num_gpus[lo:hi], lists.tp_degree[lo:hi], job_level, lists.priority[lo:hi])):
-        k = cls.ids.get(key)
-        if k is None:
-            k = cls.ids[key] = len(cls.need)
-            cls.need.append(key[0])
-            cls.tp.append(key[1])
-            cls.level.append(key[2])
-            cls.priority.append(key[3])
+    for i, shape in enumerate(zip(lists.num_gpus[lo:hi], lists.tp_degree[lo:hi], lists.mem_per_gpu_gb[lo:hi],
+                                  lists.priority[lo:hi])):
+        k = of_shape.get(shape)
+        if k is None:  # the memory asked, as the smallest level that holds it
+            levels = cls.levels
+            key = (shape[0], shape[1], levels[min(bisect.bisect_left(levels, shape[2]), len(levels) - 1)], shape[3])
+            k = cls.ids.get(key)
+            if k is None:
+                k = cls.ids[key] = len(cls.need)
+                cls.need.append(key[0])
+                cls.tp.append(key[1])
+                cls.level.append(key[2])
+                cls.priority.append(key[3])
+            of_shape[shape] = k
         out[i] = k
     return out
 
