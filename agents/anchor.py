@@ -2,7 +2,7 @@
 the heuristic's choice by more than a margin, the heuristic's choice otherwise.
 
     python -m agents.anchor runs/NAME [runs/NAME2 ...] [--margins 0,0.5,1,2,4] [--model model.zip]
-                            [--baseline NAME] [--seeds 100-119] [--scenario NAME] [--workers 2]
+                            [--baseline NAME] [--seeds 100-119] [--scenario NAME] [--wait-guards off,2] [--workers 2]
 
 The honest lookahead teacher keeps its base rule's choice unless a departure's estimated gain
 beats one standard error; a student distilled from it departs wherever its argmax says so. The
@@ -21,6 +21,14 @@ tie). On 20 seeds a plain lowest-score rule chose a margin that won by 0.3 point
 and lost 1.2 on the test seeds (docs/results.md, *Anchoring the model to its heuristic*). It writes
 RUN/anchor.json: the baseline, the margins with every margin's score, per-seed objectives and
 paired gain, the chosen margin and the model it was chosen for.
+
+`--wait-guards off,2` also chooses the bound on WAIT (envs.candidates.WaitGuard) deployed with
+the margin: every margin is scored under each bound listed, the first bound with the smallest
+margin is the reference, and the same rule keeps it unless another setting's paired gain beats
+one standard error. The file records the bound chosen (`wait_guard`); `anchored=` and
+`agents.export --anchor` then apply it instead of the run's own (docs/results.md, *The bound on
+WAIT chosen per run on validation*). Without the option the run's own bound is scored and
+recorded.
 `evaluate.py --policies anchored=RUN/model.zip` then evaluates the model with that anchor (and
 the run's bound on WAIT, as `ppo=` does); `agents.export` puts it in policy.json, and the
 scoring service applies it (docs/service.md).
@@ -185,6 +193,34 @@ def anchored_model(arg: str | Path) -> tuple[Path, Anchor]:
     return path, read_anchor(path)
 
 
+def read_file_wait_guard(file: str | Path) -> tuple[bool, Any]:
+    """(whether the anchor file records a bound on WAIT chosen with its margin, that bound or
+    None); files written before --wait-guards existed record none. ValueError naming the file."""
+    from envs.candidates import wait_guard_of
+
+    file = Path(file)
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{file}: cannot be read ({e})") from None
+    if not isinstance(data, dict) or "wait_guard" not in data:
+        return False, None
+    return True, wait_guard_of(data["wait_guard"], f"{file}: wait_guard")
+
+
+def deployed_wait_guard(arg: str | Path):
+    """The bound on WAIT an anchored deployment of `arg` (what `anchored_model` takes) applies:
+    the one its anchor file records as chosen with the margin, else the run config's
+    (`env: wait_guard:`). ValueError naming the file."""
+    from agents.export import _run_dir, run_config_wait_guard
+
+    model, _ = anchored_model(arg)
+    path = Path(arg)
+    file = path if path.suffix == ".json" else _run_dir(path) / ANCHOR_FILE
+    recorded, guard = read_file_wait_guard(file)
+    return guard if recorded else run_config_wait_guard(model)
+
+
 def _margin_result(task: tuple) -> dict:
     """The model anchored at one margin on one setting's validation seeds (a worker task)."""
     import torch as th
@@ -212,19 +248,21 @@ def paired_gain(reference: list[dict], other: list[dict]) -> tuple[float, float]
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else math.inf
 
 
-def pick_margin(margins: list[float], results: list[list[dict]]) -> tuple[int, list[tuple[float, float]]]:
-    """The index of the margin kept (see the module's docstring): the smallest margin unless
-    others gain more than one standard error over it, paired per seed; then the lowest score
-    among those (the smaller margin on a tie). Also every margin's `paired_gain` over the
-    smallest."""
+def pick_margin(margins: list[float], results: list[list[dict]], ref: int | None = None) -> tuple[int, list[tuple[float, float]]]:
+    """The index of the setting kept (see the module's docstring): the reference (`ref`; by
+    default the smallest margin) unless others gain more than one standard error over it, paired
+    per seed; then the lowest score among those (the smaller margin on a tie, then the earlier
+    listed). Also every setting's `paired_gain` over the reference. `margins[i]` is setting i's
+    margin (settings with a bound on WAIT as well repeat margins: `choose_margin`)."""
     from agents.training import validation_score
 
-    ref = min(range(len(margins)), key=margins.__getitem__)
+    if ref is None:
+        ref = min(range(len(margins)), key=margins.__getitem__)
     gains = [paired_gain(results[ref], r) for r in results]
     passing = [i for i, (gain, se) in enumerate(gains) if i != ref and gain < -se]
     if not passing:
         return ref, gains
-    return min(passing, key=lambda i: (validation_score(results[i])["score"], margins[i])), gains
+    return min(passing, key=lambda i: (validation_score(results[i])["score"], margins[i], i)), gains
 
 
 def parse_margins(text: str) -> list[float]:
@@ -243,12 +281,39 @@ def parse_margins(text: str) -> list[float]:
     return out
 
 
+def parse_wait_guards(text: str) -> list:
+    """`off,2` (each as --wait-guard takes it: off, K or overdue_factor=K,min_wait_s=S; `;` or `,`
+    between them where a guard has its own commas: `off;overdue_factor=2,min_wait_s=0`): distinct
+    bounds on WAIT (None: none); ValueError naming --wait-guards."""
+    from envs.candidates import wait_guard_of
+
+    parts = text.split(";") if ";" in text else text.split(",")
+    out: list = []
+    for part in parts:
+        try:
+            guard = wait_guard_of(part, "--wait-guards")
+        except ValueError as e:
+            raise ValueError(str(e)) from None
+        if guard in out:
+            raise ValueError(f"--wait-guards: {part.strip()!r} is listed twice")
+        out.append(guard)
+    return out
+
+
+def _guard_text(guard) -> str:
+    return "off" if guard is None else str(guard)
+
+
 def choose_margin(run: Path, margins: list[float], model: str = "model.zip", baseline: str | None = None,
-                  seeds: str | None = None, workers: int = 1, log=print, scenario: str | None = None) -> dict:
+                  seeds: str | None = None, workers: int = 1, log=print, scenario: str | None = None,
+                  wait_guards: list | None = None) -> dict:
     """Score `run`'s `model` anchored at each margin on its validation seeds (or `seeds`; with
     `scenario`, on that scenario's), write RUN/anchor.json (RUN/anchor-SCENARIO.json) and return
-    its content (see the module's docstring). ConfigError names a bad run directory, model,
-    baseline, seeds or scenario."""
+    its content (see the module's docstring). With `wait_guards` (bounds on WAIT, None for none;
+    see `parse_wait_guards`) every margin is scored under each, the first listed with the smallest
+    margin being the reference, and the file records the bound chosen with the margin
+    (`wait_guard`), which `anchored=` and `agents.export --anchor` then apply; without, the
+    run's own bound. ConfigError names a bad run directory, model, baseline, seeds or scenario."""
     from agents.config import train_config_from_dict
     from agents.parallel import run_tasks
     from agents.training import validation_score, validations
@@ -281,22 +346,29 @@ def choose_margin(run: Path, margins: list[float], model: str = "model.zip", bas
     for v in vals:
         log(f"{run}: {v.name}: validation seeds {v.seeds[0]}-{v.seeds[-1]} ({len(v.seeds)}), best baseline '{v.baseline}' "
             f"{v.baseline_objective:.4g}; anchoring {model} to '{baseline}'")
-    tasks = [(str(run / model), baseline, m, v.name, v.env_kwargs, list(v.seeds), v.baseline, v.baseline_objective)
-             for m in margins for v in vals]
+    own = [vals[0].setting.wait_guard]  # the run's own bound (every setting of a run has the config's env)
+    guards = own if wait_guards is None else list(wait_guards)
+    settings = [(g, m) for g in guards for m in margins]  # the reference: the first bound, the smallest margin
+    ref = min(range(len(margins)), key=margins.__getitem__)
+    tasks = [(str(run / model), baseline, m, v.name, {**v.env_kwargs, "wait_guard": g}, list(v.seeds), v.baseline,
+              v.baseline_objective) for g, m in settings for v in vals]
     t0 = time.perf_counter()
     results = run_tasks(_margin_result, tasks, workers=workers, desc=f"anchor {run.name}")
     n = len(vals)
-    per_margin = [results[i * n:(i + 1) * n] for i in range(len(margins))]
-    best, gains = pick_margin(margins, per_margin)
-    entries = [{"margin": m if math.isfinite(m) else "inf", **validation_score(per_margin[i]),
-                "objectives": {r["name"]: r["objectives"] for r in per_margin[i]},
-                "gain_vs_smallest": gains[i][0], "gain_se": gains[i][1]} for i, m in enumerate(margins)]
+    per_setting = [results[i * n:(i + 1) * n] for i in range(len(settings))]
+    best, gains = pick_margin([m for _, m in settings], per_setting, ref)
+    entries = [{"margin": m if math.isfinite(m) else "inf", "wait_guard": None if g is None else g.to_dict(),
+                **validation_score(per_setting[i]), "objectives": {r["name"]: r["objectives"] for r in per_setting[i]},
+                "gain_vs_smallest": gains[i][0], "gain_se": gains[i][1]} for i, (g, m) in enumerate(settings)]
+    chosen_guard = settings[best][0]
     out = {"config": str(config), "model": model, "scenario": scenario, "seeds": {v.name: list(v.seeds) for v in vals},
-           **Anchor(baseline, margins[best]).to_dict(), "margins": entries, "wall_s": time.perf_counter() - t0}
+           **Anchor(baseline, settings[best][1]).to_dict(), "wait_guard": None if chosen_guard is None else chosen_guard.to_dict(),
+           "margins": entries, "wall_s": time.perf_counter() - t0}
     (run / anchor_file_name(scenario)).write_text(json.dumps(out, indent=1))
     for i, e in enumerate(entries):
-        log(f"  margin {e['margin']!s:>4}  score {e['score']:.4f}  vs baseline {e['rel_diff']:+.1%}  "
-            f"paired gain vs the smallest margin {e['gain_vs_smallest']:+.4f} (se {e['gain_se']:.4f}){'   <- chosen' if i == best else ''}")
+        guard = f"  wait guard {_guard_text(settings[i][0]):<32}" if len(guards) > 1 else ""
+        log(f"  margin {e['margin']!s:>4}{guard}  score {e['score']:.4f}  vs baseline {e['rel_diff']:+.1%}  "
+            f"paired gain vs the reference {e['gain_vs_smallest']:+.4f} (se {e['gain_se']:.4f}){'   <- chosen' if i == best else ''}")
     return out
 
 
@@ -311,13 +383,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", help="validation seeds (100-119, ...); default: the run's own (or the scenario's)")
     ap.add_argument("--scenario", help="choose the margin for deploying on this scenario, on its validation seeds "
                                        "(writes RUN/anchor-SCENARIO.json)")
+    ap.add_argument("--wait-guards", help="also choose the bound on WAIT deployed with the margin, among these "
+                                          "(off,2 or off;overdue_factor=K,min_wait_s=S; the first is the reference); "
+                                          "default: the run's own")
     ap.add_argument("--workers", type=int, default=1, help="worker processes (1)")
     args = ap.parse_args(argv)
     try:
         margins = parse_margins(args.margins)
+        guards = None if args.wait_guards is None else parse_wait_guards(args.wait_guards)
         for run in args.runs:
-            out = choose_margin(run, margins, args.model, args.baseline, args.seeds, args.workers, scenario=args.scenario)
-            print(f"{run}: margin {out['margin']} over '{out['baseline']}' -> {run / anchor_file_name(args.scenario)}")
+            out = choose_margin(run, margins, args.model, args.baseline, args.seeds, args.workers, scenario=args.scenario,
+                                wait_guards=guards)
+            guard = "" if guards is None else f", wait guard {_guard_text(read_file_wait_guard(run / anchor_file_name(args.scenario))[1])}"
+            print(f"{run}: margin {out['margin']} over '{out['baseline']}'{guard} -> {run / anchor_file_name(args.scenario)}")
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -10,7 +10,9 @@ bound on WAIT (`wait_guard`, envs.candidates.WaitGuard) that the served masks ap
 `env: wait_guard:` by default, or --wait-guard's (a guard added to a model trained without one,
 or `off`). With --anchor it also records the anchor to a heuristic that `python -m agents.anchor`
 chose for this model (its run's anchor.json, or FILE: an anchor-SCENARIO.json chosen with
---scenario; `anchor`), which the scoring service then applies.
+--scenario; `anchor`), which the scoring service then applies, and, unless --wait-guard says
+otherwise, the bound on WAIT chosen with the margin where the file records one
+(`python -m agents.anchor --wait-guards`).
 
 The graph comes from torch's dynamo exporter (`torch.onnx.export(..., dynamo=True)`, which needs
 onnxscript): the TorchScript exporter (`dynamo=False`, deprecated since torch 2.9) traces
@@ -207,6 +209,8 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     True, the run's anchor.json for this model (agents.anchor.read_anchor; ValueError without
     one) is recorded as policy.json's `anchor`; with an anchor file's path (anchor-SCENARIO.json),
     that file's anchor, which must have been chosen for this model; otherwise `anchor` is null.
+    With an anchor and `wait_guard` left to its default, the bound on WAIT is the one the anchor
+    file records as chosen with the margin, where it records one.
 
     Raises ValueError naming the file for a model of another feature schema or policy class
     (FileNotFoundError when there is no such file). With `check` and onnxruntime installed, the
@@ -227,9 +231,13 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     run_dir = _run_dir(model_path)
     guard = run_config_wait_guard(model_path) if wait_guard is _FROM_CONFIG else wait_guard_of(wait_guard)
     if anchor:
-        from agents.anchor import read_anchor
+        from agents.anchor import ANCHOR_FILE, read_anchor, read_file_wait_guard
 
+        anchor_file = Path(anchor) if anchor is not True else (run_dir / ANCHOR_FILE if run_dir is not None else None)
         anchor = read_anchor(model_path, None if anchor is True else anchor)
+        if wait_guard is _FROM_CONFIG:  # the bound chosen with the margin (agents.anchor --wait-guards), where recorded
+            recorded, chosen = read_file_wait_guard(anchor_file)
+            guard = chosen if recorded else guard
     train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
     model = load_model(model_path, device="cpu")  # refuses another feature schema
     policy = model.policy

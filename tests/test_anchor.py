@@ -131,7 +131,37 @@ def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
     assert heuristic["objective"] == pytest.approx(np.mean(objectives), rel=0, abs=1e-12)
     assert heuristic["objective"] == pytest.approx(heuristic["baseline_objective"], rel=0, abs=1e-12)
 
+    # The bound on WAIT chosen with the margin: every margin under every bound listed, the first
+    # bound with the smallest margin the reference; the file records the bound kept, and
+    # anchored= deploys it (here a strict one: WAIT is invalid once a job that fits has waited).
+    strict = {"overdue_factor": 0.01, "min_wait_s": 0.0}
+    r = anchor_cli(str(out), "--margins", "0,inf", "--wait-guards", "off;overdue_factor=0.01,min_wait_s=0")
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads((out / "anchor.json").read_text())
+    settings = data["margins"]
+    assert [(e["wait_guard"], e["margin"]) for e in settings] == [(None, 0.0), (None, "inf"), (strict, 0.0), (strict, "inf")]
+    ref = np.array(next(iter(settings[0]["objectives"].values())))
+    guarded = np.array(next(iter(settings[2]["objectives"].values())))
+    assert not np.array_equal(ref, guarded)  # the bound changes the model's episodes: the choice is not vacuous
+    passing = [i for i, e in enumerate(settings) if i and e["gain_vs_smallest"] < -e["gain_se"]]
+    kept = min(passing, key=lambda i: (settings[i]["score"], i)) if passing else 0
+    assert (data["wait_guard"], data["margin"]) == (settings[kept]["wait_guard"], settings[kept]["margin"])
+    data.update(margin=0.0, wait_guard=strict)
+    (out / "anchor.json").write_text(json.dumps(data))
+    runs = {}
+    for name, policy, extra in (("anchored", f"anchored={out / 'model.zip'}", []),
+                                ("ppo-strict", f"ppo={out / 'model.zip'}", ["--wait-guard", "overdue_factor=0.01,min_wait_s=0"])):
+        r = evaluate("--cluster", "h100-4node", "--num-jobs", "12", "--seeds", "500-501", "--out", str(tmp_path / name),
+                     "--policies", policy, *extra)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs[name] = [run["metrics"]["avg_jct_s"] for run in json.loads((tmp_path / name / "results.json").read_text())["policies"][policy]["runs"]]
+    assert runs["anchored"] == runs["ppo-strict"]
+
     # Bad input: one line each, exit code 2, nothing run.
+    r = anchor_cli(str(out), "--wait-guards", "off,off")
+    assert r.returncode == 2 and "--wait-guards: 'off' is listed twice" in r.stderr and "Traceback" not in r.stderr
+    r = anchor_cli(str(out), "--wait-guards", "off;overdue_factor=-1")
+    assert r.returncode == 2 and "--wait-guards.overdue_factor" in r.stderr and "Traceback" not in r.stderr
     stage = out / history[0]["model"]
     r = evaluate("--cluster", "h100-4node", "--seeds", "0", "--out", str(tmp_path / "x"), "--policies", f"anchored={stage}")
     assert r.returncode == 2 and "the margin was chosen for model.zip" in r.stderr and "Traceback" not in r.stderr

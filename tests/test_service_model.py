@@ -169,6 +169,17 @@ def test_an_anchored_model_is_served_with_its_anchor(exported, tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "anchored to sjf at margin 2.0" in r.stdout, r.stderr
     assert json.loads((tmp_path / "philly" / "policy.json").read_text())["anchor"] == {"baseline": "sjf", "margin": 2.0}
+    # A bound on WAIT chosen with the margin (agents.anchor --wait-guards) is what policy.json
+    # records, unless --wait-guard says otherwise.
+    guard = {"overdue_factor": 2.0, "min_wait_s": 600.0}
+    (run / "anchor-philly.json").write_text(json.dumps({"model": "model.zip", "scenario": "philly", "baseline": "sjf",
+                                                         "margin": 2.0, "wait_guard": guard}))
+    for extra, expect in (([], guard), (["--wait-guard", "off"], None)):
+        r = subprocess.run([sys.executable, "-m", "agents.export", str(run / "model.zip"), "--out", str(tmp_path / "guarded"),
+                            "--anchor", str(run / "anchor-philly.json"), "--no-check", *extra], cwd=REPO_ROOT, check=False,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        assert json.loads((tmp_path / "guarded" / "policy.json").read_text())["wait_guard"] == expect
     (run / "anchor-philly.json").write_text(json.dumps({"model": "stages/other.zip", "baseline": "sjf", "margin": 2.0}))
     r = subprocess.run([sys.executable, "-m", "agents.export", str(run / "model.zip"), "--out", str(tmp_path / "other"),
                         "--anchor", str(run / "anchor-philly.json"), "--no-check"], cwd=REPO_ROOT, check=False,

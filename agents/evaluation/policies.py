@@ -92,7 +92,7 @@ class AnchoredLoader(MaskablePPOLoader):
     """`anchored=PATH`: a MaskablePPO zip anchored to a heuristic by the margin its run's
     anchor.json holds for it, or `anchored=RUN/anchor-SCENARIO.json`: the model and margin that
     file names (agents.anchor: `python -m agents.anchor RUN [--scenario NAME]` chooses them); with
-    its run's bound on WAIT as `ppo=`."""
+    the bound on WAIT the file records as chosen with the margin, or else its run's, as `ppo=`."""
 
     def check(self, arg: str) -> None:
         model, _ = self.anchor(arg)
@@ -115,7 +115,14 @@ class AnchoredLoader(MaskablePPOLoader):
         return anchored_actor(load_model(str(model), device="cpu"), anchor)
 
     def wait_guard(self, arg: str) -> WaitGuard | None:
-        return run_config_wait_guard(self.anchor(arg)[0])
+        """The bound on WAIT chosen with the margin (`agents.anchor --wait-guards`), else the run's."""
+        from agents.anchor import deployed_wait_guard
+
+        self.anchor(arg)  # a bad argument fails here, named
+        try:
+            return deployed_wait_guard(arg)
+        except ValueError as e:
+            raise UsageError(f"anchored={arg}: {e}") from None
 
 
 POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader(), "anchored": AnchoredLoader()}
