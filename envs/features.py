@@ -24,7 +24,7 @@ import numpy as np
 
 from envs.cache import job_table, per_alloc, per_jobs, per_state
 from envs.candidates import Candidate, CandidateSet, job_constants
-from envs.placement import RULES, free_view
+from envs.placement import RULES, free_view, whole_free_nodes
 from envs.speed import PlacementGeometry, efficiency_of, interference_from
 from envs.state import ClusterState, fragmented_change
 
@@ -123,7 +123,7 @@ def _share(part: float, total: float) -> float:
 
 def fragmentation(state: ClusterState) -> float:
     """Share of free GPUs that cannot host a whole-node gang (8 GPUs, or the node if smaller)."""
-    _, total, fragmented, _ = free_view(state)
+    _, total, fragmented = free_view(state)
     return _share(fragmented, total)
 
 
@@ -249,7 +249,8 @@ def global_features(state: ClusterState) -> np.ndarray:
     """(NUM_GLOBAL_FEATURES,) float32: the queue, the cluster and the recent arrivals."""
     c = state.cluster
     now = state.now
-    _, free_gpus, fragmented, whole_nodes = free_view(state)
+    _, free_gpus, fragmented = free_view(state)
+    whole_nodes = whole_free_nodes(state)
     n_gpus = float(c.num_gpus)
     q = state.queue
     nq = len(q)

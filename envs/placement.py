@@ -266,15 +266,23 @@ def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -
     return _topology(c, free, need, tp)  # TOPOLOGY, and both preempt rules: the topology rule over free and victims' GPUs
 
 
-def free_view(state: ClusterState) -> tuple[list[int], int, int, int]:
-    """(free GPUs per node as a list, their total, the fragmented ones among them, nodes wholly
-    free), once per allocation."""
+def free_view(state: ClusterState) -> tuple[list[int], int, int]:
+    """(free GPUs per node as a list, their total, the fragmented ones among them), once per
+    allocation."""
     cache = per_alloc(state)
     hit = cache.get("free_view")
     if hit is None:
         free = state.node_free.tolist()
-        whole = int(np.count_nonzero(state.node_free == state.cluster.node_gpus))
-        hit = cache["free_view"] = (free, sum(free), state.fragmented_free, whole)
+        hit = cache["free_view"] = (free, sum(free), state.fragmented_free)
+    return hit
+
+
+def whole_free_nodes(state: ClusterState) -> int:
+    """Nodes whose GPUs are all free, once per allocation (the features read it; placement does not)."""
+    cache = per_alloc(state)
+    hit = cache.get("whole_free_nodes")
+    if hit is None:
+        hit = cache["whole_free_nodes"] = int(np.count_nonzero(state.node_free == state.cluster.node_gpus))
     return hit
 
 
