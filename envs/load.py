@@ -31,12 +31,16 @@ PLACED_MEMO_LIMIT = 10_000  # `Placed` records kept per simulator (and its forks
 class Placed:
     """What a placed job's profile fixes, as plain Python values for the per-event scalar work:
     its nodes and GPUs on each, memory-bandwidth pressure per GPU and sensitivity to it, the
-    uplinks it crosses, and its rate before interference when it crosses none. Never changed once
-    made (nor are its lists), so copies of a LoadModel share these records."""
+    uplinks it crosses, and its rate before interference when it crosses none. For a job on one
+    node, also that node, its own pressure there, the node's GPUs and the interference
+    coefficient times its sensitivity: the factors of its interference, as `update_rates`
+    multiplies them. Never changed once made (nor are its lists), so copies of a LoadModel share
+    these records."""
 
-    __slots__ = ("profile", "nodes", "counts", "pressure", "sensitivity", "uplinks", "base_rate")
+    __slots__ = ("profile", "nodes", "counts", "pressure", "sensitivity", "uplinks", "base_rate", "node0", "own0",
+                 "gpus0", "coeff_sensitivity")
 
-    def __init__(self, p: PlacementProfile):
+    def __init__(self, p: PlacementProfile, node_gpus: list[int], coeff: float):
         self.profile = p
         self.nodes: list[int] = p.nodes.tolist()
         self.counts: list[int] = p.gpus_on_node.tolist()
@@ -44,6 +48,11 @@ class Placed:
         self.sensitivity = p.sensitivity
         self.uplinks: list[int] = p.uplinks.tolist()
         self.base_rate = p.min_speed * p.efficiency(1.0)
+        single = len(self.nodes) == 1
+        self.node0 = self.nodes[0] if single else -1  # -1: several nodes
+        self.own0 = self.pressure * self.counts[0] if single else 0.0
+        self.gpus0 = node_gpus[self.nodes[0]] if single else 0
+        self.coeff_sensitivity = coeff * self.sensitivity  # coeff * sensitivity * x is (coeff * sensitivity) * x
 
 
 class LoadModel:
@@ -92,7 +101,7 @@ class LoadModel:
         if hit is None or hit[0] is not profile:
             if len(memo) > PLACED_MEMO_LIMIT:
                 memo.clear()
-            hit = memo[id(profile)] = (profile, Placed(profile))
+            hit = memo[id(profile)] = (profile, Placed(profile, self.cluster.node_lists.gpus, self._coeff))
         placed = self.placed[job_id] = hit[1]
         self._add_load(placed, 1.0)
         for n in placed.nodes:
@@ -148,17 +157,16 @@ class LoadModel:
             # The pressures as Python floats, read once for all the stale jobs (the same values).
             # Per job, envs.speed's formulas in floats, the same operations in the same order
             # (speed.interference_factor, interference_from, congestion_shares, PlacementProfile.efficiency).
-            pressure, node_gpus, placed, coeff = self.node_pressure.tolist(), self.cluster.node_lists.gpus, self.placed, self._coeff
+            pressure, node_gpus, placed = self.node_pressure.tolist(), self.cluster.node_lists.gpus, self.placed
             for j in stale:
                 p = placed[j]
-                nodes = p.nodes
-                if len(nodes) == 1:
-                    n = nodes[0]
-                    others = (pressure[n] - p.pressure * p.counts[0]) / node_gpus[n]
+                n = p.node0
+                if n >= 0:
+                    others = (pressure[n] - p.own0) / p.gpus0
                 else:
-                    others = max((pressure[n] - p.pressure * k) / node_gpus[n] for n, k in zip(nodes, p.counts))
+                    others = max((pressure[n] - p.pressure * k) / node_gpus[n] for n, k in zip(p.nodes, p.counts))
                 # interference_from(others, sensitivity, model), inlined
-                interf = 1.0 / (1.0 + coeff * p.sensitivity * (0.0 if 0.0 > others else others))
+                interf = 1.0 / (1.0 + p.coeff_sensitivity * (0.0 if 0.0 > others else others))
                 interference[j] = interf
                 if p.uplinks:
                     profile = p.profile

@@ -296,8 +296,8 @@ def test_shared_objects_are_never_changed():
     for a in froze:
         a.flags.writeable = False  # an in-place write now raises
     records = list(sim.load.placed.values())
-    fields = [(p.profile, list(p.nodes), list(p.counts), p.pressure, p.sensitivity, list(p.uplinks), p.base_rate)
-              for p in records]
+    fields = [(p.profile, list(p.nodes), list(p.counts), p.pressure, p.sensitivity, list(p.uplinks), p.base_rate,
+               (p.node0, p.own0, p.gpus0, p.coeff_sensitivity)) for p in records]
     profiles = list(sim.profiles.values())
     geometry = [[np.array(x) for x in (p.nodes, p.gpus_on_node, p.uplinks, p.uplink_demand_GBps)] for p in profiles]
     try:
@@ -308,10 +308,11 @@ def test_shared_objects_are_never_changed():
             a.flags.writeable = True
     for a, c in zip(arrays, copies):
         np.testing.assert_array_equal(a, c)
-    for p, (profile, nodes, counts, pressure, sensitivity, uplinks, base_rate) in zip(records, fields):
+    for p, (profile, nodes, counts, pressure, sensitivity, uplinks, base_rate, single) in zip(records, fields):
         assert p.profile is profile
         assert (p.nodes, p.counts, p.pressure, p.sensitivity, p.uplinks, p.base_rate) == (
             nodes, counts, pressure, sensitivity, uplinks, base_rate)
+        assert (p.node0, p.own0, p.gpus0, p.coeff_sensitivity) == single
     for p, g in zip(profiles, geometry):
         for x, y in zip(g, (p.nodes, p.gpus_on_node, p.uplinks, p.uplink_demand_GBps)):
             np.testing.assert_array_equal(x, y)
