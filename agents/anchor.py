@@ -22,6 +22,10 @@ and lost 1.2 on the test seeds (docs/results.md, *Anchoring the model to its heu
 RUN/anchor.json: the baseline, the margins with every margin's score, per-seed objectives and
 paired gain, the chosen margin and the model it was chosen for.
 
+`evaluate.py --policies anchored=RUN/model.zip` then evaluates the model with that anchor (and
+the bound on WAIT the file records, or else the run's, as `ppo=` does); `agents.export` puts it
+in policy.json, and the scoring service applies it (docs/service.md).
+
 `--wait-guards off,2` also chooses the bound on WAIT (envs.candidates.WaitGuard) deployed with
 the margin: every margin is scored under each bound listed, the first bound with the smallest
 margin is the reference, and the same rule keeps it unless another setting's paired gain beats
@@ -29,9 +33,6 @@ one standard error. The file records the bound chosen (`wait_guard`); `anchored=
 `agents.export --anchor` then apply it instead of the run's own (docs/results.md, *The bound on
 WAIT chosen per run on validation*). Without the option the run's own bound is scored and
 recorded.
-`evaluate.py --policies anchored=RUN/model.zip` then evaluates the model with that anchor (and
-the run's bound on WAIT, as `ppo=` does); `agents.export` puts it in policy.json, and the
-scoring service applies it (docs/service.md).
 
 The baseline is the run's best heuristic on its validation seeds (summary.json's `baseline`,
 recomputed the way train.py does); a run with several settings (`env_mix`) needs `--baseline`.
@@ -394,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in args.runs:
             out = choose_margin(run, margins, args.model, args.baseline, args.seeds, args.workers, scenario=args.scenario,
                                 wait_guards=guards)
-            guard = "" if guards is None else f", wait guard {_guard_text(read_file_wait_guard(run / anchor_file_name(args.scenario))[1])}"
+            guard = "" if guards is None else f", wait guard {out['wait_guard'] or 'off'}"
             print(f"{run}: margin {out['margin']} over '{out['baseline']}'{guard} -> {run / anchor_file_name(args.scenario)}")
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

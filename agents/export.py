@@ -231,13 +231,12 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     run_dir = _run_dir(model_path)
     guard = run_config_wait_guard(model_path) if wait_guard is _FROM_CONFIG else wait_guard_of(wait_guard)
     if anchor:
-        from agents.anchor import ANCHOR_FILE, read_anchor, read_file_wait_guard
+        from agents.anchor import deployed_wait_guard, read_anchor
 
-        anchor_file = Path(anchor) if anchor is not True else (run_dir / ANCHOR_FILE if run_dir is not None else None)
+        anchored = model_path if anchor is True else anchor  # as anchored= takes it
         anchor = read_anchor(model_path, None if anchor is True else anchor)
-        if wait_guard is _FROM_CONFIG:  # the bound chosen with the margin (agents.anchor --wait-guards), where recorded
-            recorded, chosen = read_file_wait_guard(anchor_file)
-            guard = chosen if recorded else guard
+        if wait_guard is _FROM_CONFIG:  # the bound chosen with the margin (agents.anchor --wait-guards), else the run's
+            guard = deployed_wait_guard(anchored)
     train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
     model = load_model(model_path, device="cpu")  # refuses another feature schema
     policy = model.policy
