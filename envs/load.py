@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.speed import PlacementProfile, SpeedModel
+from envs.speed import PlacementProfile, SpeedModel, congestion_shares
 from envs.topology import Cluster
 
 PLACED_MEMO_LIMIT = 10_000  # `Placed` records kept per simulator (and its forks) before the memo is emptied
@@ -62,7 +62,6 @@ class LoadModel:
         c = self.cluster = cluster
         self.speed_model = speed_model
         self._coeff = speed_model.interference_coeff
-        self._uplink_caps: tuple[float, ...] = tuple(c.switch_uplink_GBps.tolist())  # (S,) GB/s
         self.node_pressure = np.zeros(c.num_nodes)  # (N,) memory-bandwidth pressure of the running jobs
         self.uplink_demand = np.zeros(len(c.switch_names))  # (S,) GB/s the running jobs put on each uplink
         self.placed: dict[int, Placed] = {}  # placed jobs (running or checkpointing) -> their profile's values
@@ -83,7 +82,6 @@ class LoadModel:
         m.cluster = self.cluster
         m.speed_model = self.speed_model
         m._coeff = self._coeff
-        m._uplink_caps = self._uplink_caps  # never changed
         m.node_pressure = self.node_pressure.copy()
         m.uplink_demand = self.uplink_demand.copy()
         m.placed = self.placed.copy()
@@ -151,9 +149,7 @@ class LoadModel:
         self.dirty_uplinks.clear()
         if stale:
             crossing = not self.crossing.keys().isdisjoint(stale)
-            shares = None
-            if crossing:  # congestion_shares in Python floats (an errstate block costs more than the 10-100 uplinks)
-                shares = [cap / d if d > cap else 1.0 for d, cap in zip(self.uplink_demand.tolist(), self._uplink_caps)]
+            shares = congestion_shares(self.cluster, self.uplink_demand).tolist() if crossing else None
             # The pressures as Python floats, read once for all the stale jobs (the same values).
             # Per job, envs.speed's formulas in floats, the same operations in the same order
             # (speed.interference_factor, interference_from, congestion_shares, PlacementProfile.efficiency).

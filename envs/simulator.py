@@ -764,11 +764,7 @@ class Simulator:
         while j < n and arrival.item(j) <= until:
             self.state[j] = JobState.QUEUED
             self.queued_since[j] = self.now
-            if self.needs_restore.item(j):
-                remaining = float(self.remaining_estimate_s(j))
-            else:  # remaining_estimate_s without a restore owed, in Python floats: the same value
-                remaining = max(self.estimate.item(j) - self.work_done.item(j), 0.0)
-            self.job_queue.push(j, remaining)
+            self.job_queue.push(j, float(self.remaining_estimate_s(j)))
             job = self.jobs[j]
             self._job_lists.add(job.gpus, job.tp_degree, job.mem_per_gpu_gb, job.kind, job.priority, job.preemptible,
                                 job.comm_fraction, job.tp_comm_share)

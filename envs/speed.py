@@ -237,8 +237,11 @@ def uplink_demand(cluster: Cluster, profiles: list[PlacementProfile]) -> np.ndar
 
 def congestion_shares(cluster: Cluster, demand: np.ndarray) -> np.ndarray:
     """(S,) share of its demand each uplink can carry: min(1, capacity / demand)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(demand > cluster.switch_uplink_GBps, cluster.switch_uplink_GBps / demand, 1.0)
+    cap = cluster.switch_uplink_GBps
+    over = demand > cap  # divides only there (demand > 0): no error state to silence, which costs more than the division
+    shares = np.ones(len(demand))
+    shares[over] = cap[over] / demand[over]
+    return shares
 
 
 def node_pressure(cluster: Cluster, profiles: list[PlacementProfile]) -> np.ndarray:
