@@ -32,10 +32,15 @@ class ExportError(RuntimeError):
     """The run is trained and its model saved, but the serving export failed."""
 
 
-def apply_overrides(cfg, *, device: str | None = None, seed: int | None = None, total_timesteps: int | None = None):
+def apply_overrides(cfg, *, device: str | None = None, seed: int | None = None, total_timesteps: int | None = None,
+                    torch_threads: int | None = None):
     """The command line's overrides of a train config (also each Ray Tune trial's)."""
     if device:
         cfg.device = device
+    if torch_threads is not None:
+        if torch_threads < 1:
+            raise ConfigError("--torch-threads", "", f"must be >= 1, got {torch_threads}")
+        cfg.torch_threads = torch_threads
     if seed is not None:
         cfg.seed = seed
     if total_timesteps is not None:
@@ -74,6 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", help="auto, cpu, cuda or cuda:N (overrides the config)")
     ap.add_argument("--seed", type=int, help="overrides the config's seed")
     ap.add_argument("--total-timesteps", type=int, help="overrides the config's total_timesteps")
+    ap.add_argument("--torch-threads", type=int, metavar="N", help="torch threads for the updates (overrides the config's torch_threads; "
+                    "the same seed gives the same run only with the same count)")
     ap.add_argument("--compare", action="store_true", help="evaluate against every baseline afterwards")
     ap.add_argument("--compare-seeds", default="0-9", help="test seeds for --compare (default 0-9)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             cfg = load_train_config(args.config)
             out = Path(args.out or f"runs/{Path(args.sweep or args.config).stem}")
-        apply_overrides(cfg, device=args.device, seed=args.seed, total_timesteps=args.total_timesteps)
+        apply_overrides(cfg, device=args.device, seed=args.seed, total_timesteps=args.total_timesteps, torch_threads=args.torch_threads)
         seeds = None
         if args.backend == "ray":
             from envs.config import parse_seeds
@@ -189,7 +196,7 @@ def _train_on_ray(args: argparse.Namespace, out: Path, seeds: list[int], sweep) 
     from agents.tuning import METRIC, run_trials
     from envs.config import resolve_config
 
-    overrides = {"device": args.device, "total_timesteps": args.total_timesteps, **({"seed": args.seed} if args.seed is not None else {})}
+    overrides = {"device": args.device, "total_timesteps": args.total_timesteps, "torch_threads": args.torch_threads, **({"seed": args.seed} if args.seed is not None else {})}
     try:
         with ray_session(args.ray_address):
             report = run_trials(str(resolve_config(args.config, "train")), out, overrides=overrides, seeds=None if sweep else seeds, sweep=sweep,

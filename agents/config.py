@@ -68,6 +68,13 @@ EVAL_DEFAULTS: dict[str, Any] = {
 DEFAULT_VALIDATION_SEEDS = "500-504"
 
 
+def torch_threads_problem(value: Any) -> str | None:
+    """What is wrong with a torch_threads setting ("auto" or an int >= 1), or None."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return None
+    return f"must be 'auto' or an integer >= 1, got {value!r}"
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting a run is distilled on and selected on: a name for logs, the env arguments,
@@ -85,6 +92,11 @@ class TrainConfig:
     scenario: str | None = None  # configs/scenarios/: its cluster, workload, objective, seeds and teacher budget
     seed: int = 0
     device: str = "auto"
+    # torch's intra-op threads in the training process: "auto" keeps torch's default (the
+    # machine's cores). A CPU update's floating-point sums depend on the thread count, so the
+    # same config and seed give the same run only with the same count: train() writes the count
+    # it used into the run's config.yaml and version.json.
+    torch_threads: int | str = "auto"
     total_timesteps: int = 500_000
     n_envs: int = 8
     checkpoint_every_timesteps: int = 50_000
@@ -109,7 +121,7 @@ class TrainConfig:
     def to_dict(self) -> dict:
         where = {"scenario": self.scenario} if self.scenario else {"cluster": self.cluster, "workload": self.workload}
         return {
-            **where, "seed": self.seed, "device": self.device,
+            **where, "seed": self.seed, "device": self.device, "torch_threads": self.torch_threads,
             "total_timesteps": self.total_timesteps, "n_envs": self.n_envs,
             "checkpoint_every_timesteps": self.checkpoint_every_timesteps, "normalize_reward": self.normalize_reward,
             "vec_env": self.vec_env, "vec_workers": self.vec_workers, "env_mix": self.env_mix, "env": self.env, "ppo": self.ppo, "policy": self.policy, "eval": self.eval, "bc": self.bc,
@@ -165,7 +177,7 @@ class TrainConfig:
         path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
-_TOP = {"cluster", "workload", "scenario", "seed", "device", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "vec_env", "vec_workers", "env_mix", "env", "ppo", "policy", "eval", "bc", "distill", "description"}
+_TOP = {"cluster", "workload", "scenario", "seed", "device", "torch_threads", "total_timesteps", "n_envs", "checkpoint_every_timesteps", "normalize_reward", "vec_env", "vec_workers", "env_mix", "env", "ppo", "policy", "eval", "bc", "distill", "description"}
 _PPO_TYPES: dict[str, tuple] = {
     "n_steps": (int,), "batch_size": (int,), "n_epochs": (int,), "learning_rate": (float,), "gamma": (float,),
     "gae_lambda": (float,), "clip_range": (float,), "ent_coef": (float,), "vf_coef": (float,), "max_grad_norm": (float,),
@@ -239,6 +251,10 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     cfg.workload = top.get("workload", str, cfg.workload)
     cfg.seed = top.get("seed", int, cfg.seed, min_value=0)
     cfg.device = top.get("device", str, cfg.device)
+    cfg.torch_threads = top.data.get("torch_threads", cfg.torch_threads)
+    problem = torch_threads_problem(cfg.torch_threads)
+    if problem:
+        raise top.error("torch_threads", problem)
     cfg.total_timesteps = top.get("total_timesteps", int, cfg.total_timesteps, min_value=1)
     cfg.n_envs = top.get("n_envs", int, cfg.n_envs, min_value=1)
     cfg.checkpoint_every_timesteps = top.get("checkpoint_every_timesteps", int, cfg.checkpoint_every_timesteps, min_value=1)

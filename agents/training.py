@@ -2,7 +2,7 @@
 
 A run directory holds:
     config.yaml        the resolved configuration (file + command-line overrides)
-    version.json       code version (git commit, dirty flag), package versions, device
+    version.json       code version (git commit, dirty flag), package versions, torch threads, device
     tb/                TensorBoard logs: SB3 losses and fps, scheduling metrics, evaluations, config
     checkpoints/       latest.zip + vecnormalize.pkl + state.json, for --resume
     model.zip          the best model on the validation seeds (what evaluate.py should load)
@@ -289,12 +289,24 @@ class EvalAndCheckpointCallback(BaseCallback):
 
 
 def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool = True, log=print) -> dict:
-    """Train (or resume) a run in `out`; returns a summary with the paths written."""
+    """Train (or resume) a run in `out`; returns a summary with the paths written. Runs with
+    cfg.torch_threads intra-op threads ("auto": torch's default), resolved into cfg, and gives the
+    caller back its own count afterwards."""
+    before = th.get_num_threads()
+    if cfg.torch_threads != "auto":
+        th.set_num_threads(cfg.torch_threads)
+    cfg.torch_threads = th.get_num_threads()  # config.yaml and version.json state the count used
+    try:
+        return _train(cfg, out, resume, progress_bar, log)
+    finally:
+        th.set_num_threads(before)
+
+
+def _train(cfg: TrainConfig, out: Path, resume: bool, progress_bar: bool, log) -> dict:
     started = time.perf_counter()  # eval.json's and summary.json's run_wall_s count from here
     device = resolve_device(cfg.device)
     out.mkdir(parents=True, exist_ok=True)
     set_random_seed(cfg.seed)
-    th.set_num_threads(max(1, th.get_num_threads()))
     vec: VecEnv = make_vec_env(cfg)
     ck = out / "checkpoints"
     if resume:
@@ -310,7 +322,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
         model = build_model(cfg, vec, device, str(out / "tb"))
         cfg.dump(out / "config.yaml")
     version = {
-        **code_version(), "python": platform.python_version(), "torch": th.__version__,
+        **code_version(), "python": platform.python_version(), "torch": th.__version__, "torch_threads": cfg.torch_threads,
         "device": str(device), "cuda": th.cuda.get_device_name(device) if device.type == "cuda" else None,
     }
     (out / "version.json").write_text(json.dumps(version, indent=1))
@@ -359,6 +371,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
                           "baseline_objective": v.baseline_objective} for v in vals]} if len(vals) > 1 else {}),
         "model": str(out / "model.zip"), "last_model": str(out / "last_model.zip"), "tensorboard": str(out / "tb"),
         "config": str(out / "config.yaml"), "checkpoint": str(ck / "latest.zip"), "device": str(device),
+        "torch_threads": cfg.torch_threads,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

@@ -184,7 +184,7 @@ def run_trials(config: str, out_root: Path, *, overrides: dict, seeds: list[int]
                cpus_per_trial: float = 1, gpus_per_trial: float = 0, log=print) -> TrialsReport:
     """Train `seeds` of the train config at `config` (a path), or the sweep's drawn settings, as
     Ray Tune trials on the Ray session this process is connected to (`agents.parallel.ray_init`).
-    `overrides` (device, seed, total_timesteps) apply to every trial as train.py's flags do.
+    `overrides` (device, seed, total_timesteps, torch_threads) apply to every trial as train.py's flags do.
     Writes OUT/trials.json and returns its content."""
     from ray import tune
     from ray.tune.search.basic_variant import BasicVariantGenerator

@@ -231,10 +231,13 @@ def test_two_seeds_train_as_tune_trials_into_complete_run_folders(session, tmp_p
     assert report["best"]["best_validation_objective"] == min(t["best_validation_objective"] for t in report["trials"][:2])
     assert "best trial on the validation seeds" in stdout
 
-    # A trial's folder is what a plain train.py run with the same config and seed writes.
-    plain = tmp_path / "plain"
-    assert train.main(["--no-progress", "--config", str(config), "--seed", "1", "--out", str(plain)]) == 0
+    # A trial's folder is what a plain train.py run with the same config, seed and torch thread
+    # count (Ray gives a trial one thread per CPU it reserves; the folder states the count) writes.
     trial = out / "seed-1"
+    threads = yaml.safe_load((trial / "config.yaml").read_text())["torch_threads"]
+    assert json.loads((trial / "version.json").read_text())["torch_threads"] == threads
+    plain = tmp_path / "plain"
+    assert train.main(["--no-progress", "--config", str(config), "--seed", "1", "--torch-threads", str(threads), "--out", str(plain)]) == 0
     assert tree(plain) == tree(trial)
     assert (plain / "config.yaml").read_text() == (trial / "config.yaml").read_text()
     a, b = without_wall(json.loads((plain / "eval.json").read_text())), without_wall(json.loads((trial / "eval.json").read_text()))

@@ -118,6 +118,8 @@ def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
         ({"env_mix": [{"cluster": "no-such-cluster"}]}, "env_mix[0]: "),
         ({"env_mix": [{}, {}, {}]}, "env_mix: 3 entries for 2 envs"),
         ({"env": {"wait_guard": {"overdue_factor": -1}}}, "env.wait_guard.overdue_factor: must be > 0"),
+        ({"torch_threads": 0}, "torch_threads: must be 'auto' or an integer >= 1, got 0"),
+        ({"torch_threads": "all"}, "torch_threads: must be 'auto' or an integer >= 1, got 'all'"),
     ],
 )
 def test_bad_config_fails_at_start_naming_the_key(tmp_path, overrides, message):
@@ -125,6 +127,44 @@ def test_bad_config_fails_at_start_naming_the_key(tmp_path, overrides, message):
     assert r.returncode == 2
     assert message in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()  # nothing was started
+
+
+def test_bad_torch_threads_flag_fails_at_start(tmp_path):
+    r = run_train("--config", str(write_config(tmp_path)), "--out", str(tmp_path / "run"), "--torch-threads", "0")
+    assert r.returncode == 2
+    assert "--torch-threads" in r.stderr and "must be >= 1" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_run_trains_with_its_thread_count_records_it_and_its_config_reproduces_it(tmp_path):
+    """torch_threads is applied for the run and written into config.yaml and version.json; the
+    caller's own count comes back afterwards; and training again from the run's config.yaml, in a
+    process with another count, gives the same weights."""
+    from agents.config import load_train_config, train_config_from_dict
+    from agents.training import train
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        first = tmp_path / "first"
+        train(train_config_from_dict({**TINY, "torch_threads": 1}, "tiny.yaml"), first, progress_bar=False, log=lambda *a: None)
+        assert torch.get_num_threads() == 2  # the caller's count is given back
+        assert yaml.safe_load((first / "config.yaml").read_text())["torch_threads"] == 1
+        assert json.loads((first / "version.json").read_text())["torch_threads"] == 1
+        torch.set_num_threads(3)
+        again = tmp_path / "again"
+        train(load_train_config(first / "config.yaml"), again, progress_bar=False, log=lambda *a: None)
+        assert json.loads((again / "version.json").read_text())["torch_threads"] == 1
+        # "auto" keeps the process's count, and the run states which it was.
+        auto = tmp_path / "auto"
+        train(train_config_from_dict({**TINY, "total_timesteps": 64}, "tiny.yaml"), auto, progress_bar=False, log=lambda *a: None)
+        assert yaml.safe_load((auto / "config.yaml").read_text())["torch_threads"] == 3
+    finally:
+        torch.set_num_threads(before)
+    from agents.policy import load_model
+
+    weights = [[p.detach() for p in load_model(run / "last_model.zip", device="cpu").policy.parameters()] for run in (first, again)]
+    assert all(torch.equal(a, b) for a, b in zip(*weights))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
