@@ -166,6 +166,74 @@ def advance_running(run, dt, restoring, finish, rate, overhead_left, work_left, 
 
 
 @njit
+def update_rates(running, dirty_node, dirty_uplink, job_slot, rec_f, rec_i, pool_i, pool_counts, node_pressure,
+                 node_gpus, uplink_demand, uplink_cap, ref_net_per_gpu, rate, interference):
+    """envs.load.LoadModel.update_rates over its arrays: the rate and interference of every
+    running job with a node in `dirty_node` or an uplink in `dirty_uplink`, by the same float
+    operations in the same order (speed.interference_from, congestion_shares,
+    PlacementProfile.efficiency); then both dirty masks are cleared. A job's placed record is
+    row job_slot[j] of rec_f (pressure, coeff x sensitivity, rate before interference, min speed,
+    TP stretch, DP bandwidth, c_tp, c_dp) and rec_i (its nodes pool_i[lo:hi] with
+    pool_counts[lo:hi] GPUs on each, its uplinks pool_i[ulo:uhi], TP across nodes)."""
+    any_uplink = False
+    for u in range(len(dirty_uplink)):
+        if dirty_uplink[u]:
+            any_uplink = True
+            break
+    shares = np.empty(0)
+    have_shares = False
+    for j in running:
+        s = job_slot[j]
+        lo, hi, ulo, uhi = rec_i[s, 0], rec_i[s, 1], rec_i[s, 2], rec_i[s, 3]
+        stale = False
+        for q in range(lo, hi):
+            if dirty_node[pool_i[q]]:
+                stale = True
+                break
+        if not stale and any_uplink:
+            for q in range(ulo, uhi):
+                if dirty_uplink[pool_i[q]]:
+                    stale = True
+                    break
+        if not stale:
+            continue
+        pressure = rec_f[s, 0]
+        n = pool_i[lo]
+        others = (node_pressure[n] - pressure * pool_counts[lo]) / node_gpus[n]
+        for q in range(lo + 1, hi):  # the worst node; ties keep the first, as max() does
+            n = pool_i[q]
+            x = (node_pressure[n] - pressure * pool_counts[q]) / node_gpus[n]
+            if x > others:
+                others = x
+        interf = 1.0 / (1.0 + rec_f[s, 1] * (0.0 if 0.0 > others else others))
+        interference[j] = interf
+        if uhi > ulo:
+            if not have_shares:
+                shares = np.ones(len(uplink_demand))
+                for u in range(len(uplink_demand)):
+                    if uplink_demand[u] > uplink_cap[u]:
+                        shares[u] = uplink_cap[u] / uplink_demand[u]
+                have_shares = True
+            congestion = shares[pool_i[ulo]]
+            for q in range(ulo + 1, uhi):
+                if shares[pool_i[q]] < congestion:
+                    congestion = shares[pool_i[q]]
+            tp = rec_f[s, 4] / (congestion if rec_i[s, 4] else 1.0)
+            dp_bw = rec_f[s, 5] * congestion
+            dp = ref_net_per_gpu / (dp_bw if dp_bw > 1e-12 else 1e-12)
+            if 1.0 > dp:
+                dp = 1.0
+            c_tp, c_dp = rec_f[s, 6], rec_f[s, 7]
+            rate[j] = rec_f[s, 3] * (1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp + c_dp * dp)) * interf
+        else:
+            rate[j] = rec_f[s, 2] * interf
+    for n in range(len(dirty_node)):
+        dirty_node[n] = False
+    for u in range(len(dirty_uplink)):
+        dirty_uplink[u] = False
+
+
+@njit
 def masked_sum(values, mask):
     """`float(values[mask].sum())` of a 1-D float64 array: the selected entries in order,
     summed as numpy sums them (envs.power.PowerMeter.update)."""

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs import jit as _jit
+from envs import kernels as _kernels
 from envs.speed import PlacementProfile, SpeedModel, congestion_shares
-from envs.topology import Cluster
+from envs.topology import REFERENCE_NET_PER_GPU_GBPS, Cluster
 
 PLACED_MEMO_LIMIT = 10_000  # `Placed` records kept per simulator (and its forks) before the memo is emptied
 
@@ -38,9 +40,9 @@ class Placed:
     these records."""
 
     __slots__ = ("profile", "nodes", "counts", "pressure", "sensitivity", "uplinks", "base_rate", "node0", "own0",
-                 "gpus0", "coeff_sensitivity")
+                 "gpus0", "coeff_sensitivity", "slot")
 
-    def __init__(self, p: PlacementProfile, node_gpus: list[int], coeff: float):
+    def __init__(self, p: PlacementProfile, node_gpus: list[int], coeff: float, table: PlacedTable):
         self.profile = p
         self.nodes: list[int] = p.nodes.tolist()
         self.counts: list[int] = p.gpus_on_node.tolist()
@@ -53,6 +55,45 @@ class Placed:
         self.own0 = self.pressure * self.counts[0] if single else 0.0
         self.gpus0 = node_gpus[self.nodes[0]] if single else 0
         self.coeff_sensitivity = coeff * self.sensitivity  # coeff * sensitivity * x is (coeff * sensitivity) * x
+        self.slot = table.add(self)  # its row in the table the compiled rate update reads
+
+
+class PlacedTable:
+    """The `Placed` records' values as arrays, for the compiled rate update
+    (envs.kernels.update_rates): row `slot` of `f` holds a record's pressure, coefficient times
+    sensitivity, rate before interference, min speed, TP stretch, DP bandwidth, c_tp and c_dp; of
+    `i`, the range of its nodes in `pool_i` (with the GPUs on each in `pool_counts`), the range of
+    its uplinks in `pool_i`, and whether its TP traffic crosses nodes. Append-only: rows and pool
+    entries never change once written, so a LoadModel and its copies share one table (each job's
+    row is in the model's own `job_slot`)."""
+
+    def __init__(self):
+        self.f = np.zeros((64, 8))
+        self.i = np.zeros((64, 5), dtype=np.int64)
+        self.pool_i = np.zeros(256, dtype=np.int64)
+        self.pool_counts = np.zeros(256)
+        self.rows = 0
+        self.pooled = 0
+
+    def add(self, p: Placed) -> int:
+        """Append `p`'s values; returns its row."""
+        r, k = self.rows, self.pooled
+        n, u = len(p.nodes), len(p.uplinks)
+        if r == len(self.f):
+            self.f = np.concatenate((self.f, np.zeros_like(self.f)))
+            self.i = np.concatenate((self.i, np.zeros_like(self.i)))
+        while k + n + u > len(self.pool_i):
+            self.pool_i = np.concatenate((self.pool_i, np.zeros_like(self.pool_i)))
+            self.pool_counts = np.concatenate((self.pool_counts, np.zeros_like(self.pool_counts)))
+        g = p.profile.geometry
+        self.f[r] = (p.pressure, p.coeff_sensitivity, p.base_rate, p.profile.min_speed, g.tp_stretch, g.dp_bw_GBps,
+                     p.profile.c_tp, p.profile.c_dp)
+        self.i[r] = (k, k + n, k + n, k + n + u, g.tp_cross_node)
+        self.pool_i[k:k + n] = p.nodes
+        self.pool_counts[k:k + n] = p.counts
+        self.pool_i[k + n:k + n + u] = p.uplinks
+        self.rows, self.pooled = r + 1, k + n + u
+        return r
 
 
 class LoadModel:
@@ -73,6 +114,14 @@ class LoadModel:
         # `Placed` records by profile (id, with the profile kept in the entry so the id stays
         # unique): jobs started on one shared profile share its record. Shared with copies.
         self._placed_of: dict[int, tuple[PlacementProfile, Placed]] = {}
+        # For the compiled rate update: the records' values (shared with copies, append-only),
+        # each placed job's row there, and the dirty nodes and uplinks as masks.
+        self._table = PlacedTable()
+        self.job_slot = np.zeros(64, dtype=np.int64)  # placed job -> its record's row in the table
+        self.dirty_node = np.zeros(c.num_nodes, dtype=bool)
+        self.dirty_uplink = np.zeros(len(c.switch_names), dtype=bool)
+        self._node_gpus = c.node_gpus.astype(np.float64)
+        self._uplink_cap = np.asarray(c.switch_uplink_GBps, dtype=np.float64)
 
     def copy(self) -> LoadModel:
         """An independent copy (for `Simulator.fork`). Shared, not copied: the cluster, the speed
@@ -90,6 +139,12 @@ class LoadModel:
         m.dirty_nodes = self.dirty_nodes.copy()
         m.dirty_uplinks = self.dirty_uplinks.copy()
         m._placed_of = self._placed_of
+        m._table = self._table
+        m.job_slot = self.job_slot.copy()
+        m.dirty_node = self.dirty_node.copy()
+        m.dirty_uplink = self.dirty_uplink.copy()
+        m._node_gpus = self._node_gpus  # never changed
+        m._uplink_cap = self._uplink_cap  # never changed
         return m
 
     def start(self, job_id: int, profile: PlacementProfile) -> Placed:
@@ -99,8 +154,12 @@ class LoadModel:
         if hit is None or hit[0] is not profile:
             if len(memo) > PLACED_MEMO_LIMIT:
                 memo.clear()
-            hit = memo[id(profile)] = (profile, Placed(profile, self.cluster.node_lists.gpus, self._coeff))
+            hit = memo[id(profile)] = (profile, Placed(profile, self.cluster.node_lists.gpus, self._coeff, self._table))
         placed = self.placed[job_id] = hit[1]
+        slots = self.job_slot
+        if job_id >= len(slots):
+            slots = self.job_slot = np.concatenate((slots, np.zeros(max(job_id + 1, 2 * len(slots)) - len(slots), dtype=np.int64)))
+        slots[job_id] = placed.slot
         self._add_load(placed, 1.0)
         for n in placed.nodes:
             self.node_jobs[n].add(job_id)
@@ -126,19 +185,34 @@ class LoadModel:
         """A job starts (+1) or stops (-1) loading its nodes' memory bandwidth and its uplinks;
         the rates of jobs sharing them are due for an update."""
         pressure = sign * placed.pressure
-        node_pressure = self.node_pressure
+        node_pressure, dirty_node = self.node_pressure, self.dirty_node
         for n, k in zip(placed.nodes, placed.counts):
             node_pressure[n] += pressure * k
+            dirty_node[n] = True
         self.dirty_nodes.update(placed.nodes)
         if placed.uplinks:
             p = placed.profile
             self.uplink_demand[p.uplinks] += sign * p.uplink_demand_GBps
+            self.dirty_uplink[p.uplinks] = True
             self.dirty_uplinks.update(placed.uplinks)
 
-    def update_rates(self, rate: np.ndarray, interference: np.ndarray) -> None:
+    def update_rates(self, rate: np.ndarray, interference: np.ndarray, running: np.ndarray) -> None:
         """Recompute into `rate` and `interference` (per job) those that can have changed: of the
         running jobs on nodes whose memory-bandwidth pressure changed and of those crossing an
-        uplink whose demand changed. Every other job's inputs are what they were, so its rate is too."""
+        uplink whose demand changed. Every other job's inputs are what they were, so its rate is too.
+        `running`: the running jobs' ids (the jobs this model has started and not stopped); the
+        compiled path walks them (envs.kernels.update_rates), the reference path its sets."""
+        if _jit.ENABLED:
+            if self.dirty_nodes or self.dirty_uplinks:
+                t = self._table
+                _kernels.update_rates(running, self.dirty_node, self.dirty_uplink, self.job_slot, t.f, t.i, t.pool_i,
+                                      t.pool_counts, self.node_pressure, self._node_gpus, self.uplink_demand,
+                                      self._uplink_cap, REFERENCE_NET_PER_GPU_GBPS, rate, interference)
+                self.dirty_nodes.clear()
+                self.dirty_uplinks.clear()
+            return
+        self.dirty_node[:] = False
+        self.dirty_uplink[:] = False
         stale: set[int] = set()
         for n in self.dirty_nodes:
             stale |= self.node_jobs[n]

@@ -489,7 +489,7 @@ class Simulator:
     def _rates_changed(self) -> None:
         """After a change of the running set: recompute the rates that can have changed (see
         LoadModel.update_rates) and the power drawn, and bump the version."""
-        self.load.update_rates(self.rate, self.interference)
+        self.load.update_rates(self.rate, self.interference, self.running)
         self.power.update()
         self.version += 1
 

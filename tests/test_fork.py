@@ -85,11 +85,13 @@ def metrics_equal(a: dict, b: dict, skip=()) -> list[str]:
     return [k for k in a if k not in skip and not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))]
 
 
-def assert_same_values(a, b, path: str = "sim", skip=("_state", "_state_arrived", "_scratch", "_placed_of")) -> None:
+def assert_same_values(a, b, path: str = "sim",
+                       skip=("_state", "_state_arrived", "_scratch", "_placed_of", "_table", "job_slot", "slot")) -> None:
     """`a` and `b` hold the same values all the way down (arrays: same dtype, shape and
     elements, NaN equal to NaN; a queue's id arrays as far as they are used). `skip`: attributes
-    not compared (by default the decision state cache, the kernels' scratch buffer and the load
-    model's memo of `Placed` records, keyed by profile identity)."""
+    not compared (by default the decision state cache, the kernels' scratch buffer, the load
+    model's memo of `Placed` records, keyed by profile identity, and the table of their values
+    with the rows in it, which depend on the order the memo was filled in)."""
     if isinstance(a, Cluster):
         assert a is b or a.name == b.name, path
     elif isinstance(a, (SimConfig, SpeedModel)):
@@ -219,6 +221,9 @@ def assert_nothing_mutable_shared(a, b, path: str, shared_arrays: bool = False) 
     placements' GPU arrays (`shared_arrays`). Returns the number of mutable objects checked."""
     if isinstance(a, IMMUTABLE):
         return 0
+    if path.endswith((".load._node_gpus", ".load._uplink_cap")):  # the cluster's constants, never changed
+        assert a is b, f"{path}: expected shared"
+        return 0
     if isinstance(a, SHARED_TYPES):
         assert a is b, f"{path}: expected shared"
         return 0
@@ -230,8 +235,8 @@ def assert_nothing_mutable_shared(a, b, path: str, shared_arrays: bool = False) 
         return 1
     if isinstance(a, tuple):  # immutable itself; what it holds may not be
         return sum(assert_nothing_mutable_shared(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b)))
-    if path.endswith(".load._placed_of"):  # shared by design: a memo of never-changed records by profile identity
-        assert a is b, f"{path}: expected shared"
+    if path.endswith((".load._placed_of", ".load._table")):  # shared by design: a memo of never-changed records by
+        assert a is b, f"{path}: expected shared"  # profile identity, and their values as append-only arrays
         return 0
     assert a is not b, f"{path}: shared {type(a).__name__}"
     if isinstance(a, list):

@@ -5,6 +5,7 @@ shipped cluster, the two paths run in one process with `envs.jit.reference_path(
 from __future__ import annotations
 
 import hashlib
+from contextlib import nullcontext as _nullcontext
 
 import numpy as np
 import pytest
@@ -216,6 +217,60 @@ def test_queue_removal_is_the_references():
     with jit.reference_path():
         assert fast == run()
 
+
+
+@pytest.mark.parametrize("cluster_name,workload,policy", [("topo-stress-128gpu", "topology-stress", "spread"),
+                                                          ("mixed-64gpu", "llm-mix-bursty", "spread"),
+                                                          ("philly-sized", "philly-full", "topology")])
+def test_rate_update_is_the_references(cluster_name, workload, policy):
+    """LoadModel.update_rates on the compiled path (envs.kernels.update_rates over the placed
+    records' table) against its reference path, from copies of one load model: at decision points
+    of an episode, random running jobs stop and start again on each copy alike, and the rates and
+    interference come out bit for bit the same; on clusters whose jobs span nodes and cross
+    uplinks (the test counts both), and on Philly's single-node jobs."""
+    from baselines import make_baseline
+    from envs.candidates import apply_candidate
+    from envs.config import load_cluster
+    from envs.replay import advance_to_decision
+    from envs.simulator import Simulator
+    from envs.workload import load_workload_spec, make_workload
+
+    cluster = load_cluster(cluster_name)
+    sim = Simulator(cluster, make_workload(load_workload_spec(workload), cluster, 3, num_jobs=200))
+    rule, rng = make_baseline(policy), np.random.default_rng(4)
+    checked = crossing = multi = 0
+    cset = advance_to_decision(sim, 8)
+    while not sim.done and checked < 60:
+        run = sim.running.tolist()
+        if len(run) >= 2:
+            load = sim.load
+            out = {}
+            for compiled in (True, False):
+                m, rate, interference = load.copy(), sim.rate.copy(), sim.interference.copy()
+                stopped = [run[i] for i in rng.permutation(len(run))[: max(1, len(run) // 3)]] if compiled else stopped
+                with (jit.reference_path() if not compiled else _nullcontext()):
+                    for j in stopped:
+                        m.stop(j)
+                    kept = np.array([j for j in run if j not in stopped], dtype=np.int64)
+                    m.update_rates(rate, interference, kept)
+                    after_stop = (rate[kept].copy(), interference[kept].copy())
+                    for j in stopped:
+                        m.start(j, sim.profiles[j])
+                    m.update_rates(rate, interference, np.array(run, dtype=np.int64))
+                out[compiled] = (after_stop, rate.copy(), interference.copy())
+                assert not m.dirty_node.any() and not m.dirty_uplink.any() and not m.dirty_nodes and not m.dirty_uplinks
+            fast, ref = out[True], out[False]
+            assert all(np.array_equal(a, b) for a, b in zip(fast[0], ref[0]))
+            assert np.array_equal(fast[1], ref[1]) and np.array_equal(fast[2], ref[2])
+            assert np.array_equal(fast[1][run], sim.rate[run])  # everything started again: the rates as before
+            checked += 1
+            crossing += any(len(load.placed[j].uplinks) for j in run)
+            multi += any(len(load.placed[j].nodes) > 1 for j in run)
+        apply_candidate(sim, cset, rule.select(cset.state, cset))
+        cset = advance_to_decision(sim, 8)
+    assert checked >= 20
+    if cluster_name != "philly-sized":
+        assert crossing >= 5 and multi >= 5, (crossing, multi)
 
 
 def test_queue_benchmark_times_both_paths(capsys):
