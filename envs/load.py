@@ -40,9 +40,9 @@ class Placed:
     these records."""
 
     __slots__ = ("profile", "nodes", "counts", "pressure", "sensitivity", "uplinks", "base_rate", "node0", "own0",
-                 "gpus0", "coeff_sensitivity", "slot")
+                 "gpus0", "coeff_sensitivity")
 
-    def __init__(self, p: PlacementProfile, node_gpus: list[int], coeff: float, table: PlacedTable):
+    def __init__(self, p: PlacementProfile, node_gpus: list[int], coeff: float):
         self.profile = p
         self.nodes: list[int] = p.nodes.tolist()
         self.counts: list[int] = p.gpus_on_node.tolist()
@@ -55,17 +55,18 @@ class Placed:
         self.own0 = self.pressure * self.counts[0] if single else 0.0
         self.gpus0 = node_gpus[self.nodes[0]] if single else 0
         self.coeff_sensitivity = coeff * self.sensitivity  # coeff * sensitivity * x is (coeff * sensitivity) * x
-        self.slot = table.add(self)  # its row in the table the compiled rate update reads
 
 
 class PlacedTable:
     """The `Placed` records' values as arrays, for the compiled rate update
-    (envs.kernels.update_rates): row `slot` of `f` holds a record's pressure, coefficient times
+    (envs.kernels.update_rates): row r of `f` holds a record's pressure, coefficient times
     sensitivity, rate before interference, min speed, TP stretch, DP bandwidth, c_tp and c_dp; of
     `i`, the range of its nodes in `pool_i` (with the GPUs on each in `pool_counts`), the range of
     its uplinks in `pool_i`, and whether its TP traffic crosses nodes. Append-only: rows and pool
-    entries never change once written, so a LoadModel and its copies share one table (each job's
-    row is in the model's own `job_slot`)."""
+    entries never change once written, so a LoadModel and its copies share one table, as they share
+    the memo of records that says which row each record has (each job's row is in the model's own
+    `job_slot`). A model renews both together when the memo is full (LoadModel._renew), so a table
+    holds at most PLACED_MEMO_LIMIT records plus the model's placed jobs'."""
 
     def __init__(self):
         self.f = np.zeros((64, 8))
@@ -113,7 +114,7 @@ class LoadModel:
         self.dirty_uplinks: set[int] = set()
         # `Placed` records by profile (id, with the profile kept in the entry so the id stays
         # unique): jobs started on one shared profile share its record. Shared with copies.
-        self._placed_of: dict[int, tuple[PlacementProfile, Placed]] = {}
+        self._placed_of: dict[int, tuple[PlacementProfile, Placed, int]] = {}  # ... -> (profile, record, its row)
         # For the compiled rate update: the records' values (shared with copies, append-only),
         # each placed job's row there, and the dirty nodes and uplinks as masks.
         self._table = PlacedTable()
@@ -153,19 +154,35 @@ class LoadModel:
         hit = memo.get(id(profile))
         if hit is None or hit[0] is not profile:
             if len(memo) > PLACED_MEMO_LIMIT:
-                memo.clear()
-            hit = memo[id(profile)] = (profile, Placed(profile, self.cluster.node_lists.gpus, self._coeff, self._table))
+                memo = self._renew()
+            record = Placed(profile, self.cluster.node_lists.gpus, self._coeff)
+            hit = memo[id(profile)] = (profile, record, self._table.add(record))
         placed = self.placed[job_id] = hit[1]
         slots = self.job_slot
         if job_id >= len(slots):
             slots = self.job_slot = np.concatenate((slots, np.zeros(max(job_id + 1, 2 * len(slots)) - len(slots), dtype=np.int64)))
-        slots[job_id] = placed.slot
+        slots[job_id] = hit[2]
         self._add_load(placed, 1.0)
         for n in placed.nodes:
             self.node_jobs[n].add(job_id)
         if placed.uplinks:
             self.crossing[job_id] = placed.uplinks
         return placed
+
+    def _renew(self) -> dict:
+        """A new, empty memo of records and a new table holding only this model's placed jobs'
+        records (each job's row updated), so neither grows without bound over a long episode.
+        New objects, not emptied ones: copies made before keep the memo and table they share."""
+        memo, table = {}, PlacedTable()
+        rows: dict[int, int] = {}  # id(record) -> its row in the new table (jobs may share a record)
+        for j, p in self.placed.items():
+            r = rows.get(id(p))
+            if r is None:
+                r = rows[id(p)] = table.add(p)
+                memo[id(p.profile)] = (p.profile, p, r)
+            self.job_slot[j] = r
+        self._placed_of, self._table = memo, table
+        return memo
 
     def stop(self, job_id: int) -> Placed:
         """`job_id` stops running (finished or preempted): it stops loading its nodes and uplinks

@@ -273,6 +273,48 @@ def test_rate_update_is_the_references(cluster_name, workload, policy):
         assert crossing >= 5 and multi >= 5, (crossing, multi)
 
 
+def test_a_full_memo_renews_the_table_and_changes_nothing(monkeypatch):
+    """When the load model's memo of placed records is full it starts a new memo and a new table
+    holding only its placed jobs' records (LoadModel._renew): the episode is the same bit for
+    bit, the table stays bounded, and a fork made before a renewal goes on with its own table."""
+    import envs.load
+    from baselines import make_baseline
+    from envs.config import load_cluster
+    from envs.replay import replay
+    from envs.simulator import Simulator
+    from envs.workload import load_workload_spec, make_workload
+
+    cluster = load_cluster("topo-stress-128gpu")
+    jobs = make_workload(load_workload_spec("topology-stress"), cluster, 2, num_jobs=150)
+
+    def run(fork_at: int | None = None):
+        sim = Simulator(cluster, jobs)
+        select = make_baseline("spread").select
+        fork = None
+        if fork_at is not None:
+            replay(sim, select, 8, max_steps=fork_at)
+            fork = sim.fork()
+        replay(sim, select, 8)
+        if fork is not None:
+            replay(fork, select, 8)
+            sim = fork
+        digest = hashlib.sha256()
+        for name in ("end", "work_done", "interference_loss_s", "rate"):
+            digest.update(getattr(sim, name).tobytes())
+        return digest.hexdigest(), sim.load._table.rows, len(sim.load.placed)
+
+    full = run()
+    assert full[1] > 20  # without a renewal the table keeps every record made
+    monkeypatch.setattr(envs.load, "PLACED_MEMO_LIMIT", 3)
+    small = run()
+    assert small[0] == full[0]
+    assert small[1] <= 3 + 1 + small[2] + 1  # the memo's records, the one added after it filled, the placed jobs'
+    forked = run(fork_at=40)
+    assert forked[0] == full[0]
+    with jit.reference_path():
+        assert run()[0] == full[0]
+
+
 def test_queue_benchmark_times_both_paths(capsys):
     """benchmarks.queue_ops times push and remove on both paths around a queue it keeps at each
     length (it checks the length itself), one line per path and length."""
