@@ -32,3 +32,21 @@ def test_each_side_imports_its_own_code_and_differing_output_fails():
     assert r.returncode == 2 and "--base 'no-such-rev': not a commit" in r.stderr
     r = ab("--base", "HEAD", "--", sys.executable, "-c", "raise SystemExit(3)")
     assert r.returncode == 1 and "exited with 3" in r.stderr and "gangsched-ab-" not in worktrees()
+
+
+def test_the_philly_replays_digest_is_the_schedule_on_both_paths(capsys):
+    """`benchmarks.replay_philly --digest` ends with a digest of the schedule, the line the A/B
+    tool compares: the same on the compiled and the reference path, another for another seed."""
+    from benchmarks.replay_philly import main
+    from envs import jit
+
+    def digest(*args: str) -> str:
+        main(["--max-jobs", "400", "--digest", *args])
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        assert last.startswith("schedule digest ") and len(last.split()[-1]) == 16
+        return last
+
+    fast = digest()
+    with jit.reference_path():
+        assert digest() == fast
+    assert digest("--seed", "1") != fast
