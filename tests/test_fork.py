@@ -86,7 +86,7 @@ def metrics_equal(a: dict, b: dict, skip=()) -> list[str]:
 
 
 def assert_same_values(a, b, path: str = "sim",
-                       skip=("_state", "_state_arrived", "_scratch", "_placed_of", "_table", "job_slot", "slot")) -> None:
+                       skip=("_state", "_state_arrived", "_scratch", "_placed_of", "_table", "job_slot")) -> None:
     """`a` and `b` hold the same values all the way down (arrays: same dtype, shape and
     elements, NaN equal to NaN; a queue's id arrays as far as they are used). `skip`: attributes
     not compared (by default the decision state cache, the kernels' scratch buffer, the load
