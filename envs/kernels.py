@@ -173,8 +173,8 @@ def update_rates(running, dirty_node, dirty_uplink, job_slot, rec_f, rec_i, pool
     operations in the same order (speed.interference_from, congestion_shares,
     PlacementProfile.efficiency); then both dirty masks are cleared. A job's placed record is
     row job_slot[j] of rec_f (pressure, coeff x sensitivity, rate before interference, min speed,
-    TP stretch, DP bandwidth, c_tp, c_dp) and rec_i (its nodes pool_i[lo:hi] with
-    pool_counts[lo:hi] GPUs on each, its uplinks pool_i[ulo:uhi], TP across nodes)."""
+    TP stretch, DP bandwidth, c_tp, c_dp) and rec_i (lo, hi, uhi, TP across nodes: its nodes
+    pool_i[lo:hi] with pool_counts[lo:hi] GPUs on each, its uplinks pool_i[hi:uhi])."""
     any_uplink = False
     for u in range(len(dirty_uplink)):
         if dirty_uplink[u]:
@@ -184,14 +184,14 @@ def update_rates(running, dirty_node, dirty_uplink, job_slot, rec_f, rec_i, pool
     have_shares = False
     for j in running:
         s = job_slot[j]
-        lo, hi, ulo, uhi = rec_i[s, 0], rec_i[s, 1], rec_i[s, 2], rec_i[s, 3]
+        lo, hi, uhi = rec_i[s, 0], rec_i[s, 1], rec_i[s, 2]  # its uplinks follow its nodes: pool_i[hi:uhi]
         stale = False
         for q in range(lo, hi):
             if dirty_node[pool_i[q]]:
                 stale = True
                 break
         if not stale and any_uplink:
-            for q in range(ulo, uhi):
+            for q in range(hi, uhi):
                 if dirty_uplink[pool_i[q]]:
                     stale = True
                     break
@@ -207,18 +207,18 @@ def update_rates(running, dirty_node, dirty_uplink, job_slot, rec_f, rec_i, pool
                 others = x
         interf = 1.0 / (1.0 + rec_f[s, 1] * (0.0 if 0.0 > others else others))
         interference[j] = interf
-        if uhi > ulo:
+        if uhi > hi:
             if not have_shares:
                 shares = np.ones(len(uplink_demand))
                 for u in range(len(uplink_demand)):
                     if uplink_demand[u] > uplink_cap[u]:
                         shares[u] = uplink_cap[u] / uplink_demand[u]
                 have_shares = True
-            congestion = shares[pool_i[ulo]]
-            for q in range(ulo + 1, uhi):
+            congestion = shares[pool_i[hi]]
+            for q in range(hi + 1, uhi):
                 if shares[pool_i[q]] < congestion:
                     congestion = shares[pool_i[q]]
-            tp = rec_f[s, 4] / (congestion if rec_i[s, 4] else 1.0)
+            tp = rec_f[s, 4] / (congestion if rec_i[s, 3] else 1.0)
             dp_bw = rec_f[s, 5] * congestion
             dp = ref_net_per_gpu / (dp_bw if dp_bw > 1e-12 else 1e-12)
             if 1.0 > dp:

@@ -61,8 +61,8 @@ class PlacedTable:
     """The `Placed` records' values as arrays, for the compiled rate update
     (envs.kernels.update_rates): row r of `f` holds a record's pressure, coefficient times
     sensitivity, rate before interference, min speed, TP stretch, DP bandwidth, c_tp and c_dp; of
-    `i`, the range of its nodes in `pool_i` (with the GPUs on each in `pool_counts`), the range of
-    its uplinks in `pool_i`, and whether its TP traffic crosses nodes. Append-only: rows and pool
+    `i`, where its nodes start and end in `pool_i` (with the GPUs on each in `pool_counts`), where
+    its uplinks end there (they follow its nodes), and whether its TP traffic crosses nodes. Append-only: rows and pool
     entries never change once written, so a LoadModel and its copies share one table, as they share
     the memo of records that says which row each record has (each job's row is in the model's own
     `job_slot`). A model renews both together when the memo is full (LoadModel._renew), so a table
@@ -70,7 +70,7 @@ class PlacedTable:
 
     def __init__(self):
         self.f = np.zeros((64, 8))
-        self.i = np.zeros((64, 5), dtype=np.int64)
+        self.i = np.zeros((64, 4), dtype=np.int64)
         self.pool_i = np.zeros(256, dtype=np.int64)
         self.pool_counts = np.zeros(256)
         self.rows = 0
@@ -89,7 +89,7 @@ class PlacedTable:
         g = p.profile.geometry
         self.f[r] = (p.pressure, p.coeff_sensitivity, p.base_rate, p.profile.min_speed, g.tp_stretch, g.dp_bw_GBps,
                      p.profile.c_tp, p.profile.c_dp)
-        self.i[r] = (k, k + n, k + n, k + n + u, g.tp_cross_node)
+        self.i[r] = (k, k + n, k + n + u, g.tp_cross_node)
         self.pool_i[k:k + n] = p.nodes
         self.pool_counts[k:k + n] = p.counts
         self.pool_i[k + n:k + n + u] = p.uplinks
@@ -110,15 +110,14 @@ class LoadModel:
         self.node_jobs: list[set[int]] = [set() for _ in range(c.num_nodes)]  # running jobs on each node
         self.crossing: dict[int, list[int]] = {}  # running jobs that cross uplinks -> those uplinks
         # Nodes whose pressure and uplinks whose demand changed since the last rate update.
-        self.dirty_nodes: set[int] = set()
-        self.dirty_uplinks: set[int] = set()
         # `Placed` records by profile (id, with the profile kept in the entry so the id stays
         # unique): jobs started on one shared profile share its record. Shared with copies.
         self._placed_of: dict[int, tuple[PlacementProfile, Placed, int]] = {}  # ... -> (profile, record, its row)
-        # For the compiled rate update: the records' values (shared with copies, append-only),
-        # each placed job's row there, and the dirty nodes and uplinks as masks.
+        # For the compiled rate update: the records' values (shared with copies, append-only) and
+        # each placed job's row there.
         self._table = PlacedTable()
         self.job_slot = np.zeros(64, dtype=np.int64)  # placed job -> its record's row in the table
+        # Nodes whose pressure and uplinks whose demand changed since the last rate update.
         self.dirty_node = np.zeros(c.num_nodes, dtype=bool)
         self.dirty_uplink = np.zeros(len(c.switch_names), dtype=bool)
         self._node_gpus = c.node_gpus.astype(np.float64)
@@ -137,8 +136,6 @@ class LoadModel:
         m.placed = self.placed.copy()
         m.node_jobs = [s.copy() for s in self.node_jobs]
         m.crossing = self.crossing.copy()
-        m.dirty_nodes = self.dirty_nodes.copy()
-        m.dirty_uplinks = self.dirty_uplinks.copy()
         m._placed_of = self._placed_of
         m._table = self._table
         m.job_slot = self.job_slot.copy()
@@ -206,12 +203,10 @@ class LoadModel:
         for n, k in zip(placed.nodes, placed.counts):
             node_pressure[n] += pressure * k
             dirty_node[n] = True
-        self.dirty_nodes.update(placed.nodes)
         if placed.uplinks:
             p = placed.profile
             self.uplink_demand[p.uplinks] += sign * p.uplink_demand_GBps
             self.dirty_uplink[p.uplinks] = True
-            self.dirty_uplinks.update(placed.uplinks)
 
     def update_rates(self, rate: np.ndarray, interference: np.ndarray, running: np.ndarray) -> None:
         """Recompute into `rate` and `interference` (per job) those that can have changed: of the
@@ -220,24 +215,19 @@ class LoadModel:
         `running`: the running jobs' ids (the jobs this model has started and not stopped); the
         compiled path walks them (envs.kernels.update_rates), the reference path its sets."""
         if _jit.ENABLED:
-            if self.dirty_nodes or self.dirty_uplinks:
-                t = self._table
-                _kernels.update_rates(running, self.dirty_node, self.dirty_uplink, self.job_slot, t.f, t.i, t.pool_i,
-                                      t.pool_counts, self.node_pressure, self._node_gpus, self.uplink_demand,
-                                      self._uplink_cap, REFERENCE_NET_PER_GPU_GBPS, rate, interference)
-                self.dirty_nodes.clear()
-                self.dirty_uplinks.clear()
+            t = self._table
+            _kernels.update_rates(running, self.dirty_node, self.dirty_uplink, self.job_slot, t.f, t.i, t.pool_i,
+                                  t.pool_counts, self.node_pressure, self._node_gpus, self.uplink_demand,
+                                  self._uplink_cap, REFERENCE_NET_PER_GPU_GBPS, rate, interference)
             return
+        stale: set[int] = set()
+        for n in np.flatnonzero(self.dirty_node).tolist():
+            stale |= self.node_jobs[n]
+        if self.dirty_uplink.any():
+            dirty = set(np.flatnonzero(self.dirty_uplink).tolist())
+            stale.update(j for j, uplinks in self.crossing.items() if not dirty.isdisjoint(uplinks))
         self.dirty_node[:] = False
         self.dirty_uplink[:] = False
-        stale: set[int] = set()
-        for n in self.dirty_nodes:
-            stale |= self.node_jobs[n]
-        if self.dirty_uplinks:
-            dirty = self.dirty_uplinks
-            stale.update(j for j, uplinks in self.crossing.items() if not dirty.isdisjoint(uplinks))
-        self.dirty_nodes.clear()
-        self.dirty_uplinks.clear()
         if stale:
             crossing = not self.crossing.keys().isdisjoint(stale)
             shares = congestion_shares(self.cluster, self.uplink_demand).tolist() if crossing else None

@@ -148,7 +148,7 @@ def _check_invariants(sim: Simulator, last_now: float) -> None:
     for n, on_node in enumerate(load.node_jobs):
         assert on_node == {j for j in run.tolist() if n in load.placed[j].nodes}
     assert set(load.crossing) == {j for j in run.tolist() if load.placed[j].uplinks}
-    assert not load.dirty_nodes and not load.dirty_uplinks
+    assert not load.dirty_node.any() and not load.dirty_uplink.any()
     assert sim._num_needs_restore == int(sim.needs_restore.sum())
     assert sim.next_event_s() == sim._next_event_s()  # the cached next event is current
     owner = sim.gpu_owner
