@@ -725,3 +725,212 @@ def node_take(free, need, tp, rule, node_type, num_types, node_speed):
     if usable < need:
         return 0, nodes[:0], counts[:0], free
     return 2, nodes[:0], counts[:0], free
+
+
+# ---------------------------------------------------------------------- events between decisions
+
+# What `run_events` returns (Simulator.run_events): why it stopped.
+EV_FEASIBLE, EV_DONE, EV_UNTIL, EV_NO_EVENT, EV_NEW_CLASS, EV_ROOM = 0, 1, 2, 3, 4, 5
+# Positions in its float scalars `fs` and int scalars `iscal` (read and written back).
+F_NOW, F_JOBS_S, F_ENERGY, F_ALLOC_S, F_USEFUL, F_POWER, F_UNTIL = range(7)
+(I_NUM_FREE, I_FRAGMENTED, I_ALLOC_VERSION, I_VERSION, I_NUM_DONE, I_IN_SYSTEM, I_NEXT_ARRIVAL, I_QLEN, I_ENQUEUED,
+ I_QGPUS, I_QHIGH, I_RUNNING, I_EVENTS, I_FINISHED, I_RELEASED, I_ANY_RESTORE) = range(16)
+
+
+@njit
+def _release_job(j, s, rec_i, rec_f, pool_i, pool_counts, node_pressure, dirty_node, uplink_demand, dirty_uplink,
+                 node_preemptible, preemptible, priority, rate, gpu_owner, free_mask, node_first_gpu, node_gpus_i,
+                 node_owned, node_free, whole_gang, node_power_w, node_on, power_terms, iscal):
+    """A finished job stops and lets its GPUs go (Simulator._stop then _release without a
+    reserved job: LoadModel.stop's _add_load(-1), the ledger's count_preemptible(-1), release
+    and move, the power meter's nodes_changed), in the reference's order, on record row `s`."""
+    lo, hi, uhi = rec_i[s, 0], rec_i[s, 1], rec_i[s, 2]
+    pressure = -1.0 * rec_f[s, 0]
+    for q in range(lo, hi):  # LoadModel._add_load(placed, -1.0)
+        n = pool_i[q]
+        node_pressure[n] += pressure * pool_counts[q]
+        dirty_node[n] = True
+    for q in range(hi, uhi):
+        u = pool_i[q]
+        uplink_demand[u] += -1.0 * pool_counts[q]
+        dirty_uplink[u] = True
+    if preemptible[j]:  # count_preemptible(nodes, counts, priority, -1)
+        p = priority[j]
+        for q in range(lo, hi):
+            node_preemptible[pool_i[q], p] -= np.int64(pool_counts[q])
+    rate[j] = 0.0
+    for q in range(lo, hi):  # the ledger: its GPUs on each of its nodes
+        n = pool_i[q]
+        for g in range(node_first_gpu[n], node_first_gpu[n] + node_gpus_i[n]):
+            if gpu_owner[g] == j:
+                gpu_owner[g] = -1
+                free_mask[g] = True
+    iscal[I_ALLOC_VERSION] += 1
+    for q in range(lo, hi):  # AllocationLedger.move(nodes, counts, owned=-1, free=1)
+        n = pool_i[q]
+        k = np.int64(pool_counts[q])
+        node_owned[n] -= k
+        was = node_free[n]
+        node_free[n] = was + k
+        iscal[I_NUM_FREE] += k
+        w = whole_gang[n]
+        iscal[I_FRAGMENTED] += ((was + k) if was + k < w else 0) - (was if was < w else 0)
+    for q in range(lo, hi):  # PowerMeter.nodes_changed(nodes, node_owned)
+        n = pool_i[q]
+        o = node_owned[n]
+        node_power_w[n] = power_terms[n, 0] + o * power_terms[n, 1] + (node_gpus_i[n] - o) * power_terms[n, 2]
+        node_on[n] = o > 0
+
+
+@njit
+def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, work_done, restore_s, needs_restore,
+               state, queued_since, end, work_left, work_total, gpus_req, rate, overhead_left, attained_gpu_s, run_s,
+               interference_loss_s, interference, preemptible, priority, q_ids, q_sorted, q_remaining, q_seq,
+               job_slot, rec_f, rec_i, pool_i, pool_counts, node_pressure, node_gpus_f, uplink_demand, uplink_cap,
+               dirty_node, dirty_uplink, ref_net_per_gpu, gpu_owner, free_mask, node_owned, node_free,
+               node_preemptible, node_first_gpu, node_gpus_i, whole_gang, node_power_w, node_on, power_terms,
+               shape_id, class_of_shape, lower, on_level, by_free, positions, need, priority_high, num_gpus):
+    """Simulator.advance, event after event, until some queued job could be placed (the decision
+    loop's any_feasible, envs.replay.advance_to_decision) or something needs Python: the
+    reference's operations in the reference's order, for events of completions and arrivals
+    (checkpoints and reservations are Python's: the caller starts this only when there are none).
+
+    Each event: the next event's time (Simulator._next_event_s), the integrals and the running
+    jobs' integration (advance_running), the finished jobs stopped and released (_release_job,
+    their ids appended to fin_buf for the caller's records), the arrivals queued (JobQueue.push),
+    the rates and power brought up to date (update_rates, masked_sum), the version bumped, one
+    timeline row (Simulator._record). Then the stop tests, which say why it returned (EV_*):
+    the workload is done; the next event is after `until` (fs[F_UNTIL]) or there is none (no
+    event processed); a job arrived whose class is unknown (class_of_shape[shape_id[j]] < 0,
+    after its event); the timeline or fin_buf may not hold another event; or a queued job's
+    class fits (class_fits over `lower`, `on_level`, `by_free`, `positions`, `need`).
+
+    Scalars are read from and written back to `fs` and `iscal` (F_*, I_*); the running jobs are
+    run_buf[:iscal[I_RUNNING]] (in place); node_owned and node_free are the caller's copies."""
+    n_jobs = len(arrival)
+    cap_events = timeline.shape[0]
+    fits = np.zeros(0, dtype=np.bool_)
+    fits_version = -1
+    any_fit = False
+    while True:
+        nrun = iscal[I_RUNNING]
+        run = run_buf[:nrun]
+        restoring = False
+        for j in run:
+            if overhead_left[j] > 0:
+                restoring = True
+                break
+        now = fs[F_NOW]
+        na = iscal[I_NEXT_ARRIVAL]
+        t = arrival[na] if na < n_jobs else np.inf
+        if nrun:
+            c = next_completion_s(now, run, overhead_left, work_left, rate, restoring)
+            if c < t:
+                t = c
+        if t > fs[F_UNTIL]:
+            return EV_UNTIL
+        if not t < np.inf:
+            return EV_NO_EVENT
+        dt = t - now
+        if dt > 0:
+            fs[F_JOBS_S] += iscal[I_IN_SYSTEM] * dt
+            fs[F_ENERGY] += fs[F_POWER] * dt
+            fs[F_ALLOC_S] += (num_gpus - iscal[I_NUM_FREE]) * dt
+        found = 0
+        if nrun:
+            useful, found = advance_running(run, dt, restoring, True, rate, overhead_left, work_left, work_done,
+                                            work_total, gpus_req, attained_gpu_s, run_s, interference_loss_s,
+                                            interference, order)
+            if dt > 0:
+                fs[F_USEFUL] += useful
+        now = fs[F_NOW] = t
+        changed = found > 0
+        if changed:  # _finish_completed: the finished in run's order, the others keep theirs
+            nf = iscal[I_FINISHED]
+            for i in range(found):
+                j = order[i]
+                work_left[j] = 0.0
+                work_done[j] = work_total[j]
+                state[j] = 5  # JobState.DONE
+                end[j] = now
+                _release_job(j, job_slot[j], rec_i, rec_f, pool_i, pool_counts, node_pressure, dirty_node,
+                             uplink_demand, dirty_uplink, node_preemptible, preemptible, priority, rate, gpu_owner,
+                             free_mask, node_first_gpu, node_gpus_i, node_owned, node_free, whole_gang, node_power_w,
+                             node_on, power_terms, iscal)
+                iscal[I_NUM_DONE] += 1
+                iscal[I_IN_SYSTEM] -= 1
+                fin_buf[nf] = j
+                nf += 1
+            iscal[I_FINISHED] = nf
+            iscal[I_RELEASED] += found
+            k = 0
+            for i in range(nrun - 1, found - 1, -1):  # order[found:nrun] holds the others reversed
+                run_buf[k] = order[i]
+                k += 1
+            iscal[I_RUNNING] = k
+        new_class = False
+        until = now + 1e-9  # Simulator._admit_arrivals
+        j = iscal[I_NEXT_ARRIVAL]
+        while j < n_jobs and arrival[j] <= until:
+            state[j] = 1  # JobState.QUEUED
+            queued_since[j] = now
+            r = estimate[j] - work_done[j]  # remaining_estimate_s: np.maximum(estimate - done, 0.0) ...
+            if r < 0.0:
+                r = 0.0
+            if iscal[I_ANY_RESTORE]:  # ... + restore_s * needs_restore while some job owes a restore
+                r = r + restore_s[j] * (1.0 if needs_restore[j] else 0.0)
+            length, seq = iscal[I_QLEN], iscal[I_ENQUEUED]  # JobQueue.push
+            q_ids[length] = j
+            q_remaining[j] = r
+            q_seq[j] = seq
+            at = sorted_insert_at(q_sorted, length, r, q_remaining)
+            for m in range(length, at, -1):
+                q_sorted[m] = q_sorted[m - 1]
+            q_sorted[at] = j
+            iscal[I_QLEN] = length + 1
+            iscal[I_QGPUS] += gpus_req[j]
+            if priority[j] == priority_high:
+                iscal[I_QHIGH] += 1
+            iscal[I_ENQUEUED] = seq + 1
+            iscal[I_IN_SYSTEM] += 1
+            if class_of_shape[shape_id[j]] < 0:
+                new_class = True
+            j += 1
+            iscal[I_NEXT_ARRIVAL] = j
+        if changed:  # Simulator._rates_changed
+            update_rates(run_buf[:iscal[I_RUNNING]], dirty_node, dirty_uplink, job_slot, rec_f, rec_i, pool_i,
+                         pool_counts, node_pressure, node_gpus_f, uplink_demand, uplink_cap, ref_net_per_gpu, rate,
+                         interference)
+            fs[F_POWER] = masked_sum(node_power_w, node_on)
+        iscal[I_VERSION] += 1
+        e = iscal[I_EVENTS]  # Simulator._record
+        timeline[e, 0] = now
+        timeline[e, 1] = num_gpus - iscal[I_NUM_FREE]
+        timeline[e, 2] = iscal[I_QLEN]
+        timeline[e, 3] = iscal[I_RUNNING]
+        timeline[e, 4] = iscal[I_FRAGMENTED]
+        timeline[e, 5] = fs[F_POWER]
+        iscal[I_EVENTS] = e + 1
+        if iscal[I_NUM_DONE] == n_jobs:
+            return EV_DONE
+        if new_class:
+            return EV_NEW_CLASS
+        length = iscal[I_QLEN]
+        if length:
+            if fits_version != iscal[I_ALLOC_VERSION]:
+                fits = class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need)[2]
+                fits_version = iscal[I_ALLOC_VERSION]
+                any_fit = False
+                for x in fits:
+                    if x:
+                        any_fit = True
+                        break
+            if any_fit:
+                for m in range(length):
+                    c = class_of_shape[shape_id[q_ids[m]]]
+                    if c < 0:  # not registered: Python's check registers it
+                        return EV_NEW_CLASS
+                    if fits[c]:
+                        return EV_FEASIBLE
+        if e + 1 >= cap_events or iscal[I_FINISHED] + iscal[I_RUNNING] > len(fin_buf):
+            return EV_ROOM

@@ -58,11 +58,12 @@ class Placed:
 
 
 class PlacedTable:
-    """The `Placed` records' values as arrays, for the compiled rate update
-    (envs.kernels.update_rates): row r of `f` holds a record's pressure, coefficient times
+    """The `Placed` records' values as arrays, for the compiled rate update and event loop
+    (envs.kernels.update_rates, run_events): row r of `f` holds a record's pressure, coefficient times
     sensitivity, rate before interference, min speed, TP stretch, DP bandwidth, c_tp and c_dp; of
     `i`, where its nodes start and end in `pool_i` (with the GPUs on each in `pool_counts`), where
-    its uplinks end there (they follow its nodes), and whether its TP traffic crosses nodes. Append-only: rows and pool
+    its uplinks end there (they follow its nodes, with the GB/s it puts on each in `pool_counts`),
+    and whether its TP traffic crosses nodes. Append-only: rows and pool
     entries never change once written, so a LoadModel and its copies share one table, as they share
     the memo of records that says which row each record has (each job's row is in the model's own
     `job_slot`). A model renews both together when the memo is full (LoadModel._renew), so a table
@@ -93,6 +94,7 @@ class PlacedTable:
         self.pool_i[k:k + n] = p.nodes
         self.pool_counts[k:k + n] = p.counts
         self.pool_i[k + n:k + n + u] = p.uplinks
+        self.pool_counts[k + n:k + n + u] = p.profile.uplink_demand_GBps
         self.rows, self.pooled = r + 1, k + n + u
         return r
 

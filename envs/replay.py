@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from envs import jit as _jit
 from envs.candidates import CandidateSet, WaitGuard, apply_candidate, build_candidates
+from envs.kernels import EV_FEASIBLE, EV_NO_EVENT, EV_UNTIL
 from envs.simulator import Simulator
 from envs.state import ClusterState
-from envs.window import any_feasible, can_place
+from envs.window import any_feasible, can_place, shape_classes
 
 Select = Callable[[ClusterState, CandidateSet], int]
 
@@ -29,11 +31,20 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     1.2-2.5x fewer decisions on the default setting and no work on the rule's validity.
     `wait_guard` (envs.candidates.WaitGuard, None: none) goes to `build_candidates`; it changes
     the mask, never which moments are decisions."""
+    compiled = _jit.ENABLED and not preempt_las
     while not sim.done:
         if sim.queue_len:
             state = sim.decision_state()
             if (can_place(state) if preempt_las else any_feasible(state)):
                 return build_candidates(state, queue_window, preempt_las, wait_guard)
+        if compiled and not sim.checkpointing and not sim.reserved:
+            classes = shape_classes(sim.decision_state(), sim.job_shapes()[1])
+            if classes is not None:
+                stop = sim.run_events(*classes, until)
+                if stop == EV_FEASIBLE:
+                    return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
+                if stop != EV_UNTIL and stop != EV_NO_EVENT:
+                    continue
         if until is not None and sim.next_event_s() > until:
             sim.advance_until(until)
             return None

@@ -39,14 +39,14 @@ import numpy as np
 
 from envs import jit as _jit
 from envs import kernels as _kernels
-from envs.jobs import Job
+from envs.jobs import PRIORITY_HIGH, Job
 from envs.ledger import AllocationLedger
 from envs.load import LoadModel
 from envs.power import PowerMeter
 from envs.sim_queue import JobQueue
 from envs.speed import PlacementProfile, SpeedModel, placement_profile
 from envs.state import ClusterState, JobLists, remaining_estimate_s
-from envs.topology import Cluster
+from envs.topology import REFERENCE_NET_PER_GPU_GBPS, Cluster
 
 _EPS = 1e-9
 
@@ -79,6 +79,83 @@ class Segment:
 class SimConfig:
     speed_model: SpeedModel = field(default_factory=SpeedModel)
     max_checkpoint_s: float = 60.0  # a graceful stop is bounded
+
+
+class _EventBuffers:
+    """`Simulator.run_events`' scratch and the cluster's constants it reads, one set per simulator."""
+
+    ROWS = 512  # events per call at most (timeline rows)
+
+    def __init__(self, cluster: Cluster):
+        G = cluster.num_gpus
+        self.fs = np.zeros(7)
+        self.iscal = np.zeros(16, dtype=np.int64)
+        self.run = np.empty(G, dtype=np.int64)  # the running jobs (each holds a GPU)
+        self.order = np.empty(G, dtype=np.int64)
+        self.finished = np.empty(G + self.ROWS, dtype=np.int64)
+        self.timeline = np.empty((self.ROWS, 6))
+        self.consts = _event_constants(cluster)
+
+
+class _EventConstants:
+    __slots__ = ("node_first_gpu", "node_gpus", "whole_gang", "power_terms")
+
+
+_EVENT_CONSTANTS: dict[int, tuple[Cluster, _EventConstants]] = {}
+
+
+def _event_constants(cluster: Cluster) -> _EventConstants:
+    """Per cluster: its nodes' first GPU, GPUs and whole-gang size, and PowerMeter's terms (base W,
+    busy W per GPU, idle W per GPU) per node, as the arrays run_events reads."""
+    hit = _EVENT_CONSTANTS.get(id(cluster))
+    if hit is None or hit[0] is not cluster:
+        c = _EventConstants()
+        c.node_first_gpu = np.ascontiguousarray(cluster.node_first_gpu, dtype=np.int64)
+        c.node_gpus = np.ascontiguousarray(cluster.node_gpus, dtype=np.int64)
+        c.whole_gang = np.ascontiguousarray(cluster.node_whole_gang, dtype=np.int64)
+        power = PowerMeter(cluster, np.zeros(cluster.num_nodes, dtype=np.int64))
+        c.power_terms = np.ascontiguousarray(np.array([t[:3] for t in power._terms], dtype=np.float64).reshape(-1, 3))
+        if len(_EVENT_CONSTANTS) > 64:
+            _EVENT_CONSTANTS.clear()
+        hit = _EVENT_CONSTANTS[id(cluster)] = (cluster, c)
+    return hit[1]
+
+
+class _JobShapes:
+    """Each job's shape id (Simulator.job_shapes), made for the jobs not yet done on first use.
+    A fork with other future jobs keeps the prefix of the jobs it shares."""
+
+    __slots__ = ("ids", "made", "shapes", "index")
+
+    def __init__(self):
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.made = 0
+        self.shapes: list[tuple] = []
+        self.index: dict[tuple, int] = {}
+
+    def prefix(self, k: int) -> _JobShapes:
+        out = _JobShapes()
+        out.made = min(self.made, k)
+        out.ids = self.ids[: out.made]
+        out.shapes, out.index = self.shapes.copy(), self.index.copy()
+        return out
+
+    def of(self, sim: Simulator) -> tuple[np.ndarray, list[tuple]]:
+        n = len(sim.jobs)
+        if self.made != n:
+            ids = np.empty(n, dtype=np.int64)
+            ids[: self.made] = self.ids[: self.made]
+            shapes, index = self.shapes, self.index
+            lo = self.made
+            for k, shape in enumerate(zip(sim.gpus_req[lo:].tolist(), sim.tp_degree[lo:].tolist(),
+                                          sim.mem_req[lo:].tolist(), sim.priority[lo:].tolist()), lo):
+                i = index.get(shape)
+                if i is None:
+                    i = index[shape] = len(shapes)
+                    shapes.append(shape)
+                ids[k] = i
+            self.ids, self.made = ids, n
+        return self.ids, self.shapes
 
 
 def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
@@ -187,6 +264,8 @@ class Simulator:
         self._job_lists = JobLists()  # what the arrived jobs are, as lists (the state's job_lists)
         self._state_arrived = -1  # arrivals its per-job views cover
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
+        self._events = None  # run_events' buffers, made on first use (a fork makes its own)
+        self._shapes = _JobShapes()  # each job's shape (run_events' feasibility test), made as needed
         self._admit_arrivals()
         self._record()
 
@@ -614,7 +693,93 @@ class Simulator:
         f._job_lists = JobLists({name: getattr(lists, name).copy() for name in JobLists.__slots__})
         f._state_arrived = -1
         f.timeline = []  # a fork's timeline starts at the fork
+        f._events = None
+        f._shapes = self._shapes if future_jobs is None else self._shapes.prefix(arrived)
         return f
+
+    # ------------------------------------------------------------------ events between decisions, compiled
+
+    def job_shapes(self) -> tuple[np.ndarray, list[tuple]]:
+        """(n,) each job's shape id and the shapes, (GPUs, TP degree, GB per GPU asked, priority):
+        what a job's feasibility class (envs.window) is made of, for `run_events`' stop test. Of
+        every job of the workload, arrived or not: the simulator's own mechanics (when to hand
+        the scheduler a decision), never shown to a scheduler."""
+        return self._shapes.of(self)
+
+    def run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None = None) -> int:
+        """`advance()` event after event in one compiled call (envs.kernels.run_events), until a
+        queued job's class fits (`class_of_shape`: per shape of `job_shapes`, its class, -1 when
+        none is registered; `class_index`: envs.window's (lower, on_level, by_free, positions,
+        need) for those classes) or something needs Python. Returns why it stopped (EV_* of
+        envs.kernels): EV_FEASIBLE, EV_DONE, EV_UNTIL (the next event is after `until`; nothing
+        done), EV_NO_EVENT (there is none; nothing done), EV_NEW_CLASS (a job of an unregistered
+        shape arrived or is queued), EV_ROOM (its buffers are full). Every event is the one
+        `advance()` would process, bit for bit: the caller tests feasibility before the first.
+        Only on the compiled path, and only with no job checkpointing or reserved (ValueError)."""
+        if not _jit.ENABLED or self.checkpointing or self.reserved:
+            raise ValueError("run_events needs the compiled path and no job checkpointing or reserved")
+        K = _kernels
+        ev = self._events
+        if ev is None:
+            ev = self._events = _EventBuffers(self.cluster)
+        ledger, load, power, q, table = self.ledger, self.load, self.power, self.job_queue, self.load._table
+        fs, iscal = ev.fs, ev.iscal
+        fs[:] = (self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s,
+                 power.power_w, np.inf if until is None else until)
+        nrun = len(self.running)
+        iscal[:] = (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.version, self.num_done,
+                    self.jobs_in_system, self._next_arrival, q.length, q._enqueued, q.queued_gpus,
+                    q.queued_high_priority, nrun, 0, 0, 0, self._num_needs_restore > 0)
+        ev.run[:nrun] = self.running
+        node_owned, node_free = ledger.node_owned.copy(), ledger.node_free.copy()
+        shape_id, _ = self.job_shapes()
+        first = self._next_arrival
+        c = ev.consts
+        stop = K.run_events(
+            fs, iscal, ev.run, ev.order, ev.finished, ev.timeline, self.arrival, self.estimate, self.work_done,
+            self.restore_s, self.needs_restore, self.state, self.queued_since, self.end, self.work_left,
+            self.work_total, self.gpus_req, self.rate, self.overhead_left, self.attained_gpu_s, self.run_s,
+            self.interference_loss_s, self.interference, self.preemptible, self.priority, q.ids, q.sorted_ids,
+            q.queued_remaining_s, q.enqueue_seq, load.job_slot, table.f, table.i, table.pool_i, table.pool_counts,
+            load.node_pressure, load._node_gpus, load.uplink_demand, load._uplink_cap, load.dirty_node,
+            load.dirty_uplink, REFERENCE_NET_PER_GPU_GBPS, ledger.gpu_owner, ledger.free_mask, node_owned, node_free,
+            ledger.node_preemptible, c.node_first_gpu, c.node_gpus, c.whole_gang, power.node_power_w, power.node_on,
+            c.power_terms, shape_id, class_of_shape, *class_index, PRIORITY_HIGH, self.cluster.num_gpus)
+        events = int(iscal[K.I_EVENTS])
+        if not events:
+            return stop
+        # Write back the scalars, then what stays Python: records of the finished, the arrivals' lists.
+        self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w = \
+            fs[:6].tolist()
+        (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.version, self.num_done, self.jobs_in_system,
+         self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, nrun, _, nfin,
+         released, _) = iscal.tolist()
+        if released:
+            power.stale = False
+            ledger.node_owned, ledger.node_free = node_owned, node_free
+            self.running = ev.run[:nrun].copy()
+            if self._restoring:
+                self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0 and self.state.item(j) != JobState.DONE}
+            placement, profiles, placed, node_jobs, crossing = self.placement, self.profiles, load.placed, load.node_jobs, load.crossing
+            seg_start, end = self._segment_start, self.end
+            for j in ev.finished[:nfin].tolist():
+                self.segments.append(Segment(j, placement[j].copy(), seg_start.pop(j), float(end[j]), False))
+                profiles.pop(j, None)
+                for n in placed.pop(j).nodes:
+                    node_jobs[n].discard(j)
+                crossing.pop(j, None)
+                self.finished_order.append(j)
+        elif self._restoring:
+            self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0}
+        if self._next_arrival > first:
+            jobs, add = self.jobs, self._job_lists.add
+            for j in range(first, self._next_arrival):
+                job = jobs[j]
+                add(job.gpus, job.tp_degree, job.mem_per_gpu_gb, job.kind, job.priority, job.preemptible,
+                    job.comm_fraction, job.tp_comm_share)
+        self.timeline.extend((r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4]), r[5])
+                             for r in ev.timeline[:events].tolist())
+        return stop
 
     # ------------------------------------------------------------------ time
 

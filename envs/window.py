@@ -132,6 +132,23 @@ def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
     return cls.index
 
 
+def shape_classes(state: ClusterState, shapes: list[tuple]) -> tuple[np.ndarray, tuple] | None:
+    """For the simulator's compiled event loop (Simulator.run_events): each of `shapes` (GPUs, TP
+    degree, GB per GPU asked, priority) as its registered class, -1 where none is (nothing is
+    registered here), and `_class_index` for those classes; None while no class is registered.
+    Kept per state object until a class or a shape is added."""
+    cls = _classes(state)
+    if not cls.need:
+        return None
+    cache = per_jobs(state)
+    hit = cache.get("shape_classes")
+    of_shape = cls.of_shape  # grows with every new shape (shapes of one class share it), never shrinks
+    if hit is None or hit[0] is not cls or hit[1] != len(of_shape) or hit[2] is not shapes or hit[3] != len(shapes):
+        classes = np.array([of_shape.get(s, -1) for s in shapes], dtype=np.int64)
+        hit = cache["shape_classes"] = (cls, len(of_shape), shapes, len(shapes), (classes, _class_index(state)))
+    return hit[4]
+
+
 def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Per job class: fits now in whole TP groups per node, fits that way only after
     preempting lower-priority preemptible jobs, and either (and the job count it covers). Depends on the allocation and the

@@ -484,3 +484,94 @@ def test_gangsched_jit_0_and_a_machine_without_numba_run_the_reference_path():
     no_numba = "import sys; sys.modules['numba'] = None\n" + _DIGEST_CODE  # `import numba` raises ImportError
     assert _in_fresh_process(no_numba) == f"False False {expect}"
     assert _in_fresh_process(_DIGEST_CODE) == f"True True {expect}"
+
+
+def _replay_record(cluster_name: str, workload: str, rule: str, seed: int, num_jobs: int) -> tuple:
+    """Everything a replay leaves behind: the schedule's digest (benchmarks.replay_philly), the
+    timeline, the finished order, the integrals and version counters, and the metrics."""
+    from baselines import make_baseline
+    from benchmarks.replay_philly import schedule_digest
+    from envs.config import load_cluster
+    from envs.replay import replay
+    from envs.simulator import Simulator
+    from envs.workload import load_workload_spec, make_workload
+
+    cluster = load_cluster(cluster_name)
+    sim = Simulator(cluster, make_workload(load_workload_spec(workload), cluster, seed, num_jobs))
+    base = make_baseline(rule)
+    steps = replay(sim, base.select, queue_window=8, preempt_las=base.preempt_las)
+    return (steps, schedule_digest(sim), sim.timeline, sim.finished_order, sim.version, sim.ledger.alloc_version,
+            [sim.now, sim.jobs_in_system_s, sim.energy_j, sim.allocated_gpu_s, sim.useful_work_s, sim.preemption_gpu_s],
+            {k: repr(v) for k, v in episode_metrics(sim).items()})
+
+
+REPLAYS = [  # every shipped cluster; `priority` preempts, so restores are owed inside the compiled loop
+    ("mixed-64gpu", "llm-mix-bursty", "sect", 300),
+    ("mixed-64gpu", "slo-preempt", "priority", 300),
+    ("hetero-64gpu", "llm-mix", "sjf", 200),
+    ("topo-stress-128gpu", "topology-stress", "spread", 200),
+    ("h100-1024gpu", "llm-mix-large", "topology", 300),
+    ("philly-sized", "philly-busy-vc", "binpack", 400),
+    ("h100-4node", "llm-mix", "easy", 80),
+]
+
+
+@pytest.mark.parametrize("cluster_name,workload,rule,num_jobs", REPLAYS, ids=[f"{r[0]}-{r[2]}" for r in REPLAYS])
+def test_events_between_decisions_in_one_compiled_call_are_the_references(cluster_name, workload, rule, num_jobs,
+                                                                          monkeypatch):
+    """A rule that never takes preempt-las has its events between decisions run by
+    Simulator.run_events (envs.kernels.run_events): completions, arrivals and restores, until a
+    queued job fits. The replay is the reference path's, bit for bit; with buffers of 3 events
+    the calls also stop to be emptied (EV_ROOM), and jobs of a shape not yet registered stop
+    them too (EV_NEW_CLASS)."""
+    from envs import simulator
+
+    stops: dict[int, int] = {}
+    run_events = simulator.Simulator.run_events
+
+    def counted(self, *args):
+        stop = run_events(self, *args)
+        stops[stop] = stops.get(stop, 0) + 1
+        return stop
+
+    monkeypatch.setattr(simulator.Simulator, "run_events", counted)
+    monkeypatch.setattr(simulator._EventBuffers, "ROWS", 3)
+    fast = _replay_record(cluster_name, workload, rule, 0, num_jobs)
+    with jit.reference_path():
+        ref = _replay_record(cluster_name, workload, rule, 0, num_jobs)
+    assert fast[0] == ref[0] and fast[0] > 20
+    assert fast[1:] == ref[1:]
+    assert stops[kernels.EV_FEASIBLE] > 10 and stops[kernels.EV_ROOM] and stops[kernels.EV_NEW_CLASS], stops
+
+
+def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
+    """The honest lookahead's rollouts advance forks to a horizon (advance_to_decision's `until`):
+    its decisions and the episode are the reference path's, and its rollouts stopped there."""
+    from agents.lookahead import run_lookahead
+    from envs import simulator
+    from envs.config import load_cluster
+    from envs.scenario import load_scenario
+    from envs.workload import load_workload_spec, make_workload
+
+    sc = load_scenario("default")
+    cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
+    jobs = make_workload(spec, cluster, 3, num_jobs=30)
+    stops: dict[int, int] = {}
+    run_events = simulator.Simulator.run_events
+
+    def counted(self, *args):
+        stop = run_events(self, *args)
+        stops[stop] = stops.get(stop, 0) + 1
+        return stop
+
+    def record():
+        sim, steps, stats = run_lookahead("lookahead", cluster, spec, jobs, 3, sc.lookahead, sc.objective)
+        return steps, stats.searched, stats.changed, sim.finished_order, sim.timeline, sim.end.tolist()
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(simulator.Simulator, "run_events", counted)
+        fast = record()
+    with jit.reference_path():
+        ref = record()
+    assert fast == ref and fast[1] > 5
+    assert stops.get(kernels.EV_UNTIL, 0) > 5, stops
