@@ -786,12 +786,14 @@ def _release_job(j, s, rec_i, rec_f, pool_i, pool_counts, node_pressure, dirty_n
 def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, work_done, restore_s, needs_restore,
                state, queued_since, end, work_left, work_total, gpus_req, rate, overhead_left, attained_gpu_s, run_s,
                interference_loss_s, interference, preemptible, priority, q_ids, q_sorted, q_remaining, q_seq,
-               job_slot, rec_f, rec_i, pool_i, pool_counts, node_pressure, node_gpus_f, uplink_demand, uplink_cap,
+               q_per_shape, job_slot, rec_f, rec_i, pool_i, pool_counts, node_pressure, node_gpus_f, uplink_demand, uplink_cap,
                dirty_node, dirty_uplink, ref_net_per_gpu, gpu_owner, free_mask, node_owned, node_free,
                node_preemptible, node_first_gpu, node_gpus_i, whole_gang, node_power_w, node_on, power_terms,
-               shape_id, class_of_shape, lower, on_level, by_free, positions, need, priority_high, num_gpus):
+               shape_id, class_of_shape, lower, on_level, by_free, positions, need, priority_high, num_gpus,
+               test_first):
     """Simulator.advance, event after event, until some queued job could be placed (the decision
-    loop's any_feasible, envs.replay.advance_to_decision) or something needs Python: the
+    loop's any_feasible, envs.replay.advance_to_decision; with `test_first` tested before the
+    first event too, else only after each) or something needs Python: the
     reference's operations in the reference's order, for events of completions and arrivals
     (checkpoints and reservations are Python's: the caller starts this only when there are none).
 
@@ -802,8 +804,9 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
     timeline row (Simulator._record). Then the stop tests, which say why it returned (EV_*):
     the workload is done; the next event is after `until` (fs[F_UNTIL]) or there is none (no
     event processed); a job arrived whose class is unknown (class_of_shape[shape_id[j]] < 0,
-    after its event); the timeline or fin_buf may not hold another event; or a queued job's
-    class fits (class_fits over `lower`, `on_level`, `by_free`, `positions`, `need`).
+    after its event, or one is queued); the timeline or fin_buf may not hold another event; or a queued job's
+    class fits (class_fits over `lower`, `on_level`, `by_free`, `positions`, `need`), tested per
+    shape of the queued jobs (`q_per_shape`: the queue's count per shape id, kept up to date).
 
     Scalars are read from and written back to `fs` and `iscal` (F_*, I_*); the running jobs are
     run_buf[:iscal[I_RUNNING]] (in place); node_owned and node_free are the caller's copies."""
@@ -812,7 +815,28 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
     fits = np.zeros(0, dtype=np.bool_)
     fits_version = -1
     any_fit = False
+    test = test_first
     while True:
+        if test and iscal[I_QLEN]:  # the decision loop's test: does a queued job's class fit?
+            if fits_version != iscal[I_ALLOC_VERSION]:
+                fits = class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need)[2]
+                fits_version = iscal[I_ALLOC_VERSION]
+                any_fit = False
+                for x in fits:
+                    if x:
+                        any_fit = True
+                        break
+            if any_fit:  # per shape of the queued jobs, not per queued job
+                for m in range(len(q_per_shape)):
+                    if q_per_shape[m]:
+                        c = class_of_shape[m]
+                        if c < 0:  # not registered: Python's test registers it
+                            return EV_NEW_CLASS
+                        if fits[c]:
+                            return EV_FEASIBLE
+        test = True
+        if iscal[I_EVENTS] >= cap_events or iscal[I_FINISHED] + iscal[I_RUNNING] > len(fin_buf):
+            return EV_ROOM
         nrun = iscal[I_RUNNING]
         run = run_buf[:nrun]
         restoring = False
@@ -892,6 +916,7 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
             if priority[j] == priority_high:
                 iscal[I_QHIGH] += 1
             iscal[I_ENQUEUED] = seq + 1
+            q_per_shape[shape_id[j]] += 1
             iscal[I_IN_SYSTEM] += 1
             if class_of_shape[shape_id[j]] < 0:
                 new_class = True
@@ -915,22 +940,3 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
             return EV_DONE
         if new_class:
             return EV_NEW_CLASS
-        length = iscal[I_QLEN]
-        if length:
-            if fits_version != iscal[I_ALLOC_VERSION]:
-                fits = class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need)[2]
-                fits_version = iscal[I_ALLOC_VERSION]
-                any_fit = False
-                for x in fits:
-                    if x:
-                        any_fit = True
-                        break
-            if any_fit:
-                for m in range(length):
-                    c = class_of_shape[shape_id[q_ids[m]]]
-                    if c < 0:  # not registered: Python's check registers it
-                        return EV_NEW_CLASS
-                    if fits[c]:
-                        return EV_FEASIBLE
-        if e + 1 >= cap_events or iscal[I_FINISHED] + iscal[I_RUNNING] > len(fin_buf):
-            return EV_ROOM

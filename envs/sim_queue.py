@@ -10,7 +10,9 @@ starts or is reserved) and calls `push` and `remove`; the queue keeps up to date
 * each job's queue rank (`enqueue_seq`) and remaining estimate when it entered
   (`queued_remaining_s`), which stay fixed while it waits,
 * the GPUs the queued jobs ask for (`queued_gpus`) and how many are of the high priority class
-  (`queued_high_priority`).
+  (`queued_high_priority`),
+* how many queued jobs have each shape (`per_shape`, when the caller gives each job's shape id:
+  the simulator's compiled event loop tests feasibility per shape, not per queued job).
 
 The caller computes the remaining estimate (envs.state.remaining_estimate_s); the queue only
 files it. The arrays are changed in place and never replaced, so views taken of them stay live.
@@ -30,9 +32,11 @@ from envs.jobs import PRIORITY_HIGH
 class JobQueue:
     """The queued jobs of a workload of `len(gpus)` jobs (ids 0..n-1), kept as they come and go."""
 
-    def __init__(self, gpus: list[int], priority: list[int]):
+    def __init__(self, gpus: list[int], priority: list[int], shape: np.ndarray | None = None, num_shapes: int = 0):
         n = len(gpus)
         self._gpus, self._priority = gpus, priority  # (n,) per job as Python ints: GPUs asked for, priority class
+        self.shape = np.zeros(n, dtype=np.int64) if shape is None else shape  # (n,) each job's shape id (never changed in place)
+        self.per_shape = np.zeros(max(num_shapes, 1), dtype=np.int64)  # queued jobs of each shape
         self.ids = np.empty(max(n, 1), dtype=np.int64)  # queued job ids in (re)arrival order in [:length]
         self.length = 0  # jobs queued
         self.queued_remaining_s = np.zeros(n)  # (n,) s, remaining estimate as of entering the queue; fixed while queued
@@ -42,13 +46,21 @@ class JobQueue:
         self.queued_gpus = 0  # GPUs the queued jobs ask for
         self.queued_high_priority = 0  # queued jobs of the high priority class
 
-    def copy(self, gpus: list[int] | None = None, priority: list[int] | None = None) -> JobQueue:
+    def copy(self, gpus: list[int] | None = None, priority: list[int] | None = None, shape: np.ndarray | None = None,
+             num_shapes: int = 0) -> JobQueue:
         """An independent copy (for `Simulator.fork`): the same queue, nothing mutable shared.
-        With `gpus` and `priority` (per job, as in `__init__`) it serves a workload of
-        `len(gpus)` jobs instead: the queued jobs and every job's fields kept in the first
-        min(n, new n) rows must be the same jobs (the simulator replaces only jobs that have not
-        arrived, which were never queued and whose rows are still zero)."""
+        With `gpus`, `priority` and `shape` (per job, as in `__init__`) it serves a workload of
+        `len(gpus)` jobs instead, with `num_shapes` shapes: the queued jobs and every job's fields
+        kept in the first min(n, new n) rows must be the same jobs (the simulator replaces only
+        jobs that have not arrived, which were never queued and whose rows are still zero)."""
         q = JobQueue.__new__(JobQueue)
+        if gpus is None:
+            q.shape = self.shape  # never changed in place
+            q.per_shape = self.per_shape.copy()
+        else:
+            q.shape = shape
+            q.per_shape = np.zeros(max(num_shapes, len(self.per_shape)), dtype=np.int64)
+            q.per_shape[: len(self.per_shape)] = self.per_shape
         if gpus is None:
             q._gpus, q._priority = self._gpus.copy(), self._priority.copy()
             q.ids = self.ids.copy()
@@ -98,6 +110,7 @@ class JobQueue:
         self.length = length + 1
         self.queued_gpus += self._gpus[job_id]
         self.queued_high_priority += self._priority[job_id] == PRIORITY_HIGH
+        self.per_shape[self.shape[job_id]] += 1
         self._enqueued = seq + 1
 
     def remove(self, job_id: int) -> None:
@@ -114,3 +127,4 @@ class JobQueue:
         self.length = length - 1
         self.queued_gpus -= self._gpus[job_id]
         self.queued_high_priority -= self._priority[job_id] == PRIORITY_HIGH
+        self.per_shape[self.shape[job_id]] -= 1

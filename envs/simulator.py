@@ -122,8 +122,9 @@ def _event_constants(cluster: Cluster) -> _EventConstants:
 
 
 class _JobShapes:
-    """Each job's shape id (Simulator.job_shapes), made for the jobs not yet done on first use.
-    A fork with other future jobs keeps the prefix of the jobs it shares."""
+    """Each job's shape id and the shapes (Simulator.job_shapes), made with the simulator. Forks
+    with the same jobs share it; one with other future jobs keeps the prefix of the jobs it
+    shares and adds its own."""
 
     __slots__ = ("ids", "made", "shapes", "index")
 
@@ -237,7 +238,9 @@ class Simulator:
 
         self._mem_ok: dict[float, np.ndarray] = {}  # (G,) no GPU memory below the key, per requirement
 
-        self.job_queue = JobQueue(self.gpus_req.tolist(), self.priority.tolist())  # the queued jobs
+        self._shapes = _JobShapes()  # each job's shape (the queue's count per shape, run_events' feasibility test)
+        shape_id, shapes = self._shapes.of(self)
+        self.job_queue = JobQueue(self.gpus_req.tolist(), self.priority.tolist(), shape_id, len(shapes))  # the queued jobs
         self.ledger = AllocationLedger(c)  # GPU ownership and reservations, per-node counts
         self.load = LoadModel(c, self.config.speed_model)  # node and uplink load, placed jobs' profiles
         self.reserved: list[int] = []
@@ -265,7 +268,6 @@ class Simulator:
         self._state_arrived = -1  # arrivals its per-job views cover
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._events = None  # run_events' buffers, made on first use (a fork makes its own)
-        self._shapes = _JobShapes()  # each job's shape (run_events' feasibility test), made as needed
         self._admit_arrivals()
         self._record()
 
@@ -654,6 +656,7 @@ class Simulator:
                 new_jobs[j] = _with_work(new_jobs[j], w)
         f.cluster = self.cluster
         f.config = self.config
+        f._shapes = self._shapes if future_jobs is None else self._shapes.prefix(arrived)
         f.now = self.now
         f._num_needs_restore = self._num_needs_restore
         f.placement = self.placement.copy()  # the GPU arrays are never changed in place
@@ -665,8 +668,9 @@ class Simulator:
             f.job_queue = self.job_queue.copy()
         else:
             q = self.job_queue
+            shape_id, shapes = f._shapes.of(f)
             f.job_queue = q.copy(q._gpus[:arrived] + [int(j.gpus) for j in future_jobs],
-                                 q._priority[:arrived] + [int(j.priority) for j in future_jobs])
+                                 q._priority[:arrived] + [int(j.priority) for j in future_jobs], shape_id, len(shapes))
         f.ledger = self.ledger.copy()
         f.load = self.load.copy()
         f.reserved = self.reserved.copy()
@@ -694,7 +698,6 @@ class Simulator:
         f._state_arrived = -1
         f.timeline = []  # a fork's timeline starts at the fork
         f._events = None
-        f._shapes = self._shapes if future_jobs is None else self._shapes.prefix(arrived)
         return f
 
     # ------------------------------------------------------------------ events between decisions, compiled
@@ -706,7 +709,8 @@ class Simulator:
         the scheduler a decision), never shown to a scheduler."""
         return self._shapes.of(self)
 
-    def run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None = None) -> int:
+    def run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None = None,
+                   test_first: bool = False) -> int:
         """`advance()` event after event in one compiled call (envs.kernels.run_events), until a
         queued job's class fits (`class_of_shape`: per shape of `job_shapes`, its class, -1 when
         none is registered; `class_index`: envs.window's (lower, on_level, by_free, positions,
@@ -714,8 +718,9 @@ class Simulator:
         envs.kernels): EV_FEASIBLE, EV_DONE, EV_UNTIL (the next event is after `until`; nothing
         done), EV_NO_EVENT (there is none; nothing done), EV_NEW_CLASS (a job of an unregistered
         shape arrived or is queued), EV_ROOM (its buffers are full). Every event is the one
-        `advance()` would process, bit for bit: the caller tests feasibility before the first.
-        Only on the compiled path, and only with no job checkpointing or reserved (ValueError)."""
+        `advance()` would process, bit for bit. With `test_first` it tests the state as it is
+        before the first event (else the caller has: it tests after each). Only on the compiled
+        path, and only with no job checkpointing or reserved (ValueError)."""
         if not _jit.ENABLED or self.checkpointing or self.reserved:
             raise ValueError("run_events needs the compiled path and no job checkpointing or reserved")
         K = _kernels
@@ -740,11 +745,11 @@ class Simulator:
             self.restore_s, self.needs_restore, self.state, self.queued_since, self.end, self.work_left,
             self.work_total, self.gpus_req, self.rate, self.overhead_left, self.attained_gpu_s, self.run_s,
             self.interference_loss_s, self.interference, self.preemptible, self.priority, q.ids, q.sorted_ids,
-            q.queued_remaining_s, q.enqueue_seq, load.job_slot, table.f, table.i, table.pool_i, table.pool_counts,
+            q.queued_remaining_s, q.enqueue_seq, q.per_shape, load.job_slot, table.f, table.i, table.pool_i, table.pool_counts,
             load.node_pressure, load._node_gpus, load.uplink_demand, load._uplink_cap, load.dirty_node,
             load.dirty_uplink, REFERENCE_NET_PER_GPU_GBPS, ledger.gpu_owner, ledger.free_mask, node_owned, node_free,
             ledger.node_preemptible, c.node_first_gpu, c.node_gpus, c.whole_gang, power.node_power_w, power.node_on,
-            c.power_terms, shape_id, class_of_shape, *class_index, PRIORITY_HIGH, self.cluster.num_gpus)
+            c.power_terms, shape_id, class_of_shape, *class_index, PRIORITY_HIGH, self.cluster.num_gpus, test_first)
         events = int(iscal[K.I_EVENTS])
         if not events:
             return stop

@@ -221,7 +221,8 @@ def assert_nothing_mutable_shared(a, b, path: str, shared_arrays: bool = False) 
     placements' GPU arrays (`shared_arrays`). Returns the number of mutable objects checked."""
     if isinstance(a, IMMUTABLE):
         return 0
-    if path.endswith((".load._node_gpus", ".load._uplink_cap")):  # the cluster's constants, never changed
+    if path.endswith((".load._node_gpus", ".load._uplink_cap", ".job_queue.shape")):  # never changed: the cluster's
+        # constants, and the jobs' shape ids (those of the simulator's shared _JobShapes)
         assert a is b, f"{path}: expected shared"
         return 0
     if isinstance(a, SHARED_TYPES):
