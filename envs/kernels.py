@@ -940,3 +940,68 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
             return EV_DONE
         if new_class:
             return EV_NEW_CLASS
+
+
+@njit
+def launch_job(j, gpus, s, iscal, fs, running, q_ids, q_sorted, q_remaining, q_seq, q_per_shape, shape_id, gpus_req,
+               priority, priority_high, preemptible, rec_f, rec_i, pool_i, pool_counts, node_pressure, node_gpus_f,
+               uplink_demand, uplink_cap, dirty_node, dirty_uplink, job_slot, ref_net_per_gpu, rate, interference,
+               gpu_owner, gpu_reserved, free_mask, node_owned, node_free, node_preemptible, whole_gang, node_gpus_i,
+               node_power_w, node_on, power_terms):
+    """Simulator.start's bookkeeping after its checks, for a queued job `j` on free `gpus` with
+    record row `s`, in the reference's order: the queue lets it go (JobQueue.remove), it loads
+    its nodes and uplinks (LoadModel._add_load(+1)), counts as preemptible where it is
+    (count_preemptible(+1)), takes its GPUs (AllocationLedger.claim and move, on the caller's
+    copies `node_owned` and `node_free`), the power meter takes its nodes (nodes_changed); then
+    the rates that can have changed (update_rates over `running`, which includes it) and the
+    power drawn (masked_sum). Scalars in and out as run_events' (I_* of iscal, fs[F_POWER])."""
+    # JobQueue.remove
+    length = iscal[I_QLEN]
+    pos = queue_positions(q_ids, q_sorted, length, j, q_remaining, q_seq)
+    at, i = pos // length, pos % length
+    for m in range(at, length - 1):
+        q_sorted[m] = q_sorted[m + 1]
+    for m in range(i, length - 1):
+        q_ids[m] = q_ids[m + 1]
+    iscal[I_QLEN] = length - 1
+    iscal[I_QGPUS] -= gpus_req[j]
+    if priority[j] == priority_high:
+        iscal[I_QHIGH] -= 1
+    q_per_shape[shape_id[j]] -= 1
+    # LoadModel._add_load(placed, +1.0)
+    lo, hi, uhi = rec_i[s, 0], rec_i[s, 1], rec_i[s, 2]
+    pressure = 1.0 * rec_f[s, 0]
+    for q in range(lo, hi):
+        n = pool_i[q]
+        node_pressure[n] += pressure * pool_counts[q]
+        dirty_node[n] = True
+    for q in range(hi, uhi):
+        u = pool_i[q]
+        uplink_demand[u] += 1.0 * pool_counts[q]
+        dirty_uplink[u] = True
+    if preemptible[j]:  # count_preemptible(nodes, counts, priority, +1)
+        p = priority[j]
+        for q in range(lo, hi):
+            node_preemptible[pool_i[q], p] += np.int64(pool_counts[q])
+    for g in gpus:  # AllocationLedger.claim
+        gpu_owner[g] = j
+        gpu_reserved[g] = -1
+        free_mask[g] = False
+    iscal[I_ALLOC_VERSION] += 1
+    for q in range(lo, hi):  # move(nodes, counts, owned=1, free=-1)
+        n = pool_i[q]
+        k = np.int64(pool_counts[q])
+        node_owned[n] += k
+        was = node_free[n]
+        node_free[n] = was - k
+        iscal[I_NUM_FREE] -= k
+        w = whole_gang[n]
+        iscal[I_FRAGMENTED] += ((was - k) if was - k < w else 0) - (was if was < w else 0)
+    for q in range(lo, hi):  # PowerMeter.nodes_changed(nodes, node_owned)
+        n = pool_i[q]
+        o = node_owned[n]
+        node_power_w[n] = power_terms[n, 0] + o * power_terms[n, 1] + (node_gpus_i[n] - o) * power_terms[n, 2]
+        node_on[n] = o > 0
+    update_rates(running, dirty_node, dirty_uplink, job_slot, rec_f, rec_i, pool_i, pool_counts, node_pressure,
+                 node_gpus_f, uplink_demand, uplink_cap, ref_net_per_gpu, rate, interference)
+    fs[F_POWER] = masked_sum(node_power_w, node_on)
