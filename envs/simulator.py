@@ -484,48 +484,10 @@ class Simulator:
         the caller has it, is the job's `placement_profile` on exactly these GPUs."""
         gpus = np.asarray(gpus, dtype=np.int64)
         self._check_placement(job_id, gpus, self.ledger.free_mask)
-        if _jit.ENABLED:
-            self._start_compiled(job_id, gpus, profile)
-            return
         self.job_queue.remove(job_id)
         self.wait_s[job_id] += self.now - self.queued_since[job_id]
         self._launch(job_id, gpus, profile)
         self._rates_changed()
-
-    def _start_compiled(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None) -> None:
-        """`start` after its checks on the compiled path: the records here, the queue, load, GPUs,
-        power and rates in one call (envs.kernels.launch_job), the same operations in the same order."""
-        self.wait_s[job_id] += self.now - self.queued_since[job_id]
-        self.placement[job_id] = gpus
-        if profile is None:
-            profile = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
-        self.profiles[job_id] = profile
-        load, ledger, power, q = self.load, self.ledger, self.power, self.job_queue
-        load.start(job_id, profile, add_load=False)
-        self._mark_launched(job_id)
-        ev = self._events
-        if ev is None:
-            ev = self._events = _EventBuffers(self.cluster)
-        iscal, fs, c, table = ev.iscal, ev.fs, ev.consts, load._table
-        iscal[_kernels.I_QLEN], iscal[_kernels.I_QGPUS], iscal[_kernels.I_QHIGH] = q.length, q.queued_gpus, q.queued_high_priority
-        iscal[_kernels.I_ALLOC_VERSION], iscal[_kernels.I_NUM_FREE], iscal[_kernels.I_FRAGMENTED] = \
-            ledger.alloc_version, ledger.num_free, ledger.fragmented
-        node_owned, node_free = ledger.node_owned.copy(), ledger.node_free.copy()
-        _kernels.launch_job(
-            job_id, gpus, load.job_slot[job_id], iscal, fs, self.running, q.ids, q.sorted_ids, q.queued_remaining_s,
-            q.enqueue_seq, q.per_shape, q.shape, self.gpus_req, self.priority, PRIORITY_HIGH, self.preemptible,
-            table.f, table.i, table.pool_i, table.pool_counts, load.node_pressure, load._node_gpus, load.uplink_demand,
-            load._uplink_cap, load.dirty_node, load.dirty_uplink, load.job_slot, REFERENCE_NET_PER_GPU_GBPS, self.rate,
-            self.interference, ledger.gpu_owner, ledger.gpu_reserved, ledger.free_mask, node_owned, node_free,
-            ledger.node_preemptible, c.whole_gang, c.node_gpus, power.node_power_w, power.node_on, c.power_terms)
-        q.length, q.queued_gpus, q.queued_high_priority = (int(iscal[_kernels.I_QLEN]), int(iscal[_kernels.I_QGPUS]),
-                                                           int(iscal[_kernels.I_QHIGH]))
-        ledger.alloc_version, ledger.num_free, ledger.fragmented = (int(iscal[_kernels.I_ALLOC_VERSION]),
-                                                                   int(iscal[_kernels.I_NUM_FREE]),
-                                                                   int(iscal[_kernels.I_FRAGMENTED]))
-        ledger.node_owned, ledger.node_free = node_owned, node_free
-        power.power_w, power.stale = float(fs[_kernels.F_POWER]), False
-        self.version += 1
 
     def preempt_and_start(self, job_id: int, gpus: np.ndarray, victims: list[int]) -> None:
         """Preempt `victims` (gracefully: each keeps its GPUs while it checkpoints) and reserve
@@ -578,16 +540,6 @@ class Simulator:
             profile = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
         self.profiles[job_id] = profile
         placed = self.load.start(job_id, profile)
-        self._mark_launched(job_id)
-        ledger = self.ledger
-        if self.preemptible[job_id]:
-            ledger.count_preemptible(placed.nodes, placed.counts, self.priority[job_id], 1)
-        ledger.claim(job_id, gpus, placed.nodes, placed.counts, reserved)
-        self.power.nodes_changed(placed.nodes, ledger.node_owned)
-
-    def _mark_launched(self, job_id: int) -> None:
-        """A launched job's records: running now, paying the restore it owes, its first start
-        and the start of its segment."""
         self.state[job_id] = JobState.RUNNING
         restore = 0.0
         if self.needs_restore[job_id]:
@@ -600,7 +552,12 @@ class Simulator:
         if math.isnan(self.first_start[job_id]):
             self.first_start[job_id] = self.now
         self.running = np.concatenate((self.running, [job_id]))
+        ledger = self.ledger
+        if self.preemptible[job_id]:
+            ledger.count_preemptible(placed.nodes, placed.counts, self.priority[job_id], 1)
         self._segment_start[job_id] = self.now
+        ledger.claim(job_id, gpus, placed.nodes, placed.counts, reserved)
+        self.power.nodes_changed(placed.nodes, ledger.node_owned)
 
     def _stop(self, job_id: int) -> None:
         """A running job stops running (it finished or is preempted): it leaves the per-node
