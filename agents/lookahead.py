@@ -39,7 +39,7 @@ from envs.features import predicted_rate
 from envs.jobs import Job, JobKind
 from envs.objective import Objective, objective_total
 from envs.placement import PREEMPT_RULES, RULES
-from envs.replay import advance_to_decision
+from envs.replay import advance_to_decision, decide
 from envs.scenario import LookaheadConfig
 from envs.simulator import SimConfig, Simulator
 from envs.state import ClusterState
@@ -216,13 +216,19 @@ class Lookahead:
         self.last_search: tuple[list[int], np.ndarray] | None = None
 
     def _rollout(self, fork: Simulator, cset: CandidateSet, action: int, horizon_end: float) -> float:
-        apply_candidate(fork, cset, action)
         base, q, las = self.base.select, self.queue_window, self.base.preempt_las
-        while not fork.done and fork.now < horizon_end:
-            nxt = advance_to_decision(fork, q, until=horizon_end, preempt_las=las)
+        while True:  # apply, then on to the base rule's next decision until the horizon
+            if action != cset.wait_index and not fork.done and fork.now < horizon_end:
+                # only WAIT moves time or ends the episode: test first, then apply and advance together
+                nxt = decide(fork, cset, action, q, until=horizon_end, preempt_las=las)
+            else:
+                apply_candidate(fork, cset, action)
+                if fork.done or not fork.now < horizon_end:
+                    break
+                nxt = advance_to_decision(fork, q, until=horizon_end, preempt_las=las)
             if nxt is None or fork.done:
                 break
-            apply_candidate(fork, nxt, base(nxt.state, nxt))
+            cset, action = nxt, base(nxt.state, nxt)
         if math.isfinite(horizon_end) and not fork.done:
             if fork.now < horizon_end:
                 fork.advance_until(horizon_end)

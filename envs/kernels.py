@@ -734,7 +734,7 @@ EV_FEASIBLE, EV_DONE, EV_UNTIL, EV_NO_EVENT, EV_NEW_CLASS, EV_ROOM = 0, 1, 2, 3,
 # Positions in its float scalars `fs` and int scalars `iscal` (read and written back).
 F_NOW, F_JOBS_S, F_ENERGY, F_ALLOC_S, F_USEFUL, F_POWER, F_UNTIL = range(7)
 (I_NUM_FREE, I_FRAGMENTED, I_ALLOC_VERSION, I_VERSION, I_NUM_DONE, I_IN_SYSTEM, I_NEXT_ARRIVAL, I_QLEN, I_ENQUEUED,
- I_QGPUS, I_QHIGH, I_RUNNING, I_EVENTS, I_FINISHED, I_RELEASED, I_ANY_RESTORE) = range(16)
+ I_QGPUS, I_QHIGH, I_RUNNING, I_EVENTS, I_FINISHED, I_RELEASED, I_ANY_RESTORE, I_CLAIMED) = range(17)
 
 
 @njit
@@ -783,6 +783,63 @@ def _release_job(j, s, rec_i, rec_f, pool_i, pool_counts, node_pressure, dirty_n
 
 
 @njit
+def _launch_job(j, gpus, s, iscal, running, q_ids, q_sorted, q_remaining, q_seq, q_per_shape, shape_id, gpus_req,
+                priority, priority_high, preemptible, rec_f, rec_i, pool_i, pool_counts, node_pressure, dirty_node,
+                uplink_demand, dirty_uplink, gpu_owner, gpu_reserved, free_mask, node_owned, node_free,
+                node_preemptible, whole_gang, node_gpus_i, node_power_w, node_on, power_terms):
+    """Simulator.start's bookkeeping after its checks and records, for a queued job `j` on free
+    `gpus` with record row `s`, in the reference's order: the queue lets it go (JobQueue.remove),
+    it loads its nodes and uplinks (LoadModel._add_load(+1)), counts as preemptible where it is
+    (count_preemptible(+1)), takes its GPUs (AllocationLedger.claim and move) and the power meter
+    takes its nodes (nodes_changed). The caller then updates the rates and the power drawn."""
+    length = iscal[I_QLEN]  # JobQueue.remove
+    pos = queue_positions(q_ids, q_sorted, length, j, q_remaining, q_seq)
+    at, i = pos // length, pos % length
+    for m in range(at, length - 1):
+        q_sorted[m] = q_sorted[m + 1]
+    for m in range(i, length - 1):
+        q_ids[m] = q_ids[m + 1]
+    iscal[I_QLEN] = length - 1
+    iscal[I_QGPUS] -= gpus_req[j]
+    if priority[j] == priority_high:
+        iscal[I_QHIGH] -= 1
+    q_per_shape[shape_id[j]] -= 1
+    lo, hi, uhi = rec_i[s, 0], rec_i[s, 1], rec_i[s, 2]  # LoadModel._add_load(placed, +1.0)
+    pressure = 1.0 * rec_f[s, 0]
+    for q in range(lo, hi):
+        n = pool_i[q]
+        node_pressure[n] += pressure * pool_counts[q]
+        dirty_node[n] = True
+    for q in range(hi, uhi):
+        u = pool_i[q]
+        uplink_demand[u] += 1.0 * pool_counts[q]
+        dirty_uplink[u] = True
+    if preemptible[j]:  # count_preemptible(nodes, counts, priority, +1)
+        p = priority[j]
+        for q in range(lo, hi):
+            node_preemptible[pool_i[q], p] += np.int64(pool_counts[q])
+    for g in gpus:  # AllocationLedger.claim
+        gpu_owner[g] = j
+        gpu_reserved[g] = -1
+        free_mask[g] = False
+    iscal[I_ALLOC_VERSION] += 1
+    for q in range(lo, hi):  # move(nodes, counts, owned=1, free=-1)
+        n = pool_i[q]
+        k = np.int64(pool_counts[q])
+        node_owned[n] += k
+        was = node_free[n]
+        node_free[n] = was - k
+        iscal[I_NUM_FREE] -= k
+        w = whole_gang[n]
+        iscal[I_FRAGMENTED] += ((was - k) if was - k < w else 0) - (was if was < w else 0)
+    for q in range(lo, hi):  # PowerMeter.nodes_changed(nodes, node_owned)
+        n = pool_i[q]
+        o = node_owned[n]
+        node_power_w[n] = power_terms[n, 0] + o * power_terms[n, 1] + (node_gpus_i[n] - o) * power_terms[n, 2]
+        node_on[n] = o > 0
+
+
+@njit
 def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, work_done, restore_s, needs_restore,
                state, queued_since, end, work_left, work_total, gpus_req, rate, overhead_left, attained_gpu_s, run_s,
                interference_loss_s, interference, preemptible, priority, q_ids, q_sorted, q_remaining, q_seq,
@@ -790,7 +847,7 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
                dirty_node, dirty_uplink, ref_net_per_gpu, gpu_owner, free_mask, node_owned, node_free,
                node_preemptible, node_first_gpu, node_gpus_i, whole_gang, node_power_w, node_on, power_terms,
                shape_id, class_of_shape, lower, on_level, by_free, positions, need, priority_high, num_gpus,
-               test_first):
+               test_first, gpu_reserved, launch, launch_gpus):
     """Simulator.advance, event after event, until some queued job could be placed (the decision
     loop's any_feasible, envs.replay.advance_to_decision; with `test_first` tested before the
     first event too, else only after each) or something needs Python: the
@@ -808,9 +865,25 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
     class fits (class_fits over `lower`, `on_level`, `by_free`, `positions`, `need`), tested per
     shape of the queued jobs (`q_per_shape`: the queue's count per shape id, kept up to date).
 
+    With `launch` >= 0 it first carries out Simulator.start of that job on `launch_gpus` after
+    the caller's checks and records (the job already among the running): _launch_job, the rate
+    update and the power drawn, the version bumped (iscal[I_CLAIMED] set).
+
     Scalars are read from and written back to `fs` and `iscal` (F_*, I_*); the running jobs are
     run_buf[:iscal[I_RUNNING]] (in place); node_owned and node_free are the caller's copies."""
     n_jobs = len(arrival)
+    if launch >= 0:
+        _launch_job(launch, launch_gpus, job_slot[launch], iscal, run_buf[:iscal[I_RUNNING]], q_ids, q_sorted,
+                    q_remaining, q_seq, q_per_shape, shape_id, gpus_req, priority, priority_high, preemptible, rec_f,
+                    rec_i, pool_i, pool_counts, node_pressure, dirty_node, uplink_demand, dirty_uplink, gpu_owner,
+                    gpu_reserved, free_mask, node_owned, node_free, node_preemptible, whole_gang, node_gpus_i,
+                    node_power_w, node_on, power_terms)
+        update_rates(run_buf[:iscal[I_RUNNING]], dirty_node, dirty_uplink, job_slot, rec_f, rec_i, pool_i,
+                     pool_counts, node_pressure, node_gpus_f, uplink_demand, uplink_cap, ref_net_per_gpu, rate,
+                     interference)
+        fs[F_POWER] = masked_sum(node_power_w, node_on)
+        iscal[I_VERSION] += 1
+        iscal[I_CLAIMED] = 1
     cap_events = timeline.shape[0]
     fits = np.zeros(0, dtype=np.bool_)
     fits_version = -1

@@ -147,8 +147,9 @@ class LoadModel:
         m._uplink_cap = self._uplink_cap  # never changed
         return m
 
-    def start(self, job_id: int, profile: PlacementProfile) -> Placed:
-        """`job_id` starts running with `profile`: it is placed and loads its nodes and uplinks."""
+    def start(self, job_id: int, profile: PlacementProfile, add_load: bool = True) -> Placed:
+        """`job_id` starts running with `profile`: it is placed and loads its nodes and uplinks
+        (without `add_load`, the caller's compiled call adds its load: Simulator.start_and_run)."""
         memo = self._placed_of
         hit = memo.get(id(profile))
         if hit is None or hit[0] is not profile:
@@ -161,7 +162,8 @@ class LoadModel:
         if job_id >= len(slots):
             slots = self.job_slot = np.concatenate((slots, np.zeros(max(job_id + 1, 2 * len(slots)) - len(slots), dtype=np.int64)))
         slots[job_id] = hit[2]
-        self._add_load(placed, 1.0)
+        if add_load:
+            self._add_load(placed, 1.0)
         for n in placed.nodes:
             self.node_jobs[n].add(job_id)
         if placed.uplinks:

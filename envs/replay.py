@@ -52,6 +52,25 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
 
 
+def decide(sim: Simulator, cset: CandidateSet, action: int, queue_window: int, until: float | None = None,
+           preempt_las: bool = True, wait_guard: WaitGuard | None = None) -> CandidateSet | None:
+    """`apply_candidate(sim, cset, action)`, then `advance_to_decision` (the same arguments): the
+    next decision's candidates. Where the compiled event loop serves (see `advance_to_decision`)
+    and the action starts a job without preempting, the start and the events that follow it are
+    one compiled call (Simulator.start_and_run)."""
+    if _jit.ENABLED and not preempt_las and not sim.checkpointing and not sim.reserved \
+            and 0 <= action < len(cset.candidates) and cset.mask[action]:
+        cd = cset.candidates[action]
+        if cd.rule != -1 and not cd.victims:
+            classes = shape_classes(cset.state, sim.job_shapes()[1])
+            if classes is not None:
+                if sim.start_and_run(cd.job_id, cd.gpus, cd.profile, *classes, until) == EV_FEASIBLE:
+                    return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
+                return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard)
+    apply_candidate(sim, cset, action)
+    return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard)
+
+
 def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | None = None, preempt_las: bool = True,
            wait_guard: WaitGuard | None = None) -> int:
     """Run `sim` to the end (or `max_steps` decisions) letting `select` pick each candidate
@@ -59,7 +78,6 @@ def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | N
     steps = 0
     cset = advance_to_decision(sim, queue_window, preempt_las=preempt_las, wait_guard=wait_guard)
     while not sim.done and (max_steps is None or steps < max_steps):
-        apply_candidate(sim, cset, select(cset.state, cset))
+        cset = decide(sim, cset, select(cset.state, cset), queue_window, preempt_las=preempt_las, wait_guard=wait_guard)
         steps += 1
-        cset = advance_to_decision(sim, queue_window, preempt_las=preempt_las, wait_guard=wait_guard)
     return steps

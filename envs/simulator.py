@@ -81,6 +81,9 @@ class SimConfig:
     max_checkpoint_s: float = 60.0  # a graceful stop is bounded
 
 
+_NO_GPUS = np.zeros(0, dtype=np.int64)
+
+
 class _EventBuffers:
     """`Simulator.run_events`' scratch and the cluster's constants it reads, one set per simulator."""
 
@@ -89,7 +92,7 @@ class _EventBuffers:
     def __init__(self, cluster: Cluster):
         G = cluster.num_gpus
         self.fs = np.zeros(7)
-        self.iscal = np.zeros(16, dtype=np.int64)
+        self.iscal = np.zeros(17, dtype=np.int64)
         self.run = np.empty(G, dtype=np.int64)  # the running jobs (each holds a GPU)
         self.order = np.empty(G, dtype=np.int64)
         self.finished = np.empty(G + self.ROWS, dtype=np.int64)
@@ -540,6 +543,16 @@ class Simulator:
             profile = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
         self.profiles[job_id] = profile
         placed = self.load.start(job_id, profile)
+        self._mark_launched(job_id)
+        ledger = self.ledger
+        if self.preemptible[job_id]:
+            ledger.count_preemptible(placed.nodes, placed.counts, self.priority[job_id], 1)
+        ledger.claim(job_id, gpus, placed.nodes, placed.counts, reserved)
+        self.power.nodes_changed(placed.nodes, ledger.node_owned)
+
+    def _mark_launched(self, job_id: int) -> None:
+        """A launched job's records: running now, paying the restore it owes, its first start
+        and the start of its segment."""
         self.state[job_id] = JobState.RUNNING
         restore = 0.0
         if self.needs_restore[job_id]:
@@ -552,12 +565,7 @@ class Simulator:
         if math.isnan(self.first_start[job_id]):
             self.first_start[job_id] = self.now
         self.running = np.concatenate((self.running, [job_id]))
-        ledger = self.ledger
-        if self.preemptible[job_id]:
-            ledger.count_preemptible(placed.nodes, placed.counts, self.priority[job_id], 1)
         self._segment_start[job_id] = self.now
-        ledger.claim(job_id, gpus, placed.nodes, placed.counts, reserved)
-        self.power.nodes_changed(placed.nodes, ledger.node_owned)
 
     def _stop(self, job_id: int) -> None:
         """A running job stops running (it finished or is preempted): it leaves the per-node
@@ -723,6 +731,30 @@ class Simulator:
         path, and only with no job checkpointing or reserved (ValueError)."""
         if not _jit.ENABLED or self.checkpointing or self.reserved:
             raise ValueError("run_events needs the compiled path and no job checkpointing or reserved")
+        return self._run_events(class_of_shape, class_index, until, test_first, -1, _NO_GPUS)
+
+    def start_and_run(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None, class_of_shape: np.ndarray,
+                      class_index: tuple, until: float | None = None) -> int:
+        """`start(job_id, gpus, profile)` and then `run_events(class_of_shape, class_index, until,
+        test_first=True)`, in one compiled call: the start's checks and records here, its queue,
+        load, GPU, power and rate bookkeeping in the call (envs.kernels._launch_job), the same
+        operations in the same order as the two calls. Returns run_events' stop reason. The same
+        conditions as run_events (ValueError); SchedulingError as `start`."""
+        if not _jit.ENABLED or self.checkpointing or self.reserved:
+            raise ValueError("start_and_run needs the compiled path and no job checkpointing or reserved")
+        gpus = np.asarray(gpus, dtype=np.int64)
+        self._check_placement(job_id, gpus, self.ledger.free_mask)
+        self.wait_s[job_id] += self.now - self.queued_since[job_id]
+        self.placement[job_id] = gpus
+        if profile is None:
+            profile = placement_profile(self.cluster, self.jobs[job_id], gpus, self.config.speed_model)
+        self.profiles[job_id] = profile
+        self.load.start(job_id, profile, add_load=False)
+        self._mark_launched(job_id)
+        return self._run_events(class_of_shape, class_index, until, True, job_id, gpus)
+
+    def _run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None, test_first: bool,
+                    launch: int, launch_gpus: np.ndarray) -> int:
         K = _kernels
         ev = self._events
         if ev is None:
@@ -734,7 +766,7 @@ class Simulator:
         nrun = len(self.running)
         iscal[:] = (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.version, self.num_done,
                     self.jobs_in_system, self._next_arrival, q.length, q._enqueued, q.queued_gpus,
-                    q.queued_high_priority, nrun, 0, 0, 0, self._num_needs_restore > 0)
+                    q.queued_high_priority, nrun, 0, 0, 0, self._num_needs_restore > 0, 0)
         ev.run[:nrun] = self.running
         node_owned, node_free = ledger.node_owned.copy(), ledger.node_free.copy()
         shape_id, _ = self.job_shapes()
@@ -749,19 +781,21 @@ class Simulator:
             load.node_pressure, load._node_gpus, load.uplink_demand, load._uplink_cap, load.dirty_node,
             load.dirty_uplink, REFERENCE_NET_PER_GPU_GBPS, ledger.gpu_owner, ledger.free_mask, node_owned, node_free,
             ledger.node_preemptible, c.node_first_gpu, c.node_gpus, c.whole_gang, power.node_power_w, power.node_on,
-            c.power_terms, shape_id, class_of_shape, *class_index, PRIORITY_HIGH, self.cluster.num_gpus, test_first)
+            c.power_terms, shape_id, class_of_shape, *class_index, PRIORITY_HIGH, self.cluster.num_gpus, test_first,
+            ledger.gpu_reserved, launch, launch_gpus)
         events = int(iscal[K.I_EVENTS])
-        if not events:
+        if not events and launch < 0:
             return stop
         # Write back the scalars, then what stays Python: records of the finished, the arrivals' lists.
         self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w = \
             fs[:6].tolist()
         (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.version, self.num_done, self.jobs_in_system,
          self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, nrun, _, nfin,
-         released, _) = iscal.tolist()
-        if released:
+         released, _, claimed) = iscal.tolist()
+        if released or claimed:
             power.stale = False
             ledger.node_owned, ledger.node_free = node_owned, node_free
+        if released:
             self.running = ev.run[:nrun].copy()
             if self._restoring:
                 self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0 and self.state.item(j) != JobState.DONE}

@@ -521,20 +521,23 @@ def test_events_between_decisions_in_one_compiled_call_are_the_references(cluste
                                                                           monkeypatch):
     """A rule that never takes preempt-las has its events between decisions run by
     Simulator.run_events (envs.kernels.run_events): completions, arrivals and restores, until a
-    queued job fits. The replay is the reference path's, bit for bit; with buffers of 3 events
-    the calls also stop to be emptied (EV_ROOM), and jobs of a shape not yet registered stop
-    them too (EV_NEW_CLASS)."""
+    queued job fits; a start it chooses is carried out in the same call
+    (Simulator.start_and_run). The replay is the reference path's, bit for bit; with buffers of
+    3 events the calls also stop to be emptied (EV_ROOM), and jobs of a shape not yet
+    registered stop them too (EV_NEW_CLASS)."""
     from envs import simulator
 
     stops: dict[int, int] = {}
-    run_events = simulator.Simulator.run_events
+    starts = [0]
+    run_events = simulator.Simulator._run_events
 
     def counted(self, *args):
         stop = run_events(self, *args)
         stops[stop] = stops.get(stop, 0) + 1
+        starts[0] += args[-2] >= 0  # `launch`: a start in the same call
         return stop
 
-    monkeypatch.setattr(simulator.Simulator, "run_events", counted)
+    monkeypatch.setattr(simulator.Simulator, "_run_events", counted)
     monkeypatch.setattr(simulator._EventBuffers, "ROWS", 3)
     fast = _replay_record(cluster_name, workload, rule, 0, num_jobs)
     with jit.reference_path():
@@ -542,6 +545,7 @@ def test_events_between_decisions_in_one_compiled_call_are_the_references(cluste
     assert fast[0] == ref[0] and fast[0] > 20
     assert fast[1:] == ref[1:]
     assert stops[kernels.EV_FEASIBLE] > 10 and stops[kernels.EV_ROOM] and stops[kernels.EV_NEW_CLASS], stops
+    assert starts[0] > 10
 
 
 def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
@@ -557,7 +561,7 @@ def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
     cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
     jobs = make_workload(spec, cluster, 3, num_jobs=30)
     stops: dict[int, int] = {}
-    run_events = simulator.Simulator.run_events
+    run_events = simulator.Simulator._run_events
 
     def counted(self, *args):
         stop = run_events(self, *args)
@@ -569,7 +573,7 @@ def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
         return steps, stats.searched, stats.changed, sim.finished_order, sim.timeline, sim.end.tolist()
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(simulator.Simulator, "run_events", counted)
+        m.setattr(simulator.Simulator, "_run_events", counted)
         fast = record()
     with jit.reference_path():
         ref = record()
