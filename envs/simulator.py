@@ -81,7 +81,8 @@ class SimConfig:
     max_checkpoint_s: float = 60.0  # a graceful stop is bounded
 
 
-_NO_GPUS = np.zeros(0, dtype=np.int64)
+_NO_GPUS = np.zeros(0, dtype=np.int64)  # no start in run_events' call; read-only like the candidates' GPU arrays,
+_NO_GPUS.flags.writeable = False  # so both calls take one compiled signature
 
 
 class _EventBuffers:
@@ -751,6 +752,9 @@ class Simulator:
         self.profiles[job_id] = profile
         self.load.start(job_id, profile, add_load=False)
         self._mark_launched(job_id)
+        if gpus.flags.writeable:  # the compiled call takes read-only GPU arrays (one signature: _NO_GPUS)
+            gpus = gpus.view()
+            gpus.flags.writeable = False
         return self._run_events(class_of_shape, class_index, until, True, job_id, gpus)
 
     def _run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None, test_first: bool,
