@@ -738,44 +738,41 @@ F_NOW, F_JOBS_S, F_ENERGY, F_ALLOC_S, F_USEFUL, F_POWER, F_UNTIL = range(7)
 
 
 @njit
-def _release_job(j, s, rec_i, rec_f, pool_i, pool_counts, node_pressure, dirty_node, uplink_demand, dirty_uplink,
-                 node_preemptible, preemptible, priority, rate, gpu_owner, free_mask, node_first_gpu, node_gpus_i,
-                 node_owned, node_free, whole_gang, node_power_w, node_on, power_terms, iscal):
-    """A finished job stops and lets its GPUs go (Simulator._stop then _release without a
-    reserved job: LoadModel.stop's _add_load(-1), the ledger's count_preemptible(-1), release
-    and move, the power meter's nodes_changed), in the reference's order, on record row `s`."""
+def _load_and_hold(sign, j, s, rec_f, rec_i, pool_i, pool_counts, node_pressure, dirty_node, uplink_demand,
+                   dirty_uplink, node_preemptible, preemptible, priority, node_owned, node_free, whole_gang,
+                   node_gpus_i, node_power_w, node_on, power_terms, iscal):
+    """A job on record row `s` starts (sign +1.0) or stops (-1.0) loading its nodes and uplinks
+    (LoadModel._add_load(placed, sign)) and counting as preemptible where it is
+    (count_preemptible(..., sign)); then its GPUs change hands on its nodes (AllocationLedger.move:
+    owned +sign, free -sign times its GPUs there, with the free and fragmented counts) and the
+    power meter takes those nodes (nodes_changed), in the reference's order. The GPU arrays
+    themselves are the caller's."""
     lo, hi, uhi = rec_i[s, 0], rec_i[s, 1], rec_i[s, 2]
-    pressure = -1.0 * rec_f[s, 0]
-    for q in range(lo, hi):  # LoadModel._add_load(placed, -1.0)
+    pressure = sign * rec_f[s, 0]
+    for q in range(lo, hi):
         n = pool_i[q]
         node_pressure[n] += pressure * pool_counts[q]
         dirty_node[n] = True
     for q in range(hi, uhi):
         u = pool_i[q]
-        uplink_demand[u] += -1.0 * pool_counts[q]
+        uplink_demand[u] += sign * pool_counts[q]
         dirty_uplink[u] = True
-    if preemptible[j]:  # count_preemptible(nodes, counts, priority, -1)
+    step = np.int64(sign)
+    if preemptible[j]:
         p = priority[j]
         for q in range(lo, hi):
-            node_preemptible[pool_i[q], p] -= np.int64(pool_counts[q])
-    rate[j] = 0.0
-    for q in range(lo, hi):  # the ledger: its GPUs on each of its nodes
-        n = pool_i[q]
-        for g in range(node_first_gpu[n], node_first_gpu[n] + node_gpus_i[n]):
-            if gpu_owner[g] == j:
-                gpu_owner[g] = -1
-                free_mask[g] = True
+            node_preemptible[pool_i[q], p] += step * np.int64(pool_counts[q])
     iscal[I_ALLOC_VERSION] += 1
-    for q in range(lo, hi):  # AllocationLedger.move(nodes, counts, owned=-1, free=1)
+    for q in range(lo, hi):
         n = pool_i[q]
-        k = np.int64(pool_counts[q])
-        node_owned[n] -= k
+        k = step * np.int64(pool_counts[q])
+        node_owned[n] += k
         was = node_free[n]
-        node_free[n] = was + k
-        iscal[I_NUM_FREE] += k
+        node_free[n] = was - k
+        iscal[I_NUM_FREE] -= k
         w = whole_gang[n]
-        iscal[I_FRAGMENTED] += ((was + k) if was + k < w else 0) - (was if was < w else 0)
-    for q in range(lo, hi):  # PowerMeter.nodes_changed(nodes, node_owned)
+        iscal[I_FRAGMENTED] += ((was - k) if was - k < w else 0) - (was if was < w else 0)
+    for q in range(lo, hi):
         n = pool_i[q]
         o = node_owned[n]
         node_power_w[n] = power_terms[n, 0] + o * power_terms[n, 1] + (node_gpus_i[n] - o) * power_terms[n, 2]
@@ -783,15 +780,33 @@ def _release_job(j, s, rec_i, rec_f, pool_i, pool_counts, node_pressure, dirty_n
 
 
 @njit
-def _launch_job(j, gpus, s, iscal, running, q_ids, q_sorted, q_remaining, q_seq, q_per_shape, shape_id, gpus_req,
-                priority, priority_high, preemptible, rec_f, rec_i, pool_i, pool_counts, node_pressure, dirty_node,
+def _release_job(j, s, rec_i, rec_f, pool_i, pool_counts, node_pressure, dirty_node, uplink_demand, dirty_uplink,
+                 node_preemptible, preemptible, priority, rate, gpu_owner, free_mask, node_first_gpu, node_gpus_i,
+                 node_owned, node_free, whole_gang, node_power_w, node_on, power_terms, iscal):
+    """A finished job stops and lets its GPUs go (Simulator._stop then _release without a
+    reserved job), in the reference's order, on record row `s`: its GPUs are found among its
+    nodes' (gpu_owner), then _load_and_hold(-1)."""
+    rate[j] = 0.0
+    for q in range(rec_i[s, 0], rec_i[s, 1]):  # AllocationLedger.release: its GPUs on each of its nodes
+        n = pool_i[q]
+        for g in range(node_first_gpu[n], node_first_gpu[n] + node_gpus_i[n]):
+            if gpu_owner[g] == j:
+                gpu_owner[g] = -1
+                free_mask[g] = True
+    _load_and_hold(-1.0, j, s, rec_f, rec_i, pool_i, pool_counts, node_pressure, dirty_node, uplink_demand,
+                   dirty_uplink, node_preemptible, preemptible, priority, node_owned, node_free, whole_gang,
+                   node_gpus_i, node_power_w, node_on, power_terms, iscal)
+
+
+@njit
+def _launch_job(j, gpus, s, iscal, q_ids, q_sorted, q_remaining, q_seq, q_per_shape, shape_id, gpus_req, priority,
+                priority_high, preemptible, rec_f, rec_i, pool_i, pool_counts, node_pressure, dirty_node,
                 uplink_demand, dirty_uplink, gpu_owner, gpu_reserved, free_mask, node_owned, node_free,
                 node_preemptible, whole_gang, node_gpus_i, node_power_w, node_on, power_terms):
     """Simulator.start's bookkeeping after its checks and records, for a queued job `j` on free
     `gpus` with record row `s`, in the reference's order: the queue lets it go (JobQueue.remove),
-    it loads its nodes and uplinks (LoadModel._add_load(+1)), counts as preemptible where it is
-    (count_preemptible(+1)), takes its GPUs (AllocationLedger.claim and move) and the power meter
-    takes its nodes (nodes_changed). The caller then updates the rates and the power drawn."""
+    it takes its GPUs (AllocationLedger.claim), then _load_and_hold(+1). The caller then updates
+    the rates and the power drawn."""
     length = iscal[I_QLEN]  # JobQueue.remove
     pos = queue_positions(q_ids, q_sorted, length, j, q_remaining, q_seq)
     at, i = pos // length, pos % length
@@ -804,39 +819,13 @@ def _launch_job(j, gpus, s, iscal, running, q_ids, q_sorted, q_remaining, q_seq,
     if priority[j] == priority_high:
         iscal[I_QHIGH] -= 1
     q_per_shape[shape_id[j]] -= 1
-    lo, hi, uhi = rec_i[s, 0], rec_i[s, 1], rec_i[s, 2]  # LoadModel._add_load(placed, +1.0)
-    pressure = 1.0 * rec_f[s, 0]
-    for q in range(lo, hi):
-        n = pool_i[q]
-        node_pressure[n] += pressure * pool_counts[q]
-        dirty_node[n] = True
-    for q in range(hi, uhi):
-        u = pool_i[q]
-        uplink_demand[u] += 1.0 * pool_counts[q]
-        dirty_uplink[u] = True
-    if preemptible[j]:  # count_preemptible(nodes, counts, priority, +1)
-        p = priority[j]
-        for q in range(lo, hi):
-            node_preemptible[pool_i[q], p] += np.int64(pool_counts[q])
     for g in gpus:  # AllocationLedger.claim
         gpu_owner[g] = j
         gpu_reserved[g] = -1
         free_mask[g] = False
-    iscal[I_ALLOC_VERSION] += 1
-    for q in range(lo, hi):  # move(nodes, counts, owned=1, free=-1)
-        n = pool_i[q]
-        k = np.int64(pool_counts[q])
-        node_owned[n] += k
-        was = node_free[n]
-        node_free[n] = was - k
-        iscal[I_NUM_FREE] -= k
-        w = whole_gang[n]
-        iscal[I_FRAGMENTED] += ((was - k) if was - k < w else 0) - (was if was < w else 0)
-    for q in range(lo, hi):  # PowerMeter.nodes_changed(nodes, node_owned)
-        n = pool_i[q]
-        o = node_owned[n]
-        node_power_w[n] = power_terms[n, 0] + o * power_terms[n, 1] + (node_gpus_i[n] - o) * power_terms[n, 2]
-        node_on[n] = o > 0
+    _load_and_hold(1.0, j, s, rec_f, rec_i, pool_i, pool_counts, node_pressure, dirty_node, uplink_demand,
+                   dirty_uplink, node_preemptible, preemptible, priority, node_owned, node_free, whole_gang,
+                   node_gpus_i, node_power_w, node_on, power_terms, iscal)
 
 
 @njit
@@ -873,11 +862,11 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
     run_buf[:iscal[I_RUNNING]] (in place); node_owned and node_free are the caller's copies."""
     n_jobs = len(arrival)
     if launch >= 0:
-        _launch_job(launch, launch_gpus, job_slot[launch], iscal, run_buf[:iscal[I_RUNNING]], q_ids, q_sorted,
-                    q_remaining, q_seq, q_per_shape, shape_id, gpus_req, priority, priority_high, preemptible, rec_f,
-                    rec_i, pool_i, pool_counts, node_pressure, dirty_node, uplink_demand, dirty_uplink, gpu_owner,
-                    gpu_reserved, free_mask, node_owned, node_free, node_preemptible, whole_gang, node_gpus_i,
-                    node_power_w, node_on, power_terms)
+        _launch_job(launch, launch_gpus, job_slot[launch], iscal, q_ids, q_sorted, q_remaining, q_seq, q_per_shape,
+                    shape_id, gpus_req, priority, priority_high, preemptible, rec_f, rec_i, pool_i, pool_counts,
+                    node_pressure, dirty_node, uplink_demand, dirty_uplink, gpu_owner, gpu_reserved, free_mask,
+                    node_owned, node_free, node_preemptible, whole_gang, node_gpus_i, node_power_w, node_on,
+                    power_terms)
         update_rates(run_buf[:iscal[I_RUNNING]], dirty_node, dirty_uplink, job_slot, rec_f, rec_i, pool_i,
                      pool_counts, node_pressure, node_gpus_f, uplink_demand, uplink_cap, ref_net_per_gpu, rate,
                      interference)
