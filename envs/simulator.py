@@ -773,7 +773,6 @@ class Simulator:
                     q.queued_high_priority, nrun, 0, 0, 0, self._num_needs_restore > 0, 0)
         ev.run[:nrun] = self.running
         node_owned, node_free = ledger.node_owned.copy(), ledger.node_free.copy()
-        shape_id, _ = self.job_shapes()
         first = self._next_arrival
         c = ev.consts
         stop = K.run_events(
@@ -785,7 +784,7 @@ class Simulator:
             load.node_pressure, load._node_gpus, load.uplink_demand, load._uplink_cap, load.dirty_node,
             load.dirty_uplink, REFERENCE_NET_PER_GPU_GBPS, ledger.gpu_owner, ledger.free_mask, node_owned, node_free,
             ledger.node_preemptible, c.node_first_gpu, c.node_gpus, c.whole_gang, power.node_power_w, power.node_on,
-            c.power_terms, shape_id, class_of_shape, *class_index, PRIORITY_HIGH, self.cluster.num_gpus, test_first,
+            c.power_terms, q.shape, class_of_shape, *class_index, PRIORITY_HIGH, self.cluster.num_gpus, test_first,
             ledger.gpu_reserved, launch, launch_gpus)
         events = int(iscal[K.I_EVENTS])
         if not events and launch < 0:
@@ -799,10 +798,10 @@ class Simulator:
         if released or claimed:
             power.stale = False
             ledger.node_owned, ledger.node_free = node_owned, node_free
+        if self._restoring:  # as _integrate and _stop keep it: running jobs with restore time left
+            self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0 and self.state.item(j) != JobState.DONE}
         if released:
             self.running = ev.run[:nrun].copy()
-            if self._restoring:
-                self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0 and self.state.item(j) != JobState.DONE}
             placement, profiles, placed, node_jobs, crossing = self.placement, self.profiles, load.placed, load.node_jobs, load.crossing
             seg_start, end = self._segment_start, self.end
             for j in ev.finished[:nfin].tolist():
@@ -812,8 +811,6 @@ class Simulator:
                     node_jobs[n].discard(j)
                 crossing.pop(j, None)
                 self.finished_order.append(j)
-        elif self._restoring:
-            self._restoring = {j for j in self._restoring if self.overhead_left[j] > 0}
         if self._next_arrival > first:
             jobs, add = self.jobs, self._job_lists.add
             for j in range(first, self._next_arrival):
