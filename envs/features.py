@@ -22,11 +22,14 @@ import math
 
 import numpy as np
 
+from envs import jit as _jit
+from envs import kernels as _kernels
 from envs.cache import job_table, per_alloc, per_jobs, per_state
 from envs.candidates import Candidate, CandidateSet, job_constants
 from envs.placement import RULES, free_view, whole_free_nodes
 from envs.speed import PlacementGeometry, efficiency_of, interference_from
 from envs.state import ClusterState, fragmented_change
+from envs.topology import REFERENCE_NET_PER_GPU_GBPS
 
 FEATURE_SCHEMA_VERSION = 5  # 1: the first release (clairvoyant next_event_log and next_arrival_log); 2: four placement rules (no rule_preempt_las); 3: no victim columns beyond cost and count, no head_fit_est_log; 4: fragmentation_delta as a change in the share of free GPUs (smaller the larger the cluster)
 
@@ -106,6 +109,9 @@ _RULE_BLOCK = slice(_C["rule_binpack"], _C["rule_binpack"] + len(RULES))
 _ROW_BLOCK = slice(_C["valid"], _C["is_wait"] + 1)  # valid, the rule one-hot, is_wait
 _PLACEMENT_BLOCK = slice(_C["predicted_rate"], _C["victims_priority"] + 1)
 assert _RULE_BLOCK.start == _ROW_BLOCK.start + 1 and _RULE_BLOCK.stop + 1 == _ROW_BLOCK.stop == _PLACEMENT_BLOCK.start
+_DYNAMIC_COLUMNS = np.array(_JOB_DYNAMIC, dtype=np.int64)  # the kernel's dyn_cols
+_ROW_INPUTS = 17  # envs.kernels.candidate_rows' row_in columns
+assert [_C[n] for n in ("predicted_rate", "victims_priority")] == [_PLACEMENT_BLOCK.start, _PLACEMENT_BLOCK.start + 13]
 _KINDS = [_C["kind_pretrain"], _C["kind_finetune"], _C["kind_inference"], _C["kind_batch"]]  # by JobKind
 _RULE_ONE_HOT = np.eye(len(RULES), dtype=np.float32)
 _ROW_PREFIX = [(1.0, *np.eye(len(RULES))[r].tolist(), 0.0) for r in range(len(RULES))]  # valid, rule one-hot, is_wait
@@ -277,40 +283,64 @@ def global_features(state: ClusterState) -> np.ndarray:
 def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
     """(K, NUM_CANDIDATE_FEATURES) and (NUM_GLOBAL_FEATURES,) float32 for a candidate set,
     scaled to about [-1, 1] and independent of the cluster's size. A typical decision has a few
-    window jobs and a few valid candidates, so their numbers are worked out in plain floats, row
-    by row, and written with one array assignment per block."""
+    window jobs and a few valid candidates: the reference path works their numbers out in plain
+    floats, row by row, and writes them with one array assignment per block; the compiled path
+    (envs.jit) gathers each valid row's inputs and writes both blocks in one kernel call
+    (envs.kernels.candidate_rows), bit for bit the same."""
     state = cset.state
-    R = len(RULES)
     feats = np.zeros((len(cset.candidates), NUM_CANDIDATE_FEATURES), dtype=np.float32)
-    now = state.now
+    nw = len(cset.window)
+    rem = cset.remaining_estimates()
+    valid = cset.valid_placements()
+    if _jit.ENABLED:
+        _compiled_blocks(cset, feats, rem, valid)
+    else:
+        if nw:
+            _job_block(cset, feats, rem)
+        _placement_block(cset, feats, rem, valid)
+    w = cset.wait_index
+    feats[w, _C["valid"]] = float(cset.mask[w])
+    feats[w, _C["is_wait"]] = 1.0
+    feats[w, _C["next_event_est_log"]] = next_event_feature(state)
+    feats[w, _C["head_fit_est_log"]] = head_fit_feature(state, cset.window[0]) if nw else 1.0
+    return feats, global_features(state)
 
-    # Job columns, the same on each rule's row of a window slot.
+
+def _job_block(cset: CandidateSet, feats: np.ndarray, rem: list[float]) -> None:
+    """The job columns, the same on each rule's row of a window slot, and the rule one-hot."""
+    state, R = cset.state, len(RULES)
     window = np.array(cset.window, dtype=np.int64)
     nw = len(window)
-    rem = cset.remaining_estimates()
-    if nw:
-        done = state.work_done_s[window].tolist()
-        wait = (now - state.queued_since_s[window] + state.wait_s[window]).tolist()
-        restore = state.needs_restore[window].tolist()
-        jrows = job_table(state, "static_job_features", _static_job_rows)[window]
-        jrows[:, _JOB_DYNAMIC] = [(log_scale(r), log_scale(w), d / (d + r) if d + r > 0 else 0.0, float(b))
-                                  for r, d, w, b in zip(rem, done, wait, restore)]
-        by_rule = feats[: nw * R].reshape(nw, R, NUM_CANDIDATE_FEATURES)
-        by_rule[:, :, _JOB_BLOCK] = jrows[:, None, :]
-        by_rule[:, :, _RULE_BLOCK] = _RULE_ONE_HOT
+    done = state.work_done_s[window].tolist()
+    wait = (state.now - state.queued_since_s[window] + state.wait_s[window]).tolist()
+    restore = state.needs_restore[window].tolist()
+    jrows = job_table(state, "static_job_features", _static_job_rows)[window]
+    jrows[:, _JOB_DYNAMIC] = [(log_scale(r), log_scale(w), d / (d + r) if d + r > 0 else 0.0, float(b))
+                              for r, d, w, b in zip(rem, done, wait, restore)]
+    by_rule = feats[: nw * R].reshape(nw, R, NUM_CANDIDATE_FEATURES)
+    by_rule[:, :, _JOB_BLOCK] = jrows[:, None, :]
+    by_rule[:, :, _RULE_BLOCK] = _RULE_ONE_HOT
 
-    # Placement columns: per geometry (cached until the allocation changes), then per job.
+
+def _geometry_entry(state: ClusterState, g: PlacementGeometry) -> tuple:
+    """(g, *_geometry_columns), once per geometry and allocation."""
     per_geometry: dict[int, tuple] = per_alloc(state).setdefault("placement_columns", {})
+    hit = per_geometry.get(id(g))
+    if hit is None or hit[0] is not g:
+        hit = per_geometry[id(g)] = (g, *_geometry_columns(state, g))
+    return hit
+
+
+def _placement_block(cset: CandidateSet, feats: np.ndarray, rem: list[float], valid: list[int]) -> None:
+    """The valid rows' placement columns: per geometry (cached until the allocation changes),
+    then per job."""
+    state, R = cset.state, len(RULES)
     constants = job_constants(state)
-    valid = cset.valid_placements()
     rows = []
     for i in valid:
         cd = cset.candidates[i]
         g = cd.geometry
-        hit = per_geometry.get(id(g))
-        if hit is None or hit[0] is not g:
-            hit = per_geometry[id(g)] = (g, *_geometry_columns(state, g))
-        _, tier, nodes_per_gpu, whole, frag_delta = hit
+        _, tier, nodes_per_gpu, whole, frag_delta = _geometry_entry(state, g)
         rate, eff, interf, min_speed = rate_if_started(state, g, constants[cd.job_id])
         lost, victim_share, v_remaining, v_attained, v_priority = _victim_columns(state, cd.victims)
         rows.append(_ROW_PREFIX[cd.rule] + (
@@ -318,12 +348,33 @@ def candidate_features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
             log_scale(rem[i // R] / max(rate, 1e-6)), v_remaining, v_attained, v_priority))
     if rows:  # one assignment for every valid row (float64 -> float32 as a row-by-row assignment casts)
         feats[valid, _ROW_BLOCK.start : _PLACEMENT_BLOCK.stop] = rows
-    w = cset.wait_index
-    feats[w, _C["valid"]] = float(cset.mask[w])
-    feats[w, _C["is_wait"]] = 1.0
-    feats[w, _C["next_event_est_log"]] = next_event_feature(state)
-    feats[w, _C["head_fit_est_log"]] = head_fit_feature(state, cset.window[0]) if nw else 1.0
-    return feats, global_features(state)
+
+
+def _compiled_blocks(cset: CandidateSet, feats: np.ndarray, rem: list[float], valid: list[int]) -> None:
+    """`_job_block` and `_placement_block` in one kernel call: per valid row, the geometry's
+    columns and rate inputs (cached as the reference caches them), the job's constants and the
+    victim columns are gathered here; the arithmetic and the writes are the kernel's."""
+    state = cset.state
+    constants = job_constants(state)
+    rows = []
+    per_geometry: dict[int, tuple] = per_alloc(state).setdefault("placement_inputs", {})
+    candidates = cset.candidates
+    for i in valid:
+        cd = candidates[i]
+        g = cd.geometry
+        hit = per_geometry.get(id(g))
+        if hit is None or hit[0] is not g:  # (g, the geometry's columns, its rate inputs, TP stretch)
+            hit = per_geometry[id(g)] = (g, *_geometry_entry(state, g)[1:], *_rate_inputs(state, g)[1:], g.tp_stretch)
+        c_tp, c_dp, _, sensitivity, kind = constants[cd.job_id]
+        victims = cd.victims
+        rows.append((*hit[1:], g.min_speed_by_kind[kind], c_tp, c_dp, sensitivity,
+                     *(_victim_columns(state, victims) if victims else _NO_VICTIMS)))
+    _kernels.candidate_rows(
+        feats, job_table(state, "static_job_features", _static_job_rows), np.array(cset.window, dtype=np.int64),
+        np.array(rem, dtype=np.float64), state.work_done_s, state.queued_since_s, state.wait_s, state.needs_restore,
+        float(state.now), len(RULES), _DYNAMIC_COLUMNS, _RULE_BLOCK.start, np.array(valid, dtype=np.int64),
+        np.array(rows, dtype=np.float64).reshape(len(rows), _ROW_INPUTS), _C["valid"], _PLACEMENT_BLOCK.start,
+        REFERENCE_NET_PER_GPU_GBPS, state.speed_model.interference_coeff)
 
 
 _NO_VICTIMS = (0.0, 0.0, 0.0, 0.0, 0.0)

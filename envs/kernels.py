@@ -9,6 +9,8 @@ episodes on every shipped cluster.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from envs.jit import njit
@@ -1002,3 +1004,72 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
             return EV_DONE
         if new_class:
             return EV_NEW_CLASS
+
+
+@njit
+def log_scale(x):
+    """envs.features.log_scale: log10(1 + max(x, 0)) / 6 (Python's max: `x` unless 0 is greater)."""
+    return math.log10(1.0 + (0.0 if 0.0 > x else x)) / 6.0
+
+
+@njit
+def candidate_rows(feats, job_rows, window, rem, work_done_s, queued_since_s, wait_s, needs_restore, now, n_rules,
+                   dyn_cols, rule_col, valid_rows, row_in, valid_col, place_col, ref_net_per_gpu, coeff):
+    """The job block and the valid rows' placement block of envs.features.candidate_features
+    (its reference path, `_job_block` and `_placement_row`), written into `feats` (K, columns,
+    float32, zeros on entry): for window slot s (job window[s], estimated remaining rem[s]) on
+    each rule's row, the job's static columns (`job_rows[j]`), the dynamic ones at `dyn_cols`
+    (est_remaining_log, wait_log, progress, was_preempted) and the rule's one-hot at rule_col;
+    for each valid row valid_rows[v], `valid`, and from row_in[v] = (tier / 3, nodes per GPU,
+    whole free nodes share, fragmentation change, neighbours' pressure per GPU, TP congestion
+    factor, DP bandwidth, TP stretch, slowest GPU's speed for the job's kind, c_tp, c_dp,
+    sensitivity, then the five victim columns) the placement columns from `place_col` on, in the
+    schema's order: envs.speed.efficiency_of and interference_from, the rate and the estimated
+    runtime there, with the same float64 operations in the same order, cast to float32 on
+    assignment as numpy casts."""
+    nj = job_rows.shape[1]
+    for s in range(len(window)):
+        j = window[s]
+        r = rem[s]
+        d = work_done_s[j]
+        w = now - queued_since_s[j] + wait_s[j]
+        progress = d / (d + r) if d + r > 0 else 0.0
+        lr, lw = log_scale(r), log_scale(w)
+        restore = 1.0 if needs_restore[j] else 0.0
+        for k in range(n_rules):
+            row = s * n_rules + k
+            for c in range(nj):
+                feats[row, c] = job_rows[j, c]
+            feats[row, dyn_cols[0]] = lr
+            feats[row, dyn_cols[1]] = lw
+            feats[row, dyn_cols[2]] = progress
+            feats[row, dyn_cols[3]] = restore
+            feats[row, rule_col + k] = 1.0
+    for v in range(len(valid_rows)):
+        i = valid_rows[v]
+        x = row_in[v]
+        tp = x[7] / x[5]  # efficiency_of
+        bw = 1e-12 if 1e-12 > x[6] else x[6]
+        q = ref_net_per_gpu / bw
+        dp = q if q > 1.0 else 1.0
+        c_tp, c_dp = x[9], x[10]
+        eff = 1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp + c_dp * dp)
+        others = 0.0 if 0.0 > x[4] else x[4]  # interference_from
+        interf = 1.0 / (1.0 + coeff * x[11] * others)
+        rate = x[8] * eff * interf
+        feats[i, valid_col] = 1.0
+        p = place_col
+        feats[i, p] = rate
+        feats[i, p + 1] = eff
+        feats[i, p + 2] = interf
+        feats[i, p + 3] = x[0]
+        feats[i, p + 4] = x[1]
+        feats[i, p + 5] = x[2]
+        feats[i, p + 6] = x[3]
+        feats[i, p + 7] = x[12]
+        feats[i, p + 8] = x[13]
+        feats[i, p + 9] = x[8]
+        feats[i, p + 10] = log_scale(rem[i // n_rules] / (1e-6 if 1e-6 > rate else rate))
+        feats[i, p + 11] = x[14]
+        feats[i, p + 12] = x[15]
+        feats[i, p + 13] = x[16]

@@ -579,3 +579,39 @@ def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
         ref = record()
     assert fast == ref and fast[1] > 5
     assert stops.get(kernels.EV_UNTIL, 0) > 5, stops
+
+
+@pytest.mark.parametrize("env_kwargs", [{"scenario": "slo-preempt", "num_jobs": 120}, {"scenario": "hetero", "num_jobs": 120},
+                                        {"scenario": "topology-stress", "num_jobs": 120}, {"scenario": "philly", "num_jobs": 200}],
+                         ids=lambda kw: kw["scenario"])
+def test_candidate_features_kernel_is_the_reference(env_kwargs):
+    """envs.kernels.candidate_rows (the job and placement blocks of candidate_features) writes
+    bit for bit what the reference path writes, on the same candidate set, over random-action
+    episodes that reach rows with victims and window jobs that owe a restore."""
+    from envs.features import candidate_features
+
+    env = GpuClusterEnv(**env_kwargs)
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    states = victim_rows = restoring = 0
+    for _ in range(300):
+        cset = env.cset
+        fast = candidate_features(cset)
+        with jit.reference_path():
+            ref = candidate_features(cset)
+        assert fast[0].tobytes() == ref[0].tobytes() and fast[1].tobytes() == ref[1].tobytes()
+        states += 1
+        victim_rows += sum(bool(cset.candidates[i].victims) for i in cset.valid_placements())
+        restoring += bool(len(cset.window)) and bool(cset.state.needs_restore[cset.window].any())
+        valid = np.flatnonzero(cset.mask)
+        _, _, term, trunc, _ = env.step(int(valid[rng.integers(len(valid))]))
+        if term or trunc:
+            env.reset(seed=states)
+    assert victim_rows > 20 and restoring > 5, (victim_rows, restoring)
+
+
+def test_log_scale_kernel_is_the_reference():
+    from envs.features import log_scale
+
+    xs = np.concatenate([[0.0, -0.0, -5.0, 1e-300, 1.0, 3600.0, 1e6, 1e12], np.random.default_rng(0).exponential(5e4, 500)])
+    assert [kernels.log_scale(x) for x in xs] == [log_scale(float(x)) for x in xs]
