@@ -357,18 +357,12 @@ def _compiled_blocks(cset: CandidateSet, feats: np.ndarray, rem: list[float], va
     state = cset.state
     constants = job_constants(state)
     rows = []
-    per_geometry: dict[int, tuple] = per_alloc(state).setdefault("placement_inputs", {})
-    candidates = cset.candidates
     for i in valid:
-        cd = candidates[i]
+        cd = cset.candidates[i]
         g = cd.geometry
-        hit = per_geometry.get(id(g))
-        if hit is None or hit[0] is not g:  # (g, the geometry's columns, its rate inputs, TP stretch)
-            hit = per_geometry[id(g)] = (g, *_geometry_entry(state, g)[1:], *_rate_inputs(state, g)[1:], g.tp_stretch)
         c_tp, c_dp, _, sensitivity, kind = constants[cd.job_id]
-        victims = cd.victims
-        rows.append((*hit[1:], g.min_speed_by_kind[kind], c_tp, c_dp, sensitivity,
-                     *(_victim_columns(state, victims) if victims else _NO_VICTIMS)))
+        rows.append((*_geometry_entry(state, g)[1:], *_rate_inputs(state, g)[1:], g.tp_stretch, g.min_speed_by_kind[kind],
+                     c_tp, c_dp, sensitivity, *_victim_columns(state, cd.victims)))
     _kernels.candidate_rows(
         feats, job_table(state, "static_job_features", _static_job_rows), np.array(cset.window, dtype=np.int64),
         np.array(rem, dtype=np.float64), state.work_done_s, state.queued_since_s, state.wait_s, state.needs_restore,

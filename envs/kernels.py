@@ -1016,7 +1016,7 @@ def log_scale(x):
 def candidate_rows(feats, job_rows, window, rem, work_done_s, queued_since_s, wait_s, needs_restore, now, n_rules,
                    dyn_cols, rule_col, valid_rows, row_in, valid_col, place_col, ref_net_per_gpu, coeff):
     """The job block and the valid rows' placement block of envs.features.candidate_features
-    (its reference path, `_job_block` and `_placement_row`), written into `feats` (K, columns,
+    (its reference path, `_job_block` and `_placement_block`), written into `feats` (K, columns,
     float32, zeros on entry): for window slot s (job window[s], estimated remaining rem[s]) on
     each rule's row, the job's static columns (`job_rows[j]`), the dynamic ones at `dyn_cols`
     (est_remaining_log, wait_log, progress, was_preempted) and the rule's one-hot at rule_col;
