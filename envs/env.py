@@ -10,13 +10,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.candidates import CandidateSet, WaitGuard, apply_candidate, num_candidates, wait_guard_of
+from envs.candidates import CandidateSet, WaitGuard, num_candidates, wait_guard_of
 from envs.config import load_cluster
 from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES, candidate_features
 from envs.jobs import Job
 from envs.metrics import episode_metrics
 from envs.objective import Objective, RewardTracker, objective_config
-from envs.replay import advance_to_decision
+from envs.replay import advance_to_decision, decide
 from envs.simulator import JobState, SimConfig, Simulator
 from envs.state import ClusterState
 from envs.speed import SpeedModel
@@ -205,9 +205,9 @@ class GpuClusterEnv(gym.Env):
         action = int(action)
         self._steps += 1
         invalid = not (0 <= action < len(self.cset.mask) and self.cset.mask[action])
-        if not invalid:
-            apply_candidate(self.sim, self.cset, action)
-            self._advance_to_decision()
+        if not invalid:  # apply, then on to the next decision (a start and the events after it: one compiled call)
+            self.cset = decide(self.sim, self.cset, action, self.queue_window, preempt_las=self.preempt_las,
+                               wait_guard=self.wait_guard)
         reward = self._tracker.step(self.sim)
         terminated = self.sim.done
         truncated = not terminated and self._steps >= self.max_steps

@@ -629,6 +629,48 @@ def las_only(queue, job_class, fits, totals, attained_gpu_s, num_gpus, now, queu
     return out
 
 
+@njit
+def las_can_place(q_ids, qlen, q_per_shape, shape_id, class_of_shape, fits, node_preemptible, gpu_owner, gpu_node,
+                  running, preemptible, num_jobs, attained_gpu_s, priority, thresholds, node_free, rows, on_level, by_free,
+                  num_gpus, now, queued_since_s, starvation_factor, positions, need):
+    """envs.window.las_only_queue is not empty, when no queued job's class fits (`fits`, per
+    class, either way): 1 when some queued job preempt-las would place, 0 when none, -1 when a
+    queued job's shape has no registered class (Python's test registers it). The same steps as
+    the reference: a queued job whose class fits neither now nor after preempting lower-priority
+    jobs; the GPUs of running preemptible jobs (`preemptible_gpus`, of the `num_jobs` jobs
+    arrived); their LAS totals (`las_totals`, None when no such job is below queue 0); a queued
+    job that `_las_fit` places."""
+    blocked = False
+    for m in range(len(q_per_shape)):
+        if q_per_shape[m]:
+            c = class_of_shape[m]
+            if c < 0:
+                return -1
+            if not fits[c]:
+                blocked = True
+    if not blocked:
+        return 0
+    held = False
+    for x in node_preemptible.ravel():
+        if x:
+            held = True
+            break
+    if not held:
+        return 0
+    owner, node = preemptible_gpus(gpu_owner, gpu_node, running, preemptible, num_jobs)
+    below, totals = las_totals(owner, node, attained_gpu_s, priority, thresholds, node_preemptible.shape[1], node_free,
+                               rows, on_level, by_free)
+    if not below:
+        return 0
+    for i in range(qlen):
+        j = q_ids[i]
+        c = class_of_shape[shape_id[j]]
+        if not fits[c] and _las_fit(j, c, totals, attained_gpu_s, num_gpus, now, queued_since_s, priority, thresholds,
+                                    starvation_factor, positions, need) >= 0:
+            return 1
+    return 0
+
+
 # ---------------------------------------------------------------------- placement rules
 
 BINPACK, SPREAD = 0, 1  # envs.placement's rule indices (TOPOLOGY and the preempt rules: anything else)
@@ -838,9 +880,11 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
                dirty_node, dirty_uplink, ref_net_per_gpu, gpu_owner, free_mask, node_owned, node_free,
                node_preemptible, node_first_gpu, node_gpus_i, whole_gang, node_power_w, node_on, power_terms,
                shape_id, class_of_shape, lower, on_level, by_free, positions, need, priority_high, num_gpus,
-               test_first, gpu_reserved, launch, launch_gpus):
+               test_first, gpu_reserved, las, gpu_node, las_rows, las_thresholds, starvation_factor, launch,
+               launch_gpus):
     """Simulator.advance, event after event, until some queued job could be placed (the decision
-    loop's any_feasible, envs.replay.advance_to_decision; with `test_first` tested before the
+    loop's any_feasible, envs.replay.advance_to_decision; with `las`, its can_place: also a job
+    that only preempt-las places, `las_can_place`; with `test_first` tested before the
     first event too, else only after each) or something needs Python: the
     reference's operations in the reference's order, for events of completions and arrivals
     (checkpoints and reservations are Python's: the caller starts this only when there are none).
@@ -898,6 +942,16 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
                             return EV_NEW_CLASS
                         if fits[c]:
                             return EV_FEASIBLE
+            if las:  # LAS queues move with time: tested afresh at every event
+                placed = las_can_place(q_ids, iscal[I_QLEN], q_per_shape, shape_id, class_of_shape, fits,
+                                       node_preemptible, gpu_owner, gpu_node, run_buf[:iscal[I_RUNNING]], preemptible,
+                                       iscal[I_NEXT_ARRIVAL], attained_gpu_s, priority, las_thresholds, node_free,
+                                       las_rows, on_level, by_free, gpus_req, fs[F_NOW], queued_since,
+                                       starvation_factor, positions, need)
+                if placed < 0:
+                    return EV_NEW_CLASS
+                if placed:
+                    return EV_FEASIBLE
         test = True
         if iscal[I_EVENTS] >= cap_events or iscal[I_FINISHED] + iscal[I_RUNNING] > len(fin_buf):
             return EV_ROOM

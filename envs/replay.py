@@ -14,7 +14,7 @@ from envs.candidates import CandidateSet, WaitGuard, apply_candidate, build_cand
 from envs.kernels import EV_FEASIBLE, EV_NO_EVENT, EV_UNTIL
 from envs.simulator import Simulator
 from envs.state import ClusterState
-from envs.window import any_feasible, can_place, shape_classes
+from envs.window import any_feasible, can_place, las_stop_args, shape_classes
 
 Select = Callable[[ClusterState, CandidateSet], int]
 
@@ -30,17 +30,21 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     scheduler that never takes that rule would only WAIT there, so its schedule is the same, for
     1.2-2.5x fewer decisions on the default setting and no work on the rule's validity.
     `wait_guard` (envs.candidates.WaitGuard, None: none) goes to `build_candidates`; it changes
-    the mask, never which moments are decisions."""
-    compiled = _jit.ENABLED and not preempt_las
+    the mask, never which moments are decisions.
+
+    On the compiled path the events between decisions run in one compiled call
+    (Simulator.run_events) while no job checkpoints or is reserved, with the same test."""
+    compiled = _jit.ENABLED
     while not sim.done:
         if sim.queue_len:
             state = sim.decision_state()
             if (can_place(state) if preempt_las else any_feasible(state)):
                 return build_candidates(state, queue_window, preempt_las, wait_guard)
         if compiled and not sim.checkpointing and not sim.reserved:
-            classes = shape_classes(sim.decision_state(), sim.job_shapes()[1])
+            state = sim.decision_state()
+            classes = shape_classes(state, sim.job_shapes()[1])
             if classes is not None:
-                stop = sim.run_events(*classes, until)
+                stop = sim.run_events(*classes, until, las=las_stop_args(state) if preempt_las else None)
                 if stop == EV_FEASIBLE:
                     return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
                 if stop != EV_UNTIL and stop != EV_NO_EVENT:
@@ -57,14 +61,23 @@ def decide(sim: Simulator, cset: CandidateSet, action: int, queue_window: int, u
     """`apply_candidate(sim, cset, action)`, then `advance_to_decision` (the same arguments): the
     next decision's candidates. Where the compiled event loop serves (see `advance_to_decision`)
     and the action starts a job without preempting, the start and the events that follow it are
-    one compiled call (Simulator.start_and_run)."""
-    if _jit.ENABLED and not preempt_las and not sim.checkpointing and not sim.reserved \
+    one compiled call (Simulator.start_and_run); so are a WAIT without `until` (its event is
+    the first the call processes) and the events after it (Simulator.run_events)."""
+    if _jit.ENABLED and not sim.checkpointing and not sim.reserved \
             and 0 <= action < len(cset.candidates) and cset.mask[action]:
         cd = cset.candidates[action]
-        if cd.rule != -1 and not cd.victims:
+        wait = cd.rule == -1
+        if (not wait or until is None) and not cd.victims:
             classes = shape_classes(cset.state, sim.job_shapes()[1])
             if classes is not None:
-                if sim.start_and_run(cd.job_id, cd.gpus, cd.profile, *classes, until) == EV_FEASIBLE:
+                las = las_stop_args(cset.state) if preempt_las else None
+                if wait:
+                    stop = sim.run_events(*classes, las=las)
+                    if stop == EV_NO_EVENT:  # nothing to wait for: advance() raises, as apply_candidate's would
+                        sim.advance()
+                else:
+                    stop = sim.start_and_run(cd.job_id, cd.gpus, cd.profile, *classes, until, las)
+                if stop == EV_FEASIBLE:
                     return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
                 return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard)
     apply_candidate(sim, cset, action)

@@ -102,7 +102,11 @@ class _EventBuffers:
 
 
 class _EventConstants:
-    __slots__ = ("node_first_gpu", "node_gpus", "whole_gang", "power_terms")
+    __slots__ = ("node_first_gpu", "node_gpus", "whole_gang", "power_terms", "gpu_node")
+
+
+# run_events' LAS test arguments where it has none (envs.window.las_stop_args' types: one signature)
+_NO_LAS = (np.zeros((0, 0), dtype=np.int64), np.zeros(0), 0.0)
 
 
 _EVENT_CONSTANTS: dict[int, tuple[Cluster, _EventConstants]] = {}
@@ -117,6 +121,7 @@ def _event_constants(cluster: Cluster) -> _EventConstants:
         c.node_first_gpu = np.ascontiguousarray(cluster.node_first_gpu, dtype=np.int64)
         c.node_gpus = np.ascontiguousarray(cluster.node_gpus, dtype=np.int64)
         c.whole_gang = np.ascontiguousarray(cluster.node_whole_gang, dtype=np.int64)
+        c.gpu_node = np.ascontiguousarray(cluster.gpu_node, dtype=np.int64)
         power = PowerMeter(cluster, np.zeros(cluster.num_nodes, dtype=np.int64))
         c.power_terms = np.ascontiguousarray(np.array([t[:3] for t in power._terms], dtype=np.float64).reshape(-1, 3))
         if len(_EVENT_CONSTANTS) > 64:
@@ -719,7 +724,7 @@ class Simulator:
         return self._shapes.of(self)
 
     def run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None = None,
-                   test_first: bool = False) -> int:
+                   test_first: bool = False, las: tuple | None = None) -> int:
         """`advance()` event after event in one compiled call (envs.kernels.run_events), until a
         queued job's class fits (`class_of_shape`: per shape of `job_shapes`, its class, -1 when
         none is registered; `class_index`: envs.window's (lower, on_level, by_free, positions,
@@ -728,16 +733,19 @@ class Simulator:
         done), EV_NO_EVENT (there is none; nothing done), EV_NEW_CLASS (a job of an unregistered
         shape arrived or is queued), EV_ROOM (its buffers are full). Every event is the one
         `advance()` would process, bit for bit. With `test_first` it tests the state as it is
-        before the first event (else the caller has: it tests after each). Only on the compiled
-        path, and only with no job checkpointing or reserved (ValueError)."""
+        before the first event (else the caller has: it tests after each). With `las`
+        (envs.window.las_stop_args: the LAS test's rows, thresholds and starvation factor) the
+        stop test is the decision loop's `can_place` instead of `any_feasible`: a queued job that
+        only preempt-las places stops it too. Only on the compiled path, and only with no job
+        checkpointing or reserved (ValueError)."""
         if not _jit.ENABLED or self.checkpointing or self.reserved:
             raise ValueError("run_events needs the compiled path and no job checkpointing or reserved")
-        return self._run_events(class_of_shape, class_index, until, test_first, -1, _NO_GPUS)
+        return self._run_events(class_of_shape, class_index, until, test_first, las, -1, _NO_GPUS)
 
     def start_and_run(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None, class_of_shape: np.ndarray,
-                      class_index: tuple, until: float | None = None) -> int:
+                      class_index: tuple, until: float | None = None, las: tuple | None = None) -> int:
         """`start(job_id, gpus, profile)` and then `run_events(class_of_shape, class_index, until,
-        test_first=True)`, in one compiled call: the start's checks and records here, its queue,
+        test_first=True, las=las)`, in one compiled call: the start's checks and records here, its queue,
         load, GPU, power and rate bookkeeping in the call (envs.kernels._launch_job), the same
         operations in the same order as the two calls. Returns run_events' stop reason. The same
         conditions as run_events (ValueError); SchedulingError as `start`."""
@@ -755,10 +763,10 @@ class Simulator:
         if gpus.flags.writeable:  # the compiled call takes read-only GPU arrays (one signature: _NO_GPUS)
             gpus = gpus.view()
             gpus.flags.writeable = False
-        return self._run_events(class_of_shape, class_index, until, True, job_id, gpus)
+        return self._run_events(class_of_shape, class_index, until, True, las, job_id, gpus)
 
     def _run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None, test_first: bool,
-                    launch: int, launch_gpus: np.ndarray) -> int:
+                    las: tuple | None, launch: int, launch_gpus: np.ndarray) -> int:
         K = _kernels
         ev = self._events
         if ev is None:
@@ -785,7 +793,7 @@ class Simulator:
             load.dirty_uplink, REFERENCE_NET_PER_GPU_GBPS, ledger.gpu_owner, ledger.free_mask, node_owned, node_free,
             ledger.node_preemptible, c.node_first_gpu, c.node_gpus, c.whole_gang, power.node_power_w, power.node_on,
             c.power_terms, q.shape, class_of_shape, *class_index, PRIORITY_HIGH, self.cluster.num_gpus, test_first,
-            ledger.gpu_reserved, launch, launch_gpus)
+            ledger.gpu_reserved, las is not None, c.gpu_node, *(_NO_LAS if las is None else las), launch, launch_gpus)
         events = int(iscal[K.I_EVENTS])
         if not events and launch < 0:
             return stop

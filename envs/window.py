@@ -278,6 +278,13 @@ def _las_rows(n_priorities: int) -> np.ndarray:
     return rows
 
 
+def las_stop_args(state: ClusterState) -> tuple[np.ndarray, np.ndarray, float]:
+    """What the compiled event loop's `can_place` test reads beyond the class index
+    (Simulator.run_events' `las`): `_las_rows` for the state's priority classes, the LAS
+    thresholds and the starvation factor."""
+    return _las_rows(state.node_preemptible.shape[1]), LAS_THRESHOLDS, STARVATION_FACTOR
+
+
 def _las_totals(state: ClusterState) -> np.ndarray | None:
     """The counts behind `las_fits`, once per state: row p * _LOWER_QUEUES + q holds, per
     (memory level, TP degree) flattened as in `class_fits`, the GPUs usable in whole TP groups

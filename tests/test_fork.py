@@ -86,10 +86,12 @@ def metrics_equal(a: dict, b: dict, skip=()) -> list[str]:
 
 
 def assert_same_values(a, b, path: str = "sim",
-                       skip=("_state", "_state_arrived", "_scratch", "_events", "_placed_of", "_table", "job_slot")) -> None:
+                       skip=("_state", "_state_arrived", "_scratch", "_events", "_placed_of", "_table", "job_slot",
+                             "_next_event")) -> None:
     """`a` and `b` hold the same values all the way down (arrays: same dtype, shape and
     elements, NaN equal to NaN; a queue's id arrays as far as they are used). `skip`: attributes
-    not compared (by default the decision state cache, the kernels' scratch buffers, the load
+    not compared (by default the decision state cache, the next event's time cached per state
+    version, which the compiled event loop leaves as it was and reads of next_event_s fill, the kernels' scratch buffers, the load
     model's memo of `Placed` records, keyed by profile identity, and the table of their values
     with the rows in it, which depend on the order the memo was filled in)."""
     if isinstance(a, Cluster):

@@ -513,18 +513,21 @@ REPLAYS = [  # every shipped cluster; `priority` preempts, so restores are owed 
     ("h100-1024gpu", "llm-mix-large", "topology", 300),
     ("philly-sized", "philly-busy-vc", "binpack", 400),
     ("h100-4node", "llm-mix", "easy", 80),
+    ("mixed-64gpu", "slo-preempt", "tiresias", 300),  # preempt-las: the loop's test is can_place (las_can_place)
+    ("topo-stress-128gpu", "topology-stress", "tiresias", 200),
 ]
 
 
 @pytest.mark.parametrize("cluster_name,workload,rule,num_jobs", REPLAYS, ids=[f"{r[0]}-{r[2]}" for r in REPLAYS])
 def test_events_between_decisions_in_one_compiled_call_are_the_references(cluster_name, workload, rule, num_jobs,
                                                                           monkeypatch):
-    """A rule that never takes preempt-las has its events between decisions run by
-    Simulator.run_events (envs.kernels.run_events): completions, arrivals and restores, until a
-    queued job fits; a start it chooses is carried out in the same call
-    (Simulator.start_and_run). The replay is the reference path's, bit for bit; with buffers of
-    3 events the calls also stop to be emptied (EV_ROOM), and jobs of a shape not yet
-    registered stop them too (EV_NEW_CLASS)."""
+    """The events between decisions run in Simulator.run_events (envs.kernels.run_events):
+    completions, arrivals and restores, until a queued job fits (for a rule that may take
+    preempt-las, `tiresias`: until some queued job has a valid placement, preempt-las's
+    included); a start it chooses is carried out in the same call (Simulator.start_and_run).
+    The replay is the reference path's, bit for bit; with buffers of 3 events the calls also
+    stop to be emptied (EV_ROOM), and jobs of a shape not yet registered stop them too
+    (EV_NEW_CLASS)."""
     from envs import simulator
 
     stops: dict[int, int] = {}
@@ -546,6 +549,48 @@ def test_events_between_decisions_in_one_compiled_call_are_the_references(cluste
     assert fast[1:] == ref[1:]
     assert stops[kernels.EV_FEASIBLE] > 10 and stops[kernels.EV_ROOM] and stops[kernels.EV_NEW_CLASS], stops
     assert starts[0] > 10
+
+
+def test_env_steps_run_the_compiled_event_loop_with_the_preempt_las_test(monkeypatch):
+    """The env (every rule, preempt-las included) steps through envs.replay.decide: a start, or a
+    WAIT, and the events after it are one compiled call whose stop test is the decision loop's
+    can_place, so it also stops where preempt-las is a queued job's only valid placement. The
+    episodes are bit for bit the reference path's (test_episodes_are_bit_identical_to_the_reference);
+    here: those calls happen, with starts, WAITs and stops made by the preempt-las test alone."""
+    from envs import replay, simulator
+    from envs.window import any_feasible
+
+    counts = {"starts": 0, "las_only": 0, "waits": 0, "waits_in_python": 0}
+    run_events, decide, apply_candidate = simulator.Simulator._run_events, replay.decide, replay.apply_candidate
+
+    def counted(self, class_of_shape, class_index, until, test_first, las, launch, launch_gpus):
+        stop = run_events(self, class_of_shape, class_index, until, test_first, las, launch, launch_gpus)
+        assert las is not None  # the env offers preempt-las
+        counts["starts"] += launch >= 0
+        counts["las_only"] += stop == kernels.EV_FEASIBLE and not any_feasible(self.decision_state())
+        return stop
+
+    def fusable(sim, cset, action):  # a WAIT with no job checkpointing or reserved
+        return jit.ENABLED and action == cset.wait_index and not sim.checkpointing and not sim.reserved
+
+    def counted_decide(sim, cset, action, *args, **kwargs):
+        counts["waits"] += fusable(sim, cset, action)
+        return decide(sim, cset, action, *args, **kwargs)
+
+    def counted_apply(sim, cset, action):
+        counts["waits_in_python"] += fusable(sim, cset, action)
+        return apply_candidate(sim, cset, action)
+
+    monkeypatch.setattr(simulator.Simulator, "_run_events", counted)
+    monkeypatch.setattr("envs.env.decide", counted_decide)
+    monkeypatch.setattr(replay, "apply_candidate", counted_apply)
+    for env_kwargs in ({"scenario": "slo-preempt", "num_jobs": 80}, {"scenario": "philly", "num_jobs": 150}):
+        fast = _episode_digest(env_kwargs, 0, 400)
+        with jit.reference_path():
+            ref = _episode_digest(env_kwargs, 0, 400)
+        assert fast[0] == ref[0]
+    assert counts["starts"] > 50 and counts["las_only"] > 10 and counts["waits"] > 20, counts
+    assert counts["waits_in_python"] == 0, counts
 
 
 def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
