@@ -332,9 +332,44 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     return cfg
 
 
+def merge_config(base: dict, override: dict) -> dict:
+    """`override` over `base`: mappings merge key by key, at every depth; any other value
+    (a list, a number, null) replaces the base's."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_config(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def read_train_yaml(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
+    """A train config's mapping with its `base:` resolved. `base: NAME` (a config in
+    configs/train/) or `base: PATH` (a YAML file, relative to this file's folder) names the
+    config this one changes: its keys are merged over the base's (merge_config), so a variant
+    states only what it varies. Bases may have bases; a cycle is an error naming the chain."""
+    data = read_yaml(path)
+    if "base" not in data:
+        return data
+    base_name = data.pop("base")
+    if not isinstance(base_name, str) or not base_name:
+        raise ConfigError(str(path), "base", f"must be a train config's name or a YAML path, got {base_name!r}")
+    local = path.parent / base_name
+    try:
+        base_path = resolve_config(local if local.suffix in (".yaml", ".yml") else base_name, "train")
+    except ConfigError as e:
+        raise ConfigError(str(path), "base", str(e)) from None
+    chain = _chain + (path.resolve(),)
+    if base_path.resolve() in chain:
+        raise ConfigError(str(path), "base", "a cycle: " + " -> ".join(str(p) for p in chain + (base_path.resolve(),)))
+    return merge_config(read_train_yaml(base_path, chain), data)
+
+
 def load_train_config(name_or_path: str | Path) -> TrainConfig:
     path = resolve_config(name_or_path, "train")
-    return train_config_from_dict(read_yaml(path), str(path))
+    return train_config_from_dict(read_train_yaml(path), str(path))
 
 
-__all__ = ["ConfigError", "Setting", "TrainConfig", "load_train_config", "parse_seeds", "train_config_from_dict"]
+__all__ = ["ConfigError", "Setting", "TrainConfig", "load_train_config", "merge_config", "parse_seeds", "read_train_yaml",
+           "train_config_from_dict"]

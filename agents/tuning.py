@@ -81,14 +81,14 @@ def _test_values(dist: str, args: list) -> list:
 def load_sweep(name_or_path: str | Path) -> Sweep:
     """A sweep file (name in configs/train/ or a YAML path), validated: every search key is tried
     on the base train config with each choice and each range's ends. ConfigError otherwise."""
-    from agents.config import train_config_from_dict
+    from agents.config import read_train_yaml, train_config_from_dict
 
     path = resolve_config(name_or_path, "train")
     source = str(path)
     top = Fields(read_yaml(path), source, "")
     top.check_keys(_SWEEP_KEYS)
     base_path = resolve_config(top.get("config", str), "train")
-    base = read_yaml(base_path)
+    base = read_train_yaml(base_path)
     num_samples = top.get("num_samples", int, min_value=1)
     search_seed = top.get("search_seed", (int, type(None)), None)
     search_f = top.sub("search")
@@ -136,7 +136,7 @@ def _trial(params: dict, *, config: str, overrides: dict, out_root: str, cwd: st
     train.py does it, into OUT/seed-N (kind "seeds") or OUT/trial-K (kind "sweep")."""
     from ray import tune
 
-    from agents.config import load_train_config, train_config_from_dict
+    from agents.config import load_train_config, read_train_yaml, train_config_from_dict
 
     if os.path.isdir(cwd):  # relative paths in the config mean what they mean to train.py
         os.chdir(cwd)
@@ -144,7 +144,7 @@ def _trial(params: dict, *, config: str, overrides: dict, out_root: str, cwd: st
 
     settings = {k: v for k, v in params.items() if k != "seed"}
     if settings:
-        data = read_yaml(Path(config))
+        data = read_train_yaml(Path(config))
         for key, value in settings.items():
             data = set_dotted(data, key, value)
         cfg = train_config_from_dict(data, config)

@@ -37,7 +37,7 @@ def resolve_config(name_or_path: str | Path, kind: str) -> Path:
     candidate = CONFIG_ROOT / kind / f"{name_or_path}.yaml"
     if not candidate.is_file():
         known = sorted(q.stem for q in (CONFIG_ROOT / kind).glob("*.yaml"))
-        raise ConfigError(str(name_or_path), "", f"not a file and not a known {kind[:-1]} config (known: {', '.join(known)})")
+        raise ConfigError(str(name_or_path), "", f"not a file and not a known {kind.removesuffix('s')} config (known: {', '.join(known)})")
     return candidate
 
 

@@ -217,6 +217,55 @@ def test_every_shipped_train_config_loads(path):
     assert cfg.total_timesteps > 0 and cfg.settings()
 
 
+def test_a_config_with_a_base_states_only_what_it_changes(tmp_path):
+    """`base:` merges a variant over its base: mappings key by key at any depth, lists and scalars
+    replaced; bases chain; a base is a name in configs/train/ or a path beside the file; the run's
+    config.yaml is the merged config; a sweep over such a config searches the merged one."""
+    from agents.config import load_train_config
+    from agents.tuning import load_sweep
+
+    (tmp_path / "sub").mkdir()
+    base = write_config(tmp_path / "sub")  # sub/tiny.yaml
+    (tmp_path / "variant.yaml").write_text(yaml.safe_dump(
+        {"base": "sub/tiny.yaml", "ppo": {"n_epochs": 2}, "policy": {"encoder_hidden": [32]}, "eval": {"baselines": ["sjf"]}}))
+    (tmp_path / "variant2.yaml").write_text(yaml.safe_dump({"base": "variant.yaml", "seed": 5, "ppo": {"target_kl": 0.02}}))
+    b, v = load_train_config(base), load_train_config(tmp_path / "variant2.yaml")
+    assert v.seed == 5 and v.ppo["target_kl"] == 0.02 and v.ppo["n_epochs"] == 2
+    assert v.ppo["n_steps"] == b.ppo["n_steps"] == 32  # kept from the base, beside the changed key
+    assert v.policy["encoder_hidden"] == [32] and v.policy["head_hidden"] == [16]
+    assert v.eval["baselines"] == ["sjf"] and v.eval["seeds"] == b.eval["seeds"]
+    assert v.total_timesteps == b.total_timesteps and v.env == b.env
+    v.dump(tmp_path / "dumped.yaml")
+    assert "base" not in yaml.safe_load((tmp_path / "dumped.yaml").read_text())
+    assert load_train_config(tmp_path / "dumped.yaml").to_dict() == v.to_dict()
+    # by name: a shipped config as the base
+    (tmp_path / "quick-lr.yaml").write_text("base: ppo-quick\nppo: {learning_rate: 0.0001}\n")
+    q, shipped = load_train_config(tmp_path / "quick-lr.yaml"), load_train_config("ppo-quick")
+    assert q.ppo["learning_rate"] == 1e-4 and {**q.to_dict(), "ppo": shipped.ppo} == shipped.to_dict()
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(
+        {"config": str(tmp_path / "variant2.yaml"), "num_samples": 2, "search": {"ppo.clip_range": {"choice": [0.1, 0.3]}}}))
+    assert load_sweep(tmp_path / "sweep.yaml").num_samples == 2
+
+
+@pytest.mark.parametrize("body, message", [
+    ("base: no-such-config\n", "not a file and not a known train config"),
+    ("base: missing.yaml\n", "no such file"),
+    ("base: 3\n", "must be a train config's name or a YAML path"),
+    ("base: loop-b.yaml\n", "a cycle"),
+])
+def test_a_bad_base_is_a_clear_error_naming_the_file_and_field(tmp_path, body, message):
+    from agents.config import ConfigError, load_train_config
+
+    (tmp_path / "loop-a.yaml").write_text(body)
+    (tmp_path / "loop-b.yaml").write_text("base: loop-a.yaml\nseed: 1\n")
+    with pytest.raises(ConfigError) as e:
+        load_train_config(tmp_path / "loop-a.yaml")
+    assert str(tmp_path / "loop-a.yaml") in str(e.value) and ": base: " in str(e.value) and message in str(e.value)
+    r = run_train("--config", str(tmp_path / "loop-a.yaml"), "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
 # The variants docs/results.md compares with their base config, and the only keys each may change.
 VARIANTS = {
     "distill-default-s8": ("distill-default", {("distill", "lookahead")}),
