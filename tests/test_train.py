@@ -279,6 +279,7 @@ VARIANTS = {
     "distill-slo-preempt-s8-soft": ("distill-slo-preempt-s8", {("distill", "temperature")}),
     "distill-hetero-s8-guard": ("distill-hetero-s8", {("env", "wait_guard", "overdue_factor"), ("env", "wait_guard", "min_wait_s")}),
     "distill-generalist-s8-x3": ("distill-generalist-s8", {("distill", "episodes")}),
+    "distill-topology-stress-s16": ("distill-topology-stress-s8", {("distill", "lookahead"), ("distill", "teacher")}),
 }
 
 
