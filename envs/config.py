@@ -7,6 +7,7 @@ unknown node type 'dgx'`), raised at load time, never from inside a run.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -218,9 +219,26 @@ def parse_seeds(text: str | int | list) -> list[int]:
     return seeds
 
 
+# Clusters loaded in this process, by file (resolved path and content): a Cluster is immutable,
+# and the memo tables of the hot path (GPU picks, geometries, node counts: envs.memo) live per
+# cluster object, so every env of a process on the same file shares them.
+_LOADED_CLUSTERS: dict[tuple[str, bytes], Cluster] = {}
+
+
 def load_cluster(name_or_path: str | Path) -> Cluster:
-    """Load and validate a cluster from a config name or a YAML path."""
+    """Load and validate a cluster from a config name or a YAML path. Loading a file whose
+    content is unchanged gives the same `Cluster` object again."""
     if isinstance(name_or_path, Cluster):
         return name_or_path
     path = resolve_config(name_or_path, "clusters")
-    return cluster_from_dict(read_yaml(path), str(path))
+    try:
+        key = (str(path.resolve()), hashlib.blake2b(path.read_bytes(), digest_size=16).digest())
+    except OSError as e:
+        raise ConfigError(str(path), "", f"cannot read: {e.strerror}") from None
+    hit = _LOADED_CLUSTERS.get(key)
+    if hit is None:
+        hit = cluster_from_dict(read_yaml(path), str(path))
+        if len(_LOADED_CLUSTERS) >= 64:  # a process that loads many files keeps the newest
+            _LOADED_CLUSTERS.pop(next(iter(_LOADED_CLUSTERS)))
+        _LOADED_CLUSTERS[key] = hit
+    return hit

@@ -107,3 +107,19 @@ def test_memory_no_gpu_has(tmp_path):
     w = write(tmp_path, "w.yaml", WORKLOAD.replace("mem_per_gpu_gb: 40", "mem_per_gpu_gb: 141"))
     with pytest.raises(ConfigError, match="kinds.finetune.mem_per_gpu_gb: no GPU"):
         gym.make("gangsched/GpuCluster-v0", cluster=str(c), workload=str(w))
+
+
+def test_a_cluster_file_loads_once_per_content(tmp_path):
+    """Envs of one process on the same cluster file share one Cluster object (and so the memo
+    tables of the hot path); an edited file is loaded afresh, even at the same size."""
+    path = write(tmp_path, "c.yaml", CLUSTER)
+    first = load_cluster(path)
+    assert load_cluster(str(path)) is first
+    a = gym.make("gangsched/GpuCluster-v0", cluster="mixed-64gpu").unwrapped
+    b = gym.make("gangsched/GpuCluster-v0", scenario="default").unwrapped
+    assert a.cluster is b.cluster is load_cluster("mixed-64gpu")
+    edited = CLUSTER.replace("gpus: 8", "gpus: 4")
+    assert len(edited) == len(CLUSTER)
+    path.write_text(edited)
+    second = load_cluster(path)
+    assert second is not first and second.num_gpus == 8 and first.num_gpus == 16

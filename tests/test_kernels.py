@@ -491,12 +491,14 @@ def _replay_record(cluster_name: str, workload: str, rule: str, seed: int, num_j
     timeline, the finished order, the integrals and version counters, and the metrics."""
     from baselines import make_baseline
     from benchmarks.replay_philly import schedule_digest
+    from envs.cache import clear_cluster_memos
     from envs.config import load_cluster
     from envs.replay import replay
     from envs.simulator import Simulator
     from envs.workload import load_workload_spec, make_workload
 
     cluster = load_cluster(cluster_name)
+    clear_cluster_memos(cluster)  # start from no job classes, as a fresh process would (a test counts their stops)
     sim = Simulator(cluster, make_workload(load_workload_spec(workload), cluster, seed, num_jobs))
     base = make_baseline(rule)
     steps = replay(sim, base.select, queue_window=8, preempt_las=base.preempt_las)
