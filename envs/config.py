@@ -42,9 +42,10 @@ def resolve_config(name_or_path: str | Path, kind: str) -> Path:
     return candidate
 
 
-def read_yaml(path: Path) -> dict:
+def read_yaml(path: Path, raw: bytes | None = None) -> dict:
+    """The mapping in YAML file `path` (or in `raw`, its bytes already read)."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text() if raw is None else raw.decode())
     except yaml.YAMLError as e:
         raise ConfigError(str(path), "", f"invalid YAML: {e}") from None
     except OSError as e:
@@ -232,12 +233,13 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         return name_or_path
     path = resolve_config(name_or_path, "clusters")
     try:
-        key = (str(path.resolve()), hashlib.blake2b(path.read_bytes(), digest_size=16).digest())
+        raw = path.read_bytes()
     except OSError as e:
         raise ConfigError(str(path), "", f"cannot read: {e.strerror}") from None
+    key = (str(path.resolve()), hashlib.blake2b(raw, digest_size=16).digest())
     hit = _LOADED_CLUSTERS.get(key)
-    if hit is None:
-        hit = cluster_from_dict(read_yaml(path), str(path))
+    if hit is None:  # built from the bytes hashed, so the key always names its content
+        hit = cluster_from_dict(read_yaml(path, raw), str(path))
         if len(_LOADED_CLUSTERS) >= 64:  # a process that loads many files keeps the newest
             _LOADED_CLUSTERS.pop(next(iter(_LOADED_CLUSTERS)))
         _LOADED_CLUSTERS[key] = hit
