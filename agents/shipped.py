@@ -92,3 +92,38 @@ def write_sums(directory: str | Path) -> dict[str, str]:
     sums = {f.name: sha256_file(f) for f in sorted(directory.iterdir()) if f.is_file() and f.name != SUMS_FILE}
     (directory / SUMS_FILE).write_text("".join(f"{d}  {n}\n" for n, d in sums.items()))
     return sums
+
+
+def deployment(name_or_path: str | Path):
+    """(model.zip, anchor or None, bound on WAIT or None) of a model folder as it is deployed:
+    the settings its policy.json records, which the scoring service applies too. Checks the
+    folder as the service does (agents.policy_file.load_policy_metadata: feature schema, names,
+    the ONNX file's hash); ValueError naming the file or field otherwise."""
+    from agents.policy_file import load_policy_metadata, policy_anchor, policy_wait_guard
+
+    directory = model_dir(name_or_path)
+    meta = load_policy_metadata(directory)
+    model = directory / MODEL_FILE
+    if not model.is_file():
+        raise ValueError(f"{model}: not found (a model folder holds {MODEL_FILE} beside policy.json)")
+    return model, policy_anchor(meta), policy_wait_guard(meta)
+
+
+def load_actor(name_or_path: str | Path, device: str = "cpu"):
+    """A shipped model (or a model folder) as an actor `(env, observation) -> action` over the
+    Gymnasium env, deployed as its policy.json says: its anchor to a heuristic applied to the
+    model's logits. The bound on WAIT is part of the env's mask: make the env with
+    `wait_guard=deployment(name)[2]`. Imports torch.
+
+        env = gym.make("gangsched/GpuCluster-v0", scenario="slo-preempt", wait_guard=deployment("generalist")[2])
+        act = load_actor("generalist")
+        obs, _ = env.reset(seed=0); obs, reward, done, truncated, info = env.step(act(env, obs))
+    """
+    from agents.anchor import anchored_actor
+    from agents.policy import load_model
+
+    model_path, anchor, _ = deployment(name_or_path)
+    model = load_model(str(model_path), device=device)
+    if anchor is not None:
+        return anchored_actor(model, anchor)
+    return lambda env, obs: int(model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)[0])

@@ -125,7 +125,33 @@ class AnchoredLoader(MaskablePPOLoader):
             raise UsageError(f"anchored={arg}: {e}") from None
 
 
-POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader(), "anchored": AnchoredLoader()}
+class LearnedLoader:
+    """`learned=NAME`: a shipped model (models/NAME, agents.shipped), or `learned=DIR` a model
+    folder (model.zip beside its export), evaluated as it is deployed: with the anchor and the
+    bound on WAIT its policy.json records, as the scoring service serves it."""
+
+    @staticmethod
+    def deployment(arg: str):
+        from agents.shipped import deployment
+
+        try:
+            return deployment(arg)
+        except ValueError as e:
+            raise UsageError(f"learned={arg}: {e}") from None
+
+    def check(self, arg: str) -> None:
+        self.deployment(arg)
+
+    def load(self, arg: str) -> Actor:
+        from agents.shipped import load_actor
+
+        return load_actor(arg)
+
+    def wait_guard(self, arg: str) -> WaitGuard | None:
+        return self.deployment(arg)[2]
+
+
+POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader(), "anchored": AnchoredLoader(), "learned": LearnedLoader()}
 
 
 # Policies that simulate (agents.lookahead): they need the simulator, not only the decision
