@@ -12,7 +12,7 @@ install:
 
 # Install, train the quick PPO config for a few minutes, compare it with every baseline.
 demo: install
-	$(PYTHON) train.py --config configs/train/ppo-quick.yaml --out runs/quick --compare
+	$(PYTHON) train.py --config configs/train/research/ppo-quick.yaml --out runs/quick --compare
 
 # Install and run the whole test suite.
 test: install

@@ -345,8 +345,8 @@ def merge_config(base: dict, override: dict) -> dict:
 
 
 def read_train_yaml(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
-    """A train config's mapping with its `base:` resolved. `base: NAME` (a config in
-    configs/train/) or `base: PATH` (a YAML file, relative to this file's folder) names the
+    """A train config's mapping with its `base:` resolved. `base: NAME` (a config name as
+    resolve_config takes it: `distill-default`, `research/distill-default-s8`) or `base: PATH` (a YAML file, relative to this file's folder) names the
     config this one changes: its keys are merged over the base's (merge_config), so a variant
     states only what it varies. Bases may have bases; a cycle is an error naming the chain."""
     data = read_yaml(path)

@@ -2,7 +2,7 @@
 ray --seeds 0-4`), or a hyperparameter search from a sweep file (`train.py --backend ray --sweep
 configs/train/sweep.yaml`). docs/ray.md.
 
-Each trial is a normal run: `train.train_and_export`, exactly what a plain `train.py --seed N
+Each trial is a normal run: `agents.run.train_and_export`, exactly what a plain `train.py --seed N
 --out DIR` runs, into its own folder, OUT/seed-N or OUT/trial-K (config.yaml, model.zip, tb/,
 eval.json, export/, ...). Tune's own records go to OUT/tune/, and OUT/trials.json lists every
 trial: its settings, its run folder, its best validation objective (the mean objective on the
@@ -12,7 +12,7 @@ other trials go on.
 
 A sweep file (YAML, validated at load time, errors name the file and field):
 
-    config: ppo-quick            # the train config every trial starts from (name or path)
+    config: research/ppo-quick   # the train config every trial starts from (name or path)
     num_samples: 6               # settings drawn
     search_seed: 0               # the draw is reproducible (omit for a fresh one)
     search:                      # dotted train-config keys, one distribution each
@@ -137,10 +137,10 @@ def _trial(params: dict, *, config: str, overrides: dict, out_root: str, cwd: st
     from ray import tune
 
     from agents.config import load_train_config, read_train_yaml, train_config_from_dict
+    from agents.run import apply_overrides, train_and_export
 
     if os.path.isdir(cwd):  # relative paths in the config mean what they mean to train.py
         os.chdir(cwd)
-    from train import apply_overrides, train_and_export
 
     settings = {k: v for k, v in params.items() if k != "seed"}
     if settings:

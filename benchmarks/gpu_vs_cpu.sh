@@ -46,7 +46,7 @@ done
 timeout 120 python3 -m benchmarks.train_speed --config configs/train/ppo-gpu.yaml --device cpu --timesteps "$(n 4096)" \
     --vec-env batched --vec-workers 8 --skip-cartpole 2>&1 | tee "$out/train_cpu.jsonl"
 # 5. The distillation configs' PPO phase (d_model 64, 8 envs): GPU, CPU with all threads, CPU with one.
-cfg=configs/train/distill-topology-stress-s8.yaml
+cfg=configs/train/research/distill-topology-stress-s8.yaml
 timeout 50 python3 -m benchmarks.train_speed --config $cfg --device "$dev" --timesteps "$(n 8192)" --skip-cartpole 2>&1 | tee "$out/distill.jsonl"
 timeout 50 python3 -m benchmarks.train_speed --config $cfg --device cpu --timesteps "$(n 8192)" --skip-cartpole 2>&1 | tee -a "$out/distill.jsonl"
 OMP_NUM_THREADS=1 timeout 50 python3 -m benchmarks.train_speed --config $cfg --device cpu --timesteps "$(n 8192)" --skip-cartpole 2>&1 | tee -a "$out/distill.jsonl"

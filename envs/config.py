@@ -29,16 +29,21 @@ class ConfigError(ValueError):
 
 
 def resolve_config(name_or_path: str | Path, kind: str) -> Path:
-    """A config name from configs/<kind>/ (`mixed-64gpu`) or a path to a YAML file."""
+    """A path to a YAML file, or a config name: configs/<kind>/NAME.yaml (`mixed-64gpu`). A config
+    in a subfolder is named with its folder, and only so: `research/ppo-quick` is
+    configs/train/research/ppo-quick.yaml, and `ppo-quick` alone is not found. An unknown name's
+    error says which file it looked for and lists every name it knows, subfolders included."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         if not p.is_file():
             raise ConfigError(str(p), "", "no such file")
         return p
-    candidate = CONFIG_ROOT / kind / f"{name_or_path}.yaml"
+    root = CONFIG_ROOT / kind
+    candidate = root / f"{name_or_path}.yaml"
     if not candidate.is_file():
-        known = sorted(q.stem for q in (CONFIG_ROOT / kind).glob("*.yaml"))
-        raise ConfigError(str(name_or_path), "", f"not a file and not a known {kind.removesuffix('s')} config (known: {', '.join(known)})")
+        known = sorted(q.relative_to(root).with_suffix("").as_posix() for q in root.rglob("*.yaml"))
+        raise ConfigError(str(name_or_path), "", f"not a file and not a known {kind.removesuffix('s')} config: no {candidate} "
+                                                 f"(known: {', '.join(known)})")
     return candidate
 
 

@@ -123,3 +123,26 @@ def test_a_cluster_file_loads_once_per_content(tmp_path):
     path.write_text(edited)
     second = load_cluster(path)
     assert second is not first and second.num_gpus == 8 and first.num_gpus == 16
+
+
+def test_a_train_config_in_a_subfolder_is_named_with_its_folder(tmp_path):
+    """configs/train/research/X.yaml is `research/X` (as a --config name and as a `base:`); the bare
+    `X` is an error that says which file it looked for and lists the subfolder's names too."""
+    from envs.config import CONFIG_ROOT, resolve_config
+    from agents.config import load_train_config
+
+    research = CONFIG_ROOT / "train" / "research"
+    assert resolve_config("research/ppo-quick", "train") == research / "ppo-quick.yaml"
+    assert resolve_config("ppo", "train") == CONFIG_ROOT / "train" / "ppo.yaml"
+    with pytest.raises(ConfigError) as e:
+        resolve_config("ppo-quick", "train")
+    message = str(e.value)
+    assert "not a known train config" in message and str(CONFIG_ROOT / "train" / "ppo-quick.yaml") in message
+    assert "research/ppo-quick" in message and "distill-default," in message
+    # a variant beside the repository's configs names a research config as its base
+    (tmp_path / "quick-seed.yaml").write_text("base: research/ppo-quick\nseed: 7\n")
+    v, q = load_train_config(tmp_path / "quick-seed.yaml"), load_train_config("research/ppo-quick")
+    assert v.seed == 7 and {**v.to_dict(), "seed": q.seed} == q.to_dict()
+    # a research config's `base: NAME` (a config that stayed in configs/train/) resolves there
+    s8 = load_train_config("research/distill-slo-preempt-s8")
+    assert s8.scenario == "slo-preempt" and s8.distill["lookahead"] == {"samples": 8}

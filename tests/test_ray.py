@@ -291,7 +291,7 @@ def test_the_shipped_sweep_file_is_valid():
     from agents.tuning import load_sweep
 
     sweep = load_sweep("sweep")
-    assert sweep.config.endswith("configs/train/ppo-quick.yaml") and sweep.num_samples >= 2
+    assert sweep.config.endswith("configs/train/research/ppo-quick.yaml") and sweep.num_samples >= 2
     assert {"ppo.learning_rate", "ppo.clip_range", "ppo.ent_coef"} <= set(sweep.search)
 
 

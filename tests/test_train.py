@@ -199,12 +199,12 @@ def test_subprocess_workers_give_the_same_episodes_as_in_process_envs():
         np.testing.assert_array_equal(da, db)
 
 
-SHIPPED = sorted((REPO / "configs" / "train").glob("*.yaml"))
+SHIPPED = sorted((REPO / "configs" / "train").rglob("*.yaml"))
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.relative_to(REPO / "configs" / "train").with_suffix("").as_posix() for p in SHIPPED])
 def test_every_shipped_train_config_loads(path):
-    """Each file in configs/train is a train config or a Ray Tune sweep (a `search:` over a config)."""
+    """Each file in configs/train and its subfolders is a train config or a Ray Tune sweep (a `search:` over a config)."""
     from agents.config import load_train_config
 
     if "search" in yaml.safe_load(path.read_text()):
@@ -239,8 +239,8 @@ def test_a_config_with_a_base_states_only_what_it_changes(tmp_path):
     assert "base" not in yaml.safe_load((tmp_path / "dumped.yaml").read_text())
     assert load_train_config(tmp_path / "dumped.yaml").to_dict() == v.to_dict()
     # by name: a shipped config as the base
-    (tmp_path / "quick-lr.yaml").write_text("base: ppo-quick\nppo: {learning_rate: 0.0001}\n")
-    q, shipped = load_train_config(tmp_path / "quick-lr.yaml"), load_train_config("ppo-quick")
+    (tmp_path / "quick-lr.yaml").write_text("base: research/ppo-quick\nppo: {learning_rate: 0.0001}\n")
+    q, shipped = load_train_config(tmp_path / "quick-lr.yaml"), load_train_config("research/ppo-quick")
     assert q.ppo["learning_rate"] == 1e-4 and {**q.to_dict(), "ppo": shipped.ppo} == shipped.to_dict()
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(
         {"config": str(tmp_path / "variant2.yaml"), "num_samples": 2, "search": {"ppo.clip_range": {"choice": [0.1, 0.3]}}}))
@@ -268,18 +268,18 @@ def test_a_bad_base_is_a_clear_error_naming_the_file_and_field(tmp_path, body, m
 
 # The variants docs/results.md compares with their base config, and the only keys each may change.
 VARIANTS = {
-    "distill-default-s8": ("distill-default", {("distill", "lookahead")}),
-    "distill-slo-preempt-s8": ("distill-slo-preempt", {("distill", "lookahead")}),
-    "distill-hetero-s8": ("distill-hetero", {("distill", "lookahead")}),
-    "distill-topology-stress-s8": ("distill-topology-stress", {("distill", "lookahead")}),
-    "distill-philly-s8": ("distill-philly", {("distill", "lookahead")}),
-    "distill-bursty-s8": ("distill-bursty", {("distill", "lookahead")}),
-    "distill-slo-preempt-s8-long": ("distill-slo-preempt-s8", {("total_timesteps",)}),
-    "distill-slo-preempt-s8-confirm": ("distill-slo-preempt-s8", {("distill", "lookahead")}),
-    "distill-slo-preempt-s8-soft": ("distill-slo-preempt-s8", {("distill", "temperature")}),
-    "distill-hetero-s8-guard": ("distill-hetero-s8", {("env", "wait_guard", "overdue_factor"), ("env", "wait_guard", "min_wait_s")}),
-    "distill-generalist-s8-x3": ("distill-generalist-s8", {("distill", "episodes")}),
-    "distill-topology-stress-s16": ("distill-topology-stress-s8", {("distill", "lookahead"), ("distill", "teacher")}),
+    "research/distill-default-s8": ("distill-default", {("distill", "lookahead")}),
+    "research/distill-slo-preempt-s8": ("distill-slo-preempt", {("distill", "lookahead")}),
+    "research/distill-hetero-s8": ("distill-hetero", {("distill", "lookahead")}),
+    "research/distill-topology-stress-s8": ("distill-topology-stress", {("distill", "lookahead")}),
+    "research/distill-philly-s8": ("distill-philly", {("distill", "lookahead")}),
+    "research/distill-bursty-s8": ("distill-bursty", {("distill", "lookahead")}),
+    "research/distill-slo-preempt-s8-long": ("research/distill-slo-preempt-s8", {("total_timesteps",)}),
+    "research/distill-slo-preempt-s8-confirm": ("research/distill-slo-preempt-s8", {("distill", "lookahead")}),
+    "research/distill-slo-preempt-s8-soft": ("research/distill-slo-preempt-s8", {("distill", "temperature")}),
+    "research/distill-hetero-s8-guard": ("research/distill-hetero-s8", {("env", "wait_guard", "overdue_factor"), ("env", "wait_guard", "min_wait_s")}),
+    "research/distill-generalist-s8-x3": ("distill-generalist-s8", {("distill", "episodes")}),
+    "research/distill-topology-stress-s16": ("research/distill-topology-stress-s8", {("distill", "lookahead"), ("distill", "teacher")}),
 }
 
 
