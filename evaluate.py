@@ -1,4 +1,4 @@
-"""Compare schedulers on the same workloads and write results.json, results.md and plots.
+"""Compare schedulers on the same workloads and write results.json, results.md, plots and report.html.
 
     python evaluate.py --cluster mixed-64gpu --workload llm-mix \
         --policies binpack,spread,topology,easy,ppo=runs/model.zip --seeds 0-9 --out results/
@@ -58,6 +58,7 @@ from agents.evaluation import (
     workload_sha256,
     write_plots,
 )
+from agents.evaluation.report import write_report
 from agents.parallel import BACKENDS, BackendError, import_ray, ray_cpus, ray_session
 from baselines import BASELINES
 from envs.candidates import wait_guard_of
@@ -239,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     plots = []
     if cfg.reference in traces:  # the Gantt chart needs the reference's plot-seed episode
         plots = write_plots(cfg.out, cluster, cfg.reference, plot_seed, {k: v for k, v in jcts.items() if v}, traces)
+    report = write_report(cfg.out, doc, plots)
     print(results_markdown(doc))
     print(f"wrote {cfg.out / 'results.json'}, {cfg.out / 'results.md'}" + "".join(f", {p}" for p in plots))
+    print(f"report: {report}")
     report_missing("evaluate.py", missing, len(cfg.policies) * len(cfg.seeds), cfg.out / "errors.log" if missing else None)
     return 1 if missing else 0
 

@@ -46,10 +46,14 @@ def mean_ci95(values: list[float]) -> dict[str, float | int | None]:
     return {"mean": mean, "ci95_low": mean - half, "ci95_high": mean + half, "n": n}
 
 
+def paired_rel_diffs(runs: list[dict], ref_runs: list[dict], metric: str = "avg_jct_s") -> dict[int, float]:
+    """Seed -> (policy - reference) / reference of `metric`, in the order of `runs`."""
+    ref = {r["seed"]: r["metrics"][metric] for r in ref_runs}
+    return {r["seed"]: (r["metrics"][metric] - ref[r["seed"]]) / ref[r["seed"]] for r in runs}
+
+
 def paired_rel_diff(runs: list[dict], ref_runs: list[dict], metric: str = "avg_jct_s") -> dict:
     """Per seed (policy - reference) / reference of `metric`, with its mean and 95% t-interval:
     {"metric", "rel_diff_mean", "ci95_low", "ci95_high", "n"}."""
-    ref = {r["seed"]: r["metrics"][metric] for r in ref_runs}
-    diffs = [(r["metrics"][metric] - ref[r["seed"]]) / ref[r["seed"]] for r in runs]
-    s = mean_ci95(diffs)
+    s = mean_ci95(list(paired_rel_diffs(runs, ref_runs, metric).values()))
     return {"metric": metric, "rel_diff_mean": s["mean"], "ci95_low": s["ci95_low"], "ci95_high": s["ci95_high"], "n": s["n"]}
