@@ -173,9 +173,10 @@ def _paired_section(doc: dict) -> list[str]:
     table = html_table(["policy", "seeds", "mean rel. diff", "95% CI", "verdict"], rows, table_id="paired")
 
     ref_runs = doc["policies"][ref]["runs"]
+    ref_seeds = {r["seed"] for r in ref_runs}
     dist = []
     for label in doc["paired_vs_reference"]:
-        diffs = paired_rel_diffs([r for r in doc["policies"][label]["runs"] if r["seed"] in {x["seed"] for x in ref_runs}], ref_runs, metric)
+        diffs = paired_rel_diffs([r for r in doc["policies"][label]["runs"] if r["seed"] in ref_seeds], ref_runs, metric)
         if not diffs:
             dist.append([label, "0", "n/a", "n/a", "n/a", "n/a", "n/a"])
             continue
