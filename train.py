@@ -7,13 +7,14 @@
 
 Every hyper-parameter, the cluster and the workload come from the YAML config; flags override
 it. `--resume runs/NAME` continues a killed run from its last checkpoint (its own config).
-`--compare` evaluates the trained model beside every baseline afterwards and prints the table.
+`--compare` evaluates the trained model beside every baseline afterwards, on the scenario's test
+seeds (else 0-9; `--compare-seeds` chooses), and prints the table.
 The best model is exported for serving into runs/NAME/export/ (agents/export.py, docs/export.md).
 
 `--backend ray` runs several runs at once as Ray Tune trials (agents/tuning.py, docs/ray.md):
 `--seeds 0-4` trains each seed into runs/NAME/seed-N, `--sweep FILE` searches hyperparameters
 into runs/NAME/trial-K and reports the best trial on the validation seeds. Each trial is
-`train_and_export`, exactly what a plain run does. Ray starts on this machine, or
+`train_and_export` (agents/run.py), exactly what a plain run does. Ray starts on this machine, or
 `--ray-address` joins a cluster.
 """
 
@@ -23,52 +24,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from agents.run import ExportError, apply_overrides, train_and_export
 from envs.config import ConfigError
 
 DEFAULT_CONFIG = "configs/train/ppo.yaml"
-
-
-class ExportError(RuntimeError):
-    """The run is trained and its model saved, but the serving export failed."""
-
-
-def apply_overrides(cfg, *, device: str | None = None, seed: int | None = None, total_timesteps: int | None = None,
-                    torch_threads: int | None = None):
-    """The command line's overrides of a train config (also each Ray Tune trial's)."""
-    if device:
-        cfg.device = device
-    if torch_threads is not None:
-        if torch_threads < 1:
-            raise ConfigError("--torch-threads", "", f"must be >= 1, got {torch_threads}")
-        cfg.torch_threads = torch_threads
-    if seed is not None:
-        cfg.seed = seed
-    if total_timesteps is not None:
-        if total_timesteps < 1:
-            raise ConfigError("--total-timesteps", "", "must be >= 1")
-        cfg.total_timesteps = total_timesteps
-    return cfg
-
-
-def train_and_export(cfg, out: Path, *, resume: bool = False, progress_bar: bool = True, log=print) -> dict:
-    """One run, as this command makes it and as every Ray Tune trial makes it: agents.training's
-    `train` into `out`, then the serving files of its best model into out/export (policy.onnx,
-    policy.json; docs/export.md). Returns train's summary; ExportError when the export fails."""
-    from agents.export import export_model
-    from agents.training import train
-
-    summary = train(cfg, out, resume=resume, progress_bar=progress_bar, log=log)
-    log(f"trained {summary['timesteps']} steps in {summary['wall_s']:.0f} s ({summary['env_steps_per_s']:.0f} env steps/s) on {summary['device']}")
-    log(f"best validation objective {summary['best_validation_objective']:.3f} vs {summary['baseline']} {summary['baseline_objective']:.3f}")
-    for key in ("model", "last_model", "config", "tensorboard", "checkpoint"):
-        log(f"  {key:11s} {summary[key]}")
-    export_dir = out / "export"
-    try:
-        export_model(summary["model"], export_dir)
-    except (ValueError, RuntimeError, ImportError, OSError) as e:
-        raise ExportError(f"the model is saved, but exporting it to {export_dir} failed: {e}") from e
-    log(f"  {'export':11s} {export_dir} (policy.onnx, policy.json)")
-    return summary
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -82,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--torch-threads", type=int, metavar="N", help="torch threads for the updates (overrides the config's torch_threads; "
                     "the same seed gives the same run only with the same count)")
     ap.add_argument("--compare", action="store_true", help="evaluate against every baseline afterwards")
-    ap.add_argument("--compare-seeds", default="0-9", help="test seeds for --compare (default 0-9)")
+    ap.add_argument("--compare-seeds", help="test seeds for --compare (default: the scenario's test seeds, else 0-9)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ray = ap.add_argument_group("several runs as Ray Tune trials (docs/ray.md)")
     ray.add_argument("--backend", choices=("local", "ray"), default="local", help="local: one run in this process; ray: Ray Tune trials")
@@ -175,15 +134,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if args.compare:
+        from baselines import BASELINES
         from evaluate import main as evaluate_main
 
-        seeds = args.compare_seeds
         ppo = f"ppo={summary['model']}"
-        policies = ",".join([*cfg.eval["baselines"], ppo])
+        policies = ",".join([*BASELINES, ppo])  # every baseline, not only those model selection compared with
         where = ["--scenario", cfg.scenario] if cfg.scenario else ["--cluster", cfg.cluster, "--workload", cfg.workload]
         return evaluate_main([
-            *where, "--policies", policies,
-            "--seeds", seeds, "--out", str(out / "compare"), "--reference", ppo, "--workers", "2",
+            *where, "--policies", policies, *(["--seeds", args.compare_seeds] if args.compare_seeds else []),
+            "--out", str(out / "compare"), "--reference", ppo, "--workers", "2",
             *(["--num-jobs", str(cfg.env["num_jobs"])] if "num_jobs" in cfg.env else []),
         ])
     return 0
