@@ -13,7 +13,7 @@ the decision state only, so it is as honest and as servable as the model.
 
 The command scores the run's model (`--model`, default model.zip) anchored at each margin on the
 run's validation seeds (or `--seeds`, checked like a train config's: never a test seed), by the
-run's own selection rule (agents.training: `setting_result`, `validation_score`). It keeps the
+run's own selection rule (agents.selection: `setting_result`, `validation_score`). It keeps the
 smallest margin listed (0 by default: the model alone) unless another margin's mean gain over it,
 paired per validation seed, exceeds one standard error of that mean, the teacher's own test for
 leaving its base rule; among the margins that pass, the lowest score (the smaller margin on a
@@ -227,7 +227,7 @@ def _margin_result(task: tuple) -> dict:
     import torch as th
 
     from agents.policy import load_model
-    from agents.training import Validation, eval_setting, setting_result
+    from agents.selection import Validation, eval_setting, setting_result
 
     th.set_num_threads(1)
     path, baseline, margin, name, env_kwargs, seeds, best, best_objective = task
@@ -255,7 +255,7 @@ def pick_margin(margins: list[float], results: list[list[dict]], ref: int | None
     per seed; then the lowest score among those (the smaller margin on a tie, then the earlier
     listed). Also every setting's `paired_gain` over the reference. `margins[i]` is setting i's
     margin (settings with a bound on WAIT as well repeat margins: `choose_margin`)."""
-    from agents.training import validation_score
+    from agents.selection import validation_score
 
     if ref is None:
         ref = min(range(len(margins)), key=margins.__getitem__)
@@ -317,7 +317,7 @@ def choose_margin(run: Path, margins: list[float], model: str = "model.zip", bas
     run's own bound. ConfigError names a bad run directory, model, baseline, seeds or scenario."""
     from agents.config import train_config_from_dict
     from agents.parallel import run_tasks
-    from agents.training import validation_score, validations
+    from agents.selection import validation_score, validations
     from envs.config import ConfigError, read_yaml
 
     config = run / "config.yaml"

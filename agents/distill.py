@@ -119,7 +119,7 @@ def label_episode(task: LabelTask) -> dict:
 def label_tasks(cfg, vals: list, teachers: list[str], round_: int, student: str | None) -> list[LabelTask]:
     """The round's labelling tasks: `distill.episodes` training-range workload seeds, drawn from
     the run's seed and the round (never a validation or test seed), given round-robin to the
-    settings `vals` (agents.training.Validation; one unless the config has an env_mix), each
+    settings `vals` (agents.selection.Validation; one unless the config has an env_mix), each
     with its teacher in `teachers` and its best heuristic."""
     d = cfg.distill
     rng = np.random.default_rng([cfg.seed, round_, 0xDA6])
@@ -225,7 +225,7 @@ def _cached_check(path: Path, n: int) -> list[float] | None:
 
 
 def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
-    """`distill.teacher` for the setting `v` (agents.training.Validation), with "auto" resolved on
+    """`distill.teacher` for the setting `v` (agents.selection.Validation), with "auto" resolved on
     its validation seeds: the honest lookahead where its mean objective beats the best
     heuristic's, else the best heuristic. The lookahead's episodes come from the cache
     (`check_cache_dir()`) where the same check ran before."""
@@ -279,7 +279,7 @@ def choose_teacher(cfg, v, log=print) -> tuple[str, dict]:
 
 def distill(model, cfg, out: Path, vals: list, eval_cb, log=print) -> dict:
     """The DAgger rounds of `cfg.distill` on `model` (in place), over the settings `vals`
-    (agents.training.Validation: the config's, or each env_mix entry, each with its own teacher
+    (agents.selection.Validation: the config's, or each env_mix entry, each with its own teacher
     and best heuristic). Logs to TensorBoard (tb/distill), writes distill.json, and evaluates the
     student on the validation seeds after every round (the best so far becomes model.zip, as
     during PPO)."""

@@ -3,7 +3,7 @@
     python -m agents.reselect runs/NAME [runs/NAME2 ...] [--seeds 100-119] [--workers 2] [--wait-guard K] [--out FILE]
 
 train.py keeps every model it evaluates (RUN/stages/, named by eval.json's "model"). This scores
-each of them again by train.py's own rule (agents.training: `setting_result` on each setting's
+each of them again by train.py's own rule (agents.selection: `setting_result` on each setting's
 validation seeds, `validation_score`), on the run's validation seeds or on `--seeds`, and picks
 the lowest score, the earlier stage on a tie as in training. It writes RUN/reselect.json (the
 seeds, every stage's entry, the pick) and prints the pick. It never changes model.zip: evaluate
@@ -69,7 +69,7 @@ def _setting_result(task: tuple) -> dict:
     import torch as th
 
     from agents.policy import load_model
-    from agents.training import Validation, eval_setting, setting_result
+    from agents.selection import Validation, eval_setting, setting_result
 
     th.set_num_threads(1)
     path, name, env_kwargs, seeds, baseline, baseline_objective = task
@@ -86,7 +86,7 @@ def reselect(run: Path, seeds: str | None = None, workers: int = 1, log=print, w
     output name."""
     if out_name is not None:
         check_out_name(run, out_name, ".json", RUN_FILES)
-    from agents.training import validations, validation_score
+    from agents.selection import validation_score, validations
 
     config = run / "config.yaml"
     if not config.is_file():

@@ -113,7 +113,7 @@ def _mix_config(**overrides):
 
 def test_a_mix_is_labelled_round_robin_each_setting_with_its_own_teacher_heuristic_and_validation_seeds():
     from agents.distill import label_tasks
-    from agents.training import Validation, eval_setting
+    from agents.selection import Validation, eval_setting
 
     cfg = _mix_config()
     settings = cfg.settings()
@@ -142,7 +142,7 @@ def test_distill_lookahead_sets_the_teachers_search_over_the_scenarios_for_label
     from agents.distill import choose_teacher, label_tasks
     from agents.evaluation.policies import SIMULATING, PolicySpec
     from agents.evaluation.runners import RunTask, run_one
-    from agents.training import Validation, eval_setting
+    from agents.selection import Validation, eval_setting
     from envs.scenario import load_scenario, lookahead_search
 
     cfg = _mix_config(env_mix=[], distill={"teacher": "lookahead", "rounds": 1, "episodes": 1, "lookahead": {"samples": 1}})
@@ -171,7 +171,7 @@ def test_distill_lookahead_sets_the_teachers_search_over_the_scenarios_for_label
 
 def test_the_teacher_check_is_cached_by_its_inputs_and_a_changed_input_or_a_bad_file_runs_it_again(monkeypatch, tmp_path):
     import agents.distill as distill
-    from agents.training import Validation, eval_setting
+    from agents.selection import Validation, eval_setting
 
     calls = []
     real = distill.run_tasks

@@ -69,7 +69,7 @@ def test_a_run_keeps_every_evaluated_model_and_reselection_reproduces_its_choice
     assert [e["model"] for e in guarded["stages"]] == names and guarded["seeds"] == again["seeds"]
     assert [e["score"] for e in guarded["stages"]] != [e["score"] for e in again["stages"]]  # the guard changed episodes
     from agents.policy import load_model
-    from agents.training import setting_result, validations
+    from agents.selection import setting_result, validations
 
     data = yaml.safe_load((out / "config.yaml").read_text())
     data.setdefault("env", {})["wait_guard"] = {"overdue_factor": 0.01, "min_wait_s": 0}

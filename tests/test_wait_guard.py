@@ -282,7 +282,8 @@ def test_service_command_line_refuses_a_bad_guard(capsys):
 
 def test_a_train_config_guard_reaches_the_rollouts_and_model_selection():
     from agents.config import train_config_from_dict
-    from agents.training import eval_setting, make_vec_env
+    from agents.selection import eval_setting
+    from agents.training import make_vec_env
 
     cfg = train_config_from_dict({"scenario": "default", "n_envs": 2, "vec_env": "batched",
                                   "env": {"wait_guard": {"overdue_factor": 2, "min_wait_s": 3600}},
