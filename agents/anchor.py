@@ -44,6 +44,9 @@ and nothing else of the run's env options; it writes RUN/anchor-NAME.json, which
 `evaluate.py --policies anchored=RUN/anchor-NAME.json` and `agents.export --anchor
 RUN/anchor-NAME.json` take. Add `inf` to `--margins` to let the choice fall back to the
 heuristic alone where the model does not carry over.
+
+The rule itself (`Anchor`, `anchored_choice`, `anchored_actor`) is agents/anchor_rule.py, and the
+readers of the anchor files agents/run_dir.py; this module chooses the margin.
 """
 
 from __future__ import annotations
@@ -53,173 +56,14 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-ANCHOR_FILE = "anchor.json"  # the margin chosen on the run's own validation seeds
+from agents.anchor_rule import Anchor, anchored_actor
+from agents.run_dir import anchor_file_name
+
 DEFAULT_MARGINS = (0.0, 0.5, 1.0, 2.0, 4.0)
-
-
-def anchor_file_name(scenario: str | None = None) -> str:
-    """RUN/anchor.json, or with `scenario` (a margin chosen on another scenario) anchor-SCENARIO.json."""
-    return ANCHOR_FILE if scenario is None else f"anchor-{scenario}.json"
-
-
-@dataclass(frozen=True)
-class Anchor:
-    """Take the model's choice only where its logit beats the logit of `baseline`'s choice by
-    more than `margin` (>= 0; inf: always the baseline)."""
-
-    baseline: str
-    margin: float
-
-    def __post_init__(self):
-        from baselines import BASELINES
-
-        if self.baseline not in BASELINES:
-            raise ValueError(f"anchor.baseline: unknown baseline {self.baseline!r} (known: {', '.join(BASELINES)})")
-        m = self.margin
-        if isinstance(m, bool) or not isinstance(m, (int, float)) or math.isnan(m) or m < 0:
-            raise ValueError(f"anchor.margin: must be a number >= 0 (or inf), got {m!r}")
-        object.__setattr__(self, "margin", float(m))
-
-    def to_dict(self) -> dict:
-        return {"baseline": self.baseline, "margin": self.margin if math.isfinite(self.margin) else "inf"}
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = "anchor") -> Anchor:
-        """From policy.json's or anchor.json's plain form; ValueError naming `where` and the field."""
-        if not isinstance(data, dict) or "baseline" not in data or "margin" not in data:
-            raise ValueError(f"{where}: must be a mapping with baseline and margin, got {data!r}")
-        margin = data["margin"]
-        if margin == "inf":
-            margin = math.inf
-        try:
-            return cls(str(data["baseline"]), margin)
-        except ValueError as e:
-            raise ValueError(f"{where}{str(e)[len('anchor'):]}") from None
-
-
-def anchored_choice(logits: np.ndarray, mask: np.ndarray, base_choice: int, margin: float) -> int:
-    """The one rule: the arg-max of `logits` over the valid candidates (`mask`; the first of
-    equals, as MaskablePPO's deterministic predict), unless it is not `base_choice` and its logit
-    is no more than `margin` above base_choice's; then base_choice. An invalid base_choice (a
-    heuristic never makes one, but a guard may have masked WAIT) leaves the model's choice."""
-    valid = np.flatnonzero(mask)
-    best = int(valid[np.argmax(logits[valid])])
-    if best == base_choice or not mask[base_choice]:
-        return best
-    return best if logits[best] - logits[base_choice] > margin else int(base_choice)
-
-
-def policy_logits(model, obs: dict, mask: np.ndarray) -> np.ndarray:
-    """A MaskablePPO model's logits for one observation, masked as its distribution masks them."""
-    import torch as th
-
-    with th.no_grad():
-        tensor, _ = model.policy.obs_to_tensor(obs)
-        dist = model.policy.get_distribution(tensor, action_masks=mask)
-        return dist.distribution.logits[0].cpu().numpy().astype(np.float64)
-
-
-def anchored_actor(model, anchor: Anchor):
-    """An evaluation actor (env, observation) -> action: `model` anchored to `anchor`'s baseline,
-    which picks on the env's own candidate set (envs.env.GpuClusterEnv.cset)."""
-    from baselines import make_baseline
-
-    rule = make_baseline(anchor.baseline)
-
-    def act(env: Any, obs: dict) -> int:
-        u = env.unwrapped
-        mask = u.action_masks()
-        return anchored_choice(policy_logits(model, obs, mask), mask, int(rule.select(u.cset.state, u.cset)), anchor.margin)
-
-    return act
-
-
-def read_anchor(model_path: str | Path, file: str | Path | None = None) -> Anchor:
-    """The anchor that `python -m agents.anchor` chose for this model file: its run's
-    anchor.json, or `file` (an anchor-SCENARIO.json). ValueError naming the file when there is
-    none, or it was chosen for another of the run's models, or a field is bad."""
-    from agents.export import _run_dir
-
-    path = Path(model_path)
-    if file is None:
-        run = _run_dir(path)
-        if run is None:
-            raise ValueError(f"{model_path}: not in a run directory (no config.yaml beside it), so no {ANCHOR_FILE}")
-        file = run / ANCHOR_FILE
-        if not file.is_file():
-            raise ValueError(f"{file}: not found; choose the margin first: python -m agents.anchor {run}")
-    file = Path(file)
-    model, anchor = read_anchor_file(file)
-    if model.resolve() != path.resolve():
-        hint = (f"; run python -m agents.anchor {file.parent} --model {path.resolve().relative_to(file.parent.resolve())}"
-                if file.name == ANCHOR_FILE else "")  # the run's own file: the model is in that run
-        raise ValueError(f"{file}: the margin was chosen for {model.relative_to(file.parent)}, not {path}{hint}")
-    return anchor
-
-
-def read_anchor_file(file: str | Path) -> tuple[Path, Anchor]:
-    """(the model it was chosen for, the anchor) of an anchor file that `python -m agents.anchor`
-    wrote in a run directory (anchor.json, anchor-SCENARIO.json). ValueError naming the file."""
-    file = Path(file)
-    if not file.is_file():
-        raise ValueError(f"{file}: not found")
-    try:
-        data = json.loads(file.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{file}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{file}: must be a JSON object")
-    model = data.get("model")
-    if not isinstance(model, str):
-        raise ValueError(f"{file}: model: must name the run's model file it was chosen for, got {model!r}")
-    return file.parent / model, Anchor.from_dict(data, f"{file}: anchor")
-
-
-def anchored_model(arg: str | Path) -> tuple[Path, Anchor]:
-    """`anchored=`'s and `agents.export --anchor`'s argument: a model file (its run's
-    anchor.json, chosen for it) or an anchor file (.json: the model it names). ValueError naming
-    the file."""
-    path = Path(arg)
-    if path.suffix == ".json":
-        model, anchor = read_anchor_file(path)
-        if not model.is_file():
-            raise ValueError(f"{path}: model: {model} is not there")
-        return model, anchor
-    return path, read_anchor(path)
-
-
-def read_file_wait_guard(file: str | Path) -> tuple[bool, Any]:
-    """(whether the anchor file records a bound on WAIT chosen with its margin, that bound or
-    None); files written before --wait-guards existed record none. ValueError naming the file."""
-    from envs.candidates import wait_guard_of
-
-    file = Path(file)
-    try:
-        data = json.loads(file.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{file}: cannot be read ({e})") from None
-    if not isinstance(data, dict) or "wait_guard" not in data:
-        return False, None
-    return True, wait_guard_of(data["wait_guard"], f"{file}: wait_guard")
-
-
-def deployed_wait_guard(arg: str | Path):
-    """The bound on WAIT an anchored deployment of `arg` (what `anchored_model` takes) applies:
-    the one its anchor file records as chosen with the margin, else the run config's
-    (`env: wait_guard:`). ValueError naming the file."""
-    from agents.export import _run_dir, run_config_wait_guard
-
-    model, _ = anchored_model(arg)
-    path = Path(arg)
-    file = path if path.suffix == ".json" else _run_dir(path) / ANCHOR_FILE
-    recorded, guard = read_file_wait_guard(file)
-    return guard if recorded else run_config_wait_guard(model)
 
 
 def _margin_result(task: tuple) -> dict:

@@ -43,50 +43,13 @@ from agents.policy_file import (
     PolicyFileError,
     sha256_file,
 )
+from agents.run_dir import deployed_wait_guard, model_run_dir, read_anchor, run_config_wait_guard
 
 # The opset the dynamo exporter emits natively in torch 2.13; asking it for 17 makes it try
 # onnx's version converter, which fails on this graph and keeps 18 anyway.
 OPSET = 18
 CHECK_TOLERANCE = 1e-4  # max abs difference between torch and onnxruntime in the post-export check
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-# Folders of a run directory that hold models too: the checkpoint, every evaluated stage
-# (agents.training) and each distillation round's student (agents.distill).
-_RUN_SUBDIRS = ("checkpoints", "stages", "distill")
-
-
-def _run_dir(model_path: Path) -> Path | None:
-    """The run directory holding the model (runs/NAME/model.zip, or a model in its checkpoints/,
-    stages/ or distill/), if any."""
-    parent = model_path.resolve().parent
-    for d in (parent, parent.parent) if parent.name in _RUN_SUBDIRS else (parent,):
-        if (d / "config.yaml").is_file():
-            return d
-    return None
-
-
-def run_config_wait_guard(model_path: str | Path):
-    """The `env: wait_guard:` (envs.candidates.WaitGuard) of the training run a model file
-    belongs to (`_run_dir`'s config.yaml); None without one. ValueError naming the file and field
-    when it is not valid. The one reader: evaluation and export both take a model's guard here."""
-    import yaml
-
-    from envs.candidates import wait_guard_of
-
-    run_dir = _run_dir(Path(model_path))
-    if run_dir is None:
-        return None
-    config = run_dir / "config.yaml"
-    try:
-        data = yaml.safe_load(config.read_text())
-    except yaml.YAMLError as e:
-        raise ValueError(f"{config}: not valid YAML ({str(e).splitlines()[0]})") from None
-    env = data.get("env") if isinstance(data, dict) else None
-    try:
-        return wait_guard_of(env.get("wait_guard") if isinstance(env, dict) else None, "env.wait_guard")
-    except ValueError as e:
-        raise ValueError(f"{config}: {e}") from None
 
 
 def _git_commit(run_dir: Path | None) -> str | None:
@@ -206,7 +169,7 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     `wait_guard` (a WaitGuard or any form `envs.candidates.wait_guard_of` reads; None: none) is
     recorded in policy.json; by default the run config's `env.wait_guard` (none without one).
     ValueError naming the field for an invalid one, before anything is written. With `anchor`
-    True, the run's anchor.json for this model (agents.anchor.read_anchor; ValueError without
+    True, the run's anchor.json for this model (agents.run_dir.read_anchor; ValueError without
     one) is recorded as policy.json's `anchor`; with an anchor file's path (anchor-SCENARIO.json),
     that file's anchor, which must have been chosen for this model; otherwise `anchor` is null.
     With an anchor and `wait_guard` left to its default, the bound on WAIT is the one the anchor
@@ -228,11 +191,9 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     model_path = Path(model_path)
     if not model_path.is_file() and not Path(f"{model_path}.zip").is_file():
         raise FileNotFoundError(f"{model_path}: no such model file")
-    run_dir = _run_dir(model_path)
+    run_dir = model_run_dir(model_path)
     guard = run_config_wait_guard(model_path) if wait_guard is _FROM_CONFIG else wait_guard_of(wait_guard)
     if anchor:
-        from agents.anchor import deployed_wait_guard, read_anchor
-
         anchored = model_path if anchor is True else anchor  # as anchored= takes it
         anchor = read_anchor(model_path, None if anchor is True else anchor)
         if wait_guard is _FROM_CONFIG:  # the bound chosen with the margin (agents.anchor --wait-guards), else the run's

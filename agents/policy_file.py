@@ -9,7 +9,7 @@
                   the K it was trained with, the bound on WAIT its masks apply (`wait_guard`,
                   envs.candidates.WaitGuard as {overdue_factor, min_wait_s}, or null / absent:
                   none), the anchor to a heuristic the service applies (`anchor`,
-                  agents.anchor.Anchor as {baseline, margin}, or null / absent: none), the GPU
+                  agents.anchor_rule.Anchor as {baseline, margin}, or null / absent: none), the GPU
                   types the code knew, the sha256 of policy.onnx, the training config and the
                   code version.
 
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.anchor_rule import Anchor
 from envs.candidates import WaitGuard, wait_guard_of
 from envs.features import CANDIDATE_FEATURES, FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES
 from envs.placement import RULES
@@ -134,14 +135,12 @@ def policy_wait_guard(meta: dict[str, Any]) -> WaitGuard | None:
     return wait_guard_of(meta.get("wait_guard"), "wait_guard")
 
 
-def policy_anchor(meta: dict[str, Any]):
-    """The anchor to a heuristic recorded in policy.json (`anchor`, agents.anchor.Anchor); None
+def policy_anchor(meta: dict[str, Any]) -> Anchor | None:
+    """The anchor to a heuristic recorded in policy.json (`anchor`, agents.anchor_rule.Anchor); None
     when it is absent or null. ValueError naming the field when invalid."""
     data = meta.get("anchor")
     if data is None:
         return None
-    from agents.anchor import Anchor
-
     return Anchor.from_dict(data, "anchor")
 
 

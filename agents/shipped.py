@@ -119,7 +119,7 @@ def load_actor(name_or_path: str | Path, device: str = "cpu"):
         act = load_actor("generalist")
         obs, _ = env.reset(seed=0); obs, reward, done, truncated, info = env.step(act(env, obs))
     """
-    from agents.anchor import anchored_actor
+    from agents.anchor_rule import anchored_actor
     from agents.policy import load_model
 
     model_path, anchor, _ = deployment(name_or_path)

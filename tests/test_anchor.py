@@ -1,5 +1,5 @@
-"""A learned policy anchored to a heuristic (agents/anchor.py): the rule, the margin chosen on a
-tiny run's real validation episodes, and evaluate.py's `anchored=` policies."""
+"""A learned policy anchored to a heuristic (agents/anchor_rule.py, agents/anchor.py): the rule,
+the margin chosen on a tiny run's real validation episodes, and evaluate.py's `anchored=` policies."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from agents.anchor import Anchor, anchored_choice
+from agents.anchor_rule import Anchor, anchored_choice
 from tests.test_train import REPO, run_train, write_config
 
 

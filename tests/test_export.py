@@ -27,8 +27,9 @@ from envs.topology import GPU_CATALOGUE
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from agents.export import _git_commit, _run_dir  # noqa: E402
+from agents.export import _git_commit  # noqa: E402
 from agents.policy_file import MASKED_LOGIT, OnnxPolicy, PolicyFileError, load_policy_metadata  # noqa: E402
+from agents.run_dir import model_run_dir  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 POLICY = dict(d_model=32, n_heads=4, n_layers=2, encoder_hidden=(32,), head_hidden=(32,), value_hidden=(32,))
@@ -230,12 +231,12 @@ def test_serving_side_runs_without_torch(run: Path) -> None:
 def test_metadata_outside_a_run_directory(tmp_path: Path) -> None:
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "config.yaml").write_text("cluster: x\n")
-    assert _run_dir(tmp_path / "checkpoints" / "latest.zip") == tmp_path
-    assert _run_dir(tmp_path / "checkpoints" / "model.zip") == tmp_path
-    assert _run_dir(tmp_path / "stages" / "03-ppo-40000.zip") == tmp_path  # every evaluated stage
-    assert _run_dir(tmp_path / "distill" / "student-r0.zip") == tmp_path  # each round's student
-    assert _run_dir(tmp_path / "other" / "model.zip") is None
-    assert _run_dir(tmp_path.parent / "model.zip") is None
+    assert model_run_dir(tmp_path / "checkpoints" / "latest.zip") == tmp_path
+    assert model_run_dir(tmp_path / "checkpoints" / "model.zip") == tmp_path
+    assert model_run_dir(tmp_path / "stages" / "03-ppo-40000.zip") == tmp_path  # every evaluated stage
+    assert model_run_dir(tmp_path / "distill" / "student-r0.zip") == tmp_path  # each round's student
+    assert model_run_dir(tmp_path / "other" / "model.zip") is None
+    assert model_run_dir(tmp_path.parent / "model.zip") is None
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None
     assert _git_commit(None) == head
 

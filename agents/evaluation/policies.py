@@ -78,9 +78,9 @@ class MaskablePPOLoader:
 
 def run_config_wait_guard(model_path: str | Path) -> WaitGuard | None:
     """The `env: wait_guard:` of the training run a model file belongs to
-    (`agents.export.run_config_wait_guard`); UsageError naming the file and field when it is not
+    (`agents.run_dir.run_config_wait_guard`); UsageError naming the file and field when it is not
     valid."""
-    from agents.export import run_config_wait_guard as read
+    from agents.run_dir import run_config_wait_guard as read
 
     try:
         return read(model_path)
@@ -100,7 +100,7 @@ class AnchoredLoader(MaskablePPOLoader):
 
     @staticmethod
     def anchor(arg: str):
-        from agents.anchor import anchored_model
+        from agents.run_dir import anchored_model
 
         try:
             return anchored_model(arg)
@@ -108,7 +108,7 @@ class AnchoredLoader(MaskablePPOLoader):
             raise UsageError(f"anchored={arg}: {e}") from None
 
     def load(self, arg: str) -> Actor:
-        from agents.anchor import anchored_actor
+        from agents.anchor_rule import anchored_actor
         from agents.policy import load_model
 
         model, anchor = self.anchor(arg)
@@ -116,7 +116,7 @@ class AnchoredLoader(MaskablePPOLoader):
 
     def wait_guard(self, arg: str) -> WaitGuard | None:
         """The bound on WAIT chosen with the margin (`agents.anchor --wait-guards`), else the run's."""
-        from agents.anchor import deployed_wait_guard
+        from agents.run_dir import deployed_wait_guard
 
         self.anchor(arg)  # a bad argument fails here, named
         try:
