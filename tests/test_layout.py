@@ -1,8 +1,22 @@
-"""Module layout: the import graph of envs/ has no cycle.
+"""Module layout: the project's import graph has no cycle.
 
-A static scan with `ast` of every module under envs/ (imports inside functions included, so a
-lazy import does not hide a circle). A package counts as its `__init__` module; `from envs.x
-import y` is an edge to `envs.x.y` when that is a module, else to `envs.x`.
+A static scan with `ast` of every module of the project's packages (envs, agents, baselines,
+service, benchmarks) and of its top-level scripts (train.py, evaluate.py: modules `train`,
+`evaluate`). Every `import` statement counts, wherever it stands: inside functions (a lazy
+import does not hide a circle) and under `if TYPE_CHECKING:` alike. Imports by a name computed at
+run time (`importlib.import_module(variable)`) are not seen.
+
+How an import resolves to a module of the graph (a package is the module of its `__init__.py`):
+- `import a.b.c` is an edge to the longest prefix that is a module (`a.b.c`), not to the parent
+  packages Python initialises on the way: a submodule that imports a sibling by its full dotted
+  name does not need its package's `__init__` to have finished, so the package's `__init__`
+  importing its submodules (re-exporting their names) is no cycle.
+- `from a.b import name` is an edge to `a.b.name` when that is a module (a submodule, loaded on
+  its own), else to `a.b` itself: for a package, its `__init__`, which imports its submodules.
+  So `from agents.evaluation import run_actor` depends on agents/evaluation/__init__.py and,
+  through it, on every submodule it imports; a submodule of agents.evaluation that took a name
+  from the package that way would close a real cycle, and the scan reports it.
+- Relative imports resolve from the importing module's package, one level up per extra dot.
 """
 
 from __future__ import annotations
@@ -13,16 +27,22 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parent.parent
+PROJECT_PACKAGES = ("envs", "agents", "baselines", "service", "benchmarks")
+LIBRARY_PACKAGES = ("envs", "agents", "baselines", "service")  # code that a script runs, never the reverse
 
 
-def module_names(root: Path, package: str = "envs") -> dict[str, Path]:
-    """Dotted name -> file of every module under root/package (a package is its __init__)."""
+def module_names(root: Path, packages: tuple[str, ...] = ("envs",), scripts: bool = False) -> dict[str, Path]:
+    """Dotted name -> file of every module under root/PACKAGE for each of `packages` (a package
+    is its __init__), and with `scripts` every root/*.py (named by its stem)."""
     out = {}
-    for path in sorted((root / package).rglob("*.py")):
-        parts = list(path.relative_to(root).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    if scripts:
+        out.update((path.stem, path) for path in sorted(root.glob("*.py")))
     return out
 
 
@@ -36,9 +56,10 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def import_graph(root: Path, package: str = "envs") -> nx.DiGraph:
-    """Edges importer -> imported between the modules of root/package."""
-    modules = module_names(root, package)
+def import_graph(root: Path, packages: tuple[str, ...] = ("envs",), scripts: bool = False) -> nx.DiGraph:
+    """Edges importer -> imported between the modules of `module_names(root, packages, scripts)`,
+    resolved as the module's docstring says."""
+    modules = module_names(root, packages, scripts)
     graph = nx.DiGraph()
     graph.add_nodes_from(modules)
     for name, path in modules.items():
@@ -61,6 +82,10 @@ def import_graph(root: Path, package: str = "envs") -> nx.DiGraph:
     return graph
 
 
+def project_graph(root: Path = ROOT) -> nx.DiGraph:
+    return import_graph(root, PROJECT_PACKAGES, scripts=True)
+
+
 def find_cycle(graph: nx.DiGraph) -> list[str]:
     """One import cycle as [a, b, ..., a], or [] when the graph is acyclic."""
     try:
@@ -68,6 +93,18 @@ def find_cycle(graph: nx.DiGraph) -> list[str]:
     except nx.NetworkXNoCycle:
         return []
     return [a for a, _ in edges] + [edges[0][0]]
+
+
+def cycles_report(graph: nx.DiGraph) -> list[str]:
+    """One line per circle of modules (a strongly connected component of more than one): its
+    modules, and one cycle through them."""
+    lines = []
+    for component in sorted((sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1), key=lambda c: c[0]):
+        cycle = find_cycle(graph.subgraph(component))[:-1]
+        first = cycle.index(min(cycle))  # from its first module by name: the same line on every run
+        cycle = cycle[first:] + cycle[:first + 1]
+        lines.append(f"{len(component)} modules ({', '.join(component)}): {' -> '.join(cycle)}")
+    return lines
 
 
 def test_envs_import_graph_is_acyclic() -> None:
@@ -122,3 +159,45 @@ def test_simulator_and_candidate_layer_import_without_gymnasium_or_torch() -> No
             "import envs.simulator, envs.candidates, envs.features, envs.replay, envs.workload, baselines")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_project_import_graph_is_acyclic() -> None:
+    graph = project_graph()
+    # The scan sees the edges it must see (a vacuous graph would pass trivially): a script's lazy
+    # import, a package re-exporting its submodules, an import of a package's re-exported names.
+    assert graph.has_edge("train", "agents.config")
+    assert graph.has_edge("agents.evaluation", "agents.evaluation.runners")
+    assert graph.has_edge("evaluate", "agents.evaluation")
+    assert graph.has_edge("service.scoring", "baselines")
+    cycles = cycles_report(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_library_code_never_imports_a_script() -> None:
+    """train.py and evaluate.py run the library; no module of envs, agents, baselines or
+    service imports them (a script's helpers that the library needs live in the library)."""
+    graph = project_graph()
+    scripts = {path.stem for path in ROOT.glob("*.py")}
+    assert {"train", "evaluate"} <= scripts
+    offenders = sorted((m, s) for m, s in graph.edges if s in scripts and m.split(".")[0] in LIBRARY_PACKAGES)
+    assert not offenders, offenders
+
+
+def test_a_package_reexporting_its_submodules_is_no_cycle(tmp_path: Path) -> None:
+    """The rule of the module's docstring on a package `pkg`: its __init__ imports its
+    submodules; a submodule importing a sibling by its dotted name, or `from pkg import a` (a
+    submodule), depends on that submodule only; `from pkg import A` (a name the __init__
+    re-exports) depends on the __init__, and so closes a cycle when the __init__ imports it."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from pkg.a import A\nfrom pkg.b import B\nfrom pkg.c import f\n")
+    (pkg / "a.py").write_text("class A:\n    pass\n")
+    (pkg / "b.py").write_text("from pkg.a import A\nfrom pkg import a\nimport pkg.a\n\nclass B(A):\n    pass\n")
+    (pkg / "c.py").write_text("def f():\n    from pkg import A\n    return A\n")
+    (tmp_path / "script.py").write_text("def main():\n    from pkg import B\n    return B\n")
+    graph = import_graph(tmp_path, ("pkg",), scripts=True)
+    assert set(graph.edges) == {("pkg", "pkg.a"), ("pkg", "pkg.b"), ("pkg", "pkg.c"), ("pkg.b", "pkg.a"), ("pkg.c", "pkg"),
+                                ("script", "pkg")}
+    assert cycles_report(graph) == ["2 modules (pkg, pkg.c): pkg -> pkg.c -> pkg"]
+    (pkg / "c.py").write_text("def f():\n    from pkg.a import A\n    return A\n")
+    assert cycles_report(import_graph(tmp_path, ("pkg",), scripts=True)) == []
