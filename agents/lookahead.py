@@ -26,6 +26,7 @@ simulation of up to `horizon_s` of the future (`benchmarks.leaderboard` prints i
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import time
@@ -41,8 +42,8 @@ from envs.objective import Objective, objective_total
 from envs.placement import PREEMPT_RULES, RULES
 from envs.replay import advance_to_decision, decide
 from envs.scenario import LookaheadConfig
-from envs.simulator import SimConfig, Simulator
-from envs.state import ClusterState
+from envs.simulator import SchedulingError, SimConfig, Simulator
+from envs.state import ARRIVAL_HISTORY_S, ClusterState
 from envs.topology import Cluster
 from envs.workload import WorkloadSpec, generate
 
@@ -94,16 +95,26 @@ def shortlist(state: ClusterState, cset: CandidateSet, base_choice: int, k: int,
 # ---------------------------------------------------------------- sampled futures
 
 
+def estimate_noise(spec: WorkloadSpec) -> float:
+    """The lognormal sigma of a workload's runtime estimates around the true work (0 when its
+    durations are known): what a sampled truth is drawn with."""
+    if spec.trace is not None:
+        return float(spec.trace.get("estimate_noise", 0.5))
+    return 0.0 if spec.durations_known else float(spec.estimate_noise)
+
+
 class FutureSampler:
     """Draws what a scheduler does not know from what it does: each arrived, unfinished job's
     true work (given its estimate and its work done) and the jobs still to arrive. Reads only
-    the decision state and the workload's spec; the simulator's truth never enters a sample."""
+    the decision state and the workload's spec; the simulator's truth never enters a sample.
+
+    Without a spec (`FutureSampler.of_past`) it knows no generator: the arrivals to come are
+    always a resample of the past ones (see `future`)."""
 
     def __init__(self, spec: WorkloadSpec, cluster: Cluster, episode_seed: int, samples: int):
         self.spec, self.cluster = spec, cluster
-        self.noise = float(spec.trace.get("estimate_noise", 0.5)) if spec.trace is not None else float(spec.estimate_noise)
-        if spec.trace is None and spec.durations_known:
-            self.noise = 0.0
+        self.noise = estimate_noise(spec)
+        self.past_arrivals_s: np.ndarray | None = None  # None: the state's own rows' arrivals
         # Per kind: (log median, sigma, min, max) of the generator's runtime prior (None for traces).
         self.prior = None
         if spec.trace is None:
@@ -113,6 +124,17 @@ class FutureSampler:
         self._fresh: list[list[Job]] | None = None
         if spec.trace is None:
             self._fresh = [generate(spec, cluster, _FUTURE_SEED_BASE + episode_seed * 1024 + s) for s in range(samples)]
+
+    @classmethod
+    def of_past(cls, noise: float, past_arrivals_s: np.ndarray) -> FutureSampler:
+        """A sampler that knows no workload: true work drawn with lognormal sigma `noise` around
+        the estimate (no prior), arrivals resampled at the rate of `past_arrivals_s` (s, oldest
+        first, all before now) from the jobs of the state it is asked about."""
+        self = cls.__new__(cls)
+        self.spec = self.cluster = self.prior = self._fresh = None
+        self.noise = float(noise)
+        self.past_arrivals_s = np.asarray(past_arrivals_s, dtype=float)
+        return self
 
     def work(self, state: ClusterState, ids: np.ndarray, rng: np.random.Generator) -> dict[int, float]:
         """A draw of the true work of jobs `ids` (arrived, unfinished)."""
@@ -152,12 +174,14 @@ class FutureSampler:
         return [dataclasses.replace(j, job_id=first_id + i) for i, j in enumerate(drawn)]
 
     def _bootstrap(self, state: ClusterState, horizon_end: float, rng: np.random.Generator) -> list[Job]:
-        """A trace's future: Poisson arrivals at the rate seen so far, each a copy of a job seen
-        so far (its known fields), its work drawn from its estimate."""
+        """A trace's future: Poisson arrivals at the rate seen so far (the past arrivals given to
+        `of_past`, else the arrivals of the state's jobs), each a copy of one of the state's jobs
+        (its known fields), its work drawn from its estimate."""
         n, now = len(state.num_gpus), state.now
-        if n == 0 or now <= 0 or not math.isfinite(horizon_end):
+        times = state.arrival_s if self.past_arrivals_s is None else self.past_arrivals_s
+        if n == 0 or len(times) == 0 or now <= 0 or not math.isfinite(horizon_end):
             return []
-        rate = n / max(now - float(state.arrival_s[0]), 1.0)
+        rate = len(times) / max(now - float(times[0]), 1.0)
         out, t = [], now
         while True:
             t += rng.exponential(1.0 / rate)
@@ -185,6 +209,10 @@ def unfinished_ids(state: ClusterState) -> np.ndarray:
 # ---------------------------------------------------------------- the policy
 
 
+class SearchTimeout(TimeoutError):
+    """A search that ran past `Lookahead.deadline`; no decision was taken."""
+
+
 @dataclass
 class LookaheadStats:
     decisions: int = 0  # decisions taken
@@ -201,21 +229,27 @@ class LookaheadStats:
 class Lookahead:
     """The lookahead policy on one simulator (`clairvoyant=True`: the oracle bound)."""
 
-    def __init__(self, sim: Simulator, spec: WorkloadSpec, config: LookaheadConfig, objective: Objective,
-                 queue_window: int, clairvoyant: bool, seed: int):
+    def __init__(self, sim: Simulator, spec: WorkloadSpec | None, config: LookaheadConfig, objective: Objective,
+                 queue_window: int, clairvoyant: bool, seed: int, sampler: FutureSampler | None = None):
         self.sim, self.config, self.objective = sim, config, objective
         self.queue_window, self.clairvoyant = queue_window, clairvoyant
         self.base = make_baseline(config.base, seed=seed)
         self.samples = 1 if clairvoyant else config.samples
         self.confirm = 0 if clairvoyant else config.confirm_samples
-        self.sampler = None if clairvoyant else FutureSampler(spec, sim.cluster, seed, self.samples + self.confirm)
+        if not clairvoyant and sampler is None:
+            sampler = FutureSampler(spec, sim.cluster, seed, self.samples + self.confirm)
+        self.sampler = None if clairvoyant else sampler
         self.rng = np.random.default_rng([seed, 0x100C])
         self.stats = LookaheadStats()
         # The last decision's search: (candidate indices, mean cost difference to the base rule's
         # choice over the sampled futures), or None where nothing was searched.
         self.last_search: tuple[list[int], np.ndarray] | None = None
+        # time.perf_counter() past which a search gives up (SearchTimeout) between rollouts; None: never
+        self.deadline: float | None = None
 
     def _rollout(self, fork: Simulator, cset: CandidateSet, action: int, horizon_end: float) -> float:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise SearchTimeout("the search ran past its time budget")
         base, q, las = self.base.select, self.queue_window, self.base.preempt_las
         while True:  # apply, then on to the base rule's next decision until the horizon
             if action != cset.wait_index and not fork.done and fork.now < horizon_end:
@@ -336,3 +370,167 @@ def run_lookahead(name: str, cluster: Cluster, spec: WorkloadSpec, jobs: list[Jo
         steps += 1
         cset = decision()
     return sim, steps, policy.stats
+
+
+# ---------------------------------------------------------------- the planner on a decision state
+
+
+def _arrival_order(state: ClusterState, ids: np.ndarray) -> list[int]:
+    """Job indices `ids` by arrival, ties by the job's external id: the same order whichever way
+    the state was made (a simulator's view, whose indices are arrival order, or plain data)."""
+    def key(j: int):
+        name = state.name_of(j)
+        return (float(state.arrival_s[j]), isinstance(name, str), name)
+    return sorted(ids.tolist(), key=key)
+
+
+def simulator_from_state(state: ClusterState, max_checkpoint_s: float = 60.0) -> tuple[Simulator, list[int]]:
+    """A simulator standing where `state` stands, for the lookahead to fork: its jobs are the
+    state's live ones (queued, running, checkpointing, reserved), ids in order of arrival (ties
+    by external id), and `order[id]` is the job's index in `state`. Everything a scheduler knows
+    is carried over: placements, FIFO queue order, work done, restore owed, checkpoint ends,
+    waits, attained service and preemptions; rates follow from the placements under the state's
+    speed model. A job's true work is unknown, so it is max(estimate, work done + 1 s) here; the
+    lookahead's forks replace it by sampled work. The integrals (JCT so far, energy,
+    preemption cost) count from the jobs' arrivals with the cluster idle before now, so only
+    their changes from now on mean anything.
+
+    A reserved job waits for the checkpointing jobs whose GPUs it holds (they are its victims);
+    one that overlaps none starts at once (a simulator starts a reservation as soon as its GPUs
+    are free). Raises ValueError (naming the job) for a state no simulator can stand in: a
+    checkpointing job that is no reserved job's victim, or a victim the reserved job may not
+    preempt."""
+    order = _arrival_order(state, unfinished_ids(state))
+    now = float(state.now)
+    jobs = []
+    for k, j in enumerate(order):
+        est, done = float(state.estimate_s[j]), float(state.work_done_s[j])
+        jobs.append(Job(job_id=k, arrival_s=float(state.arrival_s[j]), kind=JobKind(int(state.kind[j])),
+                        gpus=int(state.num_gpus[j]), tp_degree=int(state.tp_degree[j]),
+                        mem_per_gpu_gb=float(state.mem_per_gpu_gb[j]), work_s=max(est, done + 1.0), estimate_s=est,
+                        comm_fraction=float(state.comm_fraction[j]), tp_comm_share=float(state.tp_comm_share[j]),
+                        priority=int(state.priority[j]), preemptible=bool(state.preemptible[j]),
+                        checkpoint_s=float(state.checkpoint_s[j]), restore_s=float(state.restore_s[j])))
+    sim = Simulator(state.cluster, jobs, SimConfig(speed_model=state.speed_model, max_checkpoint_s=max_checkpoint_s))
+    while sim.now < now or sim.num_arrived < len(jobs):  # every job arrives, queued, by now
+        sim.advance_until(now)
+    sim_id = {j: k for k, j in enumerate(order)}
+    name = state.name_of
+    for k, j in enumerate(order):  # what each job has done, before the queue orders by it
+        sim.work_done[k] = state.work_done_s[j]
+        sim.work_left[k] = sim.work_total[k] - sim.work_done[k]
+        sim.needs_restore[k] = state.needs_restore[j]
+        if state.preemptions[j] > 0 or state.attained_gpu_s[j] > 0:  # it has started before
+            sim.first_start[k] = min(float(state.arrival_s[j] + state.wait_s[j]), now)
+    checkpointing = [int(j) for j in state.checkpointing]
+    for j in checkpointing + [int(j) for j in state.running]:  # the victims run until the reservations preempt them
+        sim.start(sim_id[j], state.placement[j])
+    victims_of = {}
+    for r in state.reserved:
+        held = set(state.placement[r].tolist())
+        victims_of[int(r)] = [v for v in checkpointing if held & set(state.placement[v].tolist())]
+    unclaimed = set(checkpointing) - {v for vs in victims_of.values() for v in vs}
+    if unclaimed:
+        raise ValueError(f"checkpointing job {name(min(unclaimed))!r} holds no GPU of a reserved job: "
+                         "a preempted job checkpoints for the reservation that preempted it")
+    for r, victims in victims_of.items():
+        try:
+            if victims:
+                sim.preempt_and_start(sim_id[r], state.placement[r], [sim_id[v] for v in victims])
+            else:
+                sim.start(sim_id[r], state.placement[r])
+        except SchedulingError as e:
+            raise ValueError(f"reserved job {name(r)!r}: {e}") from None
+    q = sim.job_queue
+    for j in state.queue.tolist():  # the state's FIFO order, remaining estimates from the work done
+        q.remove(sim_id[j])
+        q.push(sim_id[j], float(sim.remaining_estimate_s(sim_id[j])))
+    for k, j in enumerate(order):
+        sim.wait_s[k] = state.wait_s[j]
+        sim.attained_gpu_s[k] = state.attained_gpu_s[j]
+        sim.preemptions[k] = state.preemptions[j]
+        if not math.isnan(state.queued_since_s[j]):
+            sim.queued_since[k] = state.queued_since_s[j]
+        if math.isfinite(state.checkpoint_end_s[j]):
+            sim.checkpoint_end[k] = state.checkpoint_end_s[j]
+        if state.restore_left_s[j] > 0:
+            sim.overhead_left[k] = state.restore_left_s[j]
+            sim._restoring.add(k)
+    sim._num_needs_restore = int(sim.needs_restore.sum())
+    sim.version += 1
+    return sim, order
+
+
+class StatePlanner:
+    """The honest lookahead on a decision state alone, as a service runs it: no simulator, no
+    workload spec. Each decision builds a simulator from the state (`simulator_from_state`),
+    samples every live job's true work from its estimate and its work done (lognormal sigma
+    `estimate_noise`) and the arrivals to come by resampling what the state saw: its live jobs'
+    shapes, at the rate of its past arrivals of the last `ARRIVAL_HISTORY_S` (what
+    `ClusterState.to_dict` sends). Nothing after now is read. The same state, seed and settings
+    give the same decision, whether the state is a simulator's view or came as plain data."""
+
+    def __init__(self, config: LookaheadConfig, objective: Objective, seed: int = 0, estimate_noise: float = 0.5,
+                 max_checkpoint_s: float = 60.0, wait_guard: WaitGuard | None = None, budget_s: float = math.inf,
+                 scenario: str | None = None):
+        self.config, self.objective, self.seed = config, objective, seed
+        self.estimate_noise, self.max_checkpoint_s = estimate_noise, max_checkpoint_s
+        self.wait_guard, self.budget_s = wait_guard, budget_s
+        self.scenario = scenario  # the scenario its settings came from, if any (reported by `describe`)
+        self.stats = LookaheadStats()  # summed over decisions
+        # The last decision's search as `Lookahead.last_search` has it, its options as indices into
+        # the caller's candidate set; None where nothing was searched.
+        self.last_search: tuple[list[int], np.ndarray] | None = None
+
+    def describe(self) -> dict:
+        """Its settings and its search statistics so far, as plain data (the service's /v1/info)."""
+        search = dataclasses.asdict(self.config)
+        search["horizon_s"] = search["horizon_s"] if math.isfinite(search["horizon_s"]) else None  # None: no horizon
+        return {"scenario": self.scenario, "search": search, "objective": self.objective.to_dict(),
+                "seed": self.seed, "estimate_noise": self.estimate_noise, "max_checkpoint_s": self.max_checkpoint_s,
+                "budget_s": self.budget_s if math.isfinite(self.budget_s) else None, "stats": dataclasses.asdict(self.stats)}
+
+    def sampler(self, state: ClusterState) -> FutureSampler:
+        """The sampler of a decision on `state`: its past arrivals of the last ARRIVAL_HISTORY_S."""
+        times = np.asarray(state.arrival_times_s, dtype=float)
+        lo = bisect.bisect_right(times.tolist(), state.now - ARRIVAL_HISTORY_S)
+        return FutureSampler.of_past(self.estimate_noise, times[lo:])
+
+    def choose(self, state: ClusterState, cset: CandidateSet, restrict: np.ndarray | None = None) -> int:
+        """The planner's choice among `cset`'s valid candidates (within `restrict` when given):
+        an index into `cset`. Raises SearchTimeout past `budget_s`, ValueError for a state no
+        simulator can stand in for."""
+        t0 = time.perf_counter()
+        sim, order = simulator_from_state(state, self.max_checkpoint_s)
+        queue_window = (len(cset.candidates) - 1) // len(RULES)
+        own = build_candidates(sim.decision_state(), queue_window, wait_guard=self.wait_guard)
+        index = {_outcome(lambda k: state.name_of(order[k]), cd): i for i, cd in enumerate(own.candidates) if own.mask[i]}
+        valid = cset.mask if restrict is None else cset.mask & restrict
+        mine = {}
+        for i in np.flatnonzero(cset.mask).tolist():
+            key = _outcome(state.name_of, cset.candidates[i])
+            if key not in index:
+                raise ValueError(f"candidate {i} ({key}) is not offered on the state rebuilt as a simulator")
+            mine[index[key]] = i
+        if len(mine) != len(index):
+            raise ValueError("the state rebuilt as a simulator offers candidates the state does not")
+        mask = np.zeros(len(own.candidates), dtype=bool)
+        mask[[k for k, i in mine.items() if valid[i]]] = True
+        view = CandidateSet(own.state, own.window, own.candidates, mask)
+        policy = Lookahead(sim, None, self.config, self.objective, queue_window, clairvoyant=False, seed=self.seed,
+                           sampler=self.sampler(state))
+        policy.deadline = t0 + self.budget_s
+        choice = mine[policy.select(view.state, view)]
+        searched = policy.last_search
+        self.last_search = None if searched is None else ([mine[o] for o in searched[0]], searched[1])
+        for f in dataclasses.fields(LookaheadStats):
+            setattr(self.stats, f.name, getattr(self.stats, f.name) + getattr(policy.stats, f.name))
+        return choice
+
+
+def _outcome(name, cd) -> tuple:
+    """What a candidate does, with `name(job index)` the job's external id: its rule, job, GPUs
+    and victims (WAIT: ())."""
+    if cd.rule == -1:
+        return ()
+    return (cd.rule, name(cd.job_id), tuple(cd.gpus.tolist()), tuple(sorted(str(name(v)) for v in cd.victims)))

@@ -1,15 +1,26 @@
 """`python -m service`: start the scoring service (FastAPI on uvicorn).
 
-    python -m service --model DIR --cluster NAME_OR_PATH [--host 127.0.0.1] [--port 8080]
+    python -m service --model DIR_OR_NAME --cluster NAME_OR_PATH [--host 127.0.0.1] [--port 8080]
                       [--baseline sect] [--queue-window 8] [--max-body-mb 16] [--body-timeout-s 10]
                       [--gang-ttl-s 600] [--bind-api none|in-cluster] [--log-level info]
                       [--wait-guard K|overdue_factor=K,min_wait_s=S|off]
+    python -m service --policy lookahead --cluster NAME_OR_PATH [--scenario default]
+                      [--lookahead-k K] [--lookahead-preempt-k K] [--lookahead-samples N]
+                      [--lookahead-horizon-s S] [--planner-budget-ms 2000] [--planner-seed 0] ...
+    python -m service --policy BASELINE --cluster NAME_OR_PATH ...
 
-Without --model the named baseline is served. A model directory whose policy.onnx does not
-match the sha256 in policy.json, or whose feature schema version is not this code's, is refused:
-the command prints why and exits with status 2 before serving anything; so does an unknown
-cluster or baseline, or a bad --wait-guard. The bound on WAIT of the served masks is the model's
-(policy.json `wait_guard`) unless --wait-guard is given.
+`--model` takes an export folder or the name of a shipped model (models/NAME). `--policy
+lookahead` serves the honest lookahead planner (agents.lookahead.StatePlanner) on each request's
+state: the scenario (`--scenario`, default `default`) gives its objective, its search budget
+(each `--lookahead-*` flag overrides one field), its bound on checkpoint time and the estimate
+noise of its workload; `--baseline` answers where the search fails or runs past
+`--planner-budget-ms`. `--policy BASELINE` serves that baseline; without --model or --policy,
+`--baseline` is served. A model directory whose policy.onnx does not match the sha256 in
+policy.json, or whose feature schema version is not this code's, is refused: the command prints
+why and exits with status 2 before serving anything; so does an unknown model, cluster, policy,
+scenario or baseline, --policy together with --model, or a bad --wait-guard or search setting.
+The bound on WAIT of the served masks is the model's (policy.json `wait_guard`) unless
+--wait-guard is given.
 """
 
 from __future__ import annotations
@@ -21,11 +32,23 @@ import sys
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m service", description="gangsched scoring service and Kubernetes scheduler extender")
-    p.add_argument("--model", help="exported policy directory (policy.onnx + policy.json, from python -m agents.export)")
+    p.add_argument("--model", help="exported policy directory (policy.onnx + policy.json, from python -m agents.export) "
+                                   "or the name of a shipped model under models/")
+    p.add_argument("--policy", help="'lookahead' (the honest lookahead planner) or a baseline name; not with --model")
+    p.add_argument("--scenario", default=None, help="with --policy lookahead: the scenario whose objective, search budget, "
+                                                    "checkpoint bound and estimate noise the planner takes (default: default)")
+    p.add_argument("--lookahead-k", type=int, default=None, help="planner: best non-preempting candidates searched (default: the scenario's)")
+    p.add_argument("--lookahead-preempt-k", type=int, default=None, help="planner: best preempting candidates searched (default: the scenario's)")
+    p.add_argument("--lookahead-samples", type=int, default=None, help="planner: sampled futures per candidate (default: the scenario's)")
+    p.add_argument("--lookahead-horizon-s", type=float, default=None, help="planner: seconds simulated ahead (default: the scenario's)")
+    p.add_argument("--planner-budget-ms", type=float, default=2000.0,
+                   help="planner: a search longer than this gives up and the baseline answers (counted as a fallback)")
+    p.add_argument("--planner-seed", type=int, default=0, help="planner: seed of its sampled futures (the same state and seed decide alike)")
     p.add_argument("--cluster", required=True, help="cluster config name (configs/clusters/) or YAML path")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--baseline", default="sect", help="baseline served without --model, and the fallback when inference fails")
+    p.add_argument("--baseline", default="sect", help="baseline served without --model or --policy, and the fallback when "
+                                                      "inference or the planner fails")
     p.add_argument("--queue-window", type=int, default=None, help="queued jobs per decision (default: the model's, else 8)")
     p.add_argument("--max-body-mb", type=float, default=16.0, help="larger request bodies get 413")
     p.add_argument("--body-timeout-s", type=float, default=10.0, help="a body not received within this gets 408")
@@ -36,6 +59,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
                    help="bound on WAIT of the served masks (default: the model's policy.json wait_guard, else none)")
     return p.parse_args(argv)
+
+
+def make_planner(args: argparse.Namespace):
+    """The planner of `--policy lookahead`: the scenario's objective, search budget (each
+    --lookahead-* flag over one field), checkpoint bound and its workload's estimate noise.
+    Raises ConfigError or ValueError naming the flag."""
+    import dataclasses
+
+    from agents.lookahead import StatePlanner, estimate_noise
+    from envs.scenario import load_scenario
+    from envs.workload import load_workload_spec
+
+    scenario = load_scenario(args.scenario or "default")
+    overrides = {}
+    for flag, least in (("k", 0), ("preempt_k", 0), ("samples", 1), ("horizon_s", 0)):
+        value = getattr(args, f"lookahead_{flag}")
+        if value is None:
+            continue
+        if not (value > least if flag == "horizon_s" else value >= least):
+            raise ValueError(f"--lookahead-{flag.replace('_', '-')} {value}: must be {'>' if flag == 'horizon_s' else '>='} {least}")
+        overrides[flag] = value
+    if not args.planner_budget_ms > 0:
+        raise ValueError(f"--planner-budget-ms {args.planner_budget_ms}: must be > 0")
+    config = dataclasses.replace(scenario.lookahead, **overrides)
+    return StatePlanner(config, scenario.objective, seed=args.planner_seed,
+                        estimate_noise=estimate_noise(load_workload_spec(scenario.workload)),
+                        max_checkpoint_s=scenario.max_checkpoint_s, budget_s=args.planner_budget_ms / 1000.0,
+                        scenario=scenario.name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,15 +102,39 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.baseline not in BASELINES:
         return fail(f"--baseline {args.baseline!r}: unknown (known: {', '.join(BASELINES)})")
+    if args.policy is not None:
+        if args.model:
+            return fail(f"--policy {args.policy} and --model {args.model}: serve a model or a policy, not both")
+        if args.policy != "lookahead" and args.policy not in BASELINES:
+            return fail(f"--policy {args.policy!r}: unknown (known: lookahead, {', '.join(BASELINES)})")
+    planner_flags = [f for f in ("scenario", "lookahead_k", "lookahead_preempt_k", "lookahead_samples", "lookahead_horizon_s")
+                     if getattr(args, f) is not None]
+    if planner_flags and args.policy != "lookahead":
+        return fail(f"--{planner_flags[0].replace('_', '-')} applies to --policy lookahead only")
     try:
         cluster = load_cluster(args.cluster)
     except (ConfigError, OSError) as e:
         return fail(f"--cluster: {e}")
     model = info = None
     if args.model:
+        from pathlib import Path
+
+        from agents.shipped import ModelNotFound, model_dir
         try:
-            model, info = load_onnx_policy(args.model)
+            directory = model_dir(args.model)
+        except ModelNotFound as e:
+            if not (Path(args.model).exists() or "/" in args.model or "\\" in args.model):
+                return fail(f"--model: {e}")
+            directory = args.model  # a path: the loader says what is wrong with it
+        try:
+            model, info = load_onnx_policy(directory)
         except PolicyLoadError as e:
+            return fail(str(e))
+    planner = None
+    if args.policy == "lookahead":
+        try:
+            planner = make_planner(args)
+        except (ConfigError, OSError, ValueError) as e:
             return fail(str(e))
     guard = {}
     if args.wait_guard is not None:
@@ -82,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from service.app import create_app
 
-    scorer = Scorer(args.baseline, model, info, **guard)
+    served = args.policy if args.policy in BASELINES else args.baseline
+    scorer = Scorer(served, model, info, planner=planner, **guard)
     app = create_app(cluster, scorer, queue_window, int(args.max_body_mb * (1 << 20)), args.body_timeout_s,
                      args.gang_ttl_s, binder)
     logging.getLogger("gangsched.service").info("serving %s on %s (%d GPUs), queue window %d, wait guard %s, at http://%s:%d",

@@ -11,8 +11,8 @@ Contract (docs/service.md has the full API):
   with `{"Error": "<request part>: <why>"}` (filter and bind answer 200 with their own `Error`
   field set, as the protocol wants).
 * `GET /healthz` (alive), `GET /readyz` (policy loaded and a warm-up decision made),
-  `GET /metrics` (Prometheus), `GET /v1/info` (policy, cluster, and whether torch is imported:
-  it never is), `GET /docs` (OpenAPI).
+  `GET /metrics` (Prometheus), `GET /v1/info` (policy, the planner's settings when it is served,
+  cluster, and whether torch is imported: it never is), `GET /docs` (OpenAPI).
 * Every request body is read by `BodyGuard` first: more than `max_body_bytes` -> 413, not all
   received within `body_timeout_s` -> 408. Bad input never gets a 5xx; the service keeps serving.
 * All decision work runs on one worker thread, in arrival order: the candidate layer's caches are
@@ -71,7 +71,7 @@ class Metrics:
         self.latency = Histogram("gangsched_request_seconds", "Request latency by verb (body read to response)", ["verb"],
                                  registry=registry,
                                  buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0))
-        self.fallbacks = Counter("gangsched_fallbacks", "Decisions that fell back to the baseline because inference failed",
+        self.fallbacks = Counter("gangsched_fallbacks", "Decisions that fell back to the baseline because inference or the planner failed",
                                  ["reason"], registry=registry)
         self.model = Gauge("gangsched_model_info", "The policy served (value 1)",
                            ["policy", "sha256", "feature_schema_version", "baseline", "cluster"], registry=registry)
@@ -245,6 +245,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
                 "num_gpus": cluster.num_gpus, "nodes": cluster.num_nodes, "queue_window": queue_window,
                 "wait_guard": None if scorer.wait_guard is None else scorer.wait_guard.to_dict(),
                 "anchor": None if scorer.anchor is None else scorer.anchor.to_dict(),
+                "planner": None if scorer.planner is None else scorer.planner.describe(),
                 "model": None if info is None else {"directory": info.directory, "onnx_sha256": info.sha256,
                                                     "feature_schema_version": info.feature_schema_version},
                 "torch_imported": "torch" in sys.modules, "python": sys.version.split()[0]}

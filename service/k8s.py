@@ -406,7 +406,7 @@ class Extender:
         if decision.order:
             top = decision.order[0]
             p_top = float(decision.probabilities[top])
-            baseline = decision.policy.startswith("baseline:")
+            baseline = decision.policy.startswith(("baseline:", "planner:"))  # one choice, no probabilities
             for rank, i in enumerate(decision.order):
                 cd = cset.candidates[i]
                 nodes, per = np.unique(c.gpu_node[cd.gpus], return_counts=True)

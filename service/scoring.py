@@ -13,11 +13,15 @@ Contract:
     an anchor (policy.json's `anchor`, agents.anchor) the choice is
     `agents.anchor.anchored_choice` of the logits and the anchor baseline's choice, ranked first;
     the others follow by logit.
+  - with the planner (`agents.lookahead.StatePlanner`, `python -m service --policy lookahead`):
+    the honest lookahead's choice on the state is ranked first with score 1 and probability 1,
+    the others follow as for a baseline. When the search fails or runs past its time budget
+    the decision falls back to the baseline, as when inference fails.
   - with a baseline (no model, or inference failed): the baseline's choice (`select`) is ranked
     first with score 1 and probability 1; every other valid candidate follows in candidate
     order with score 0 and probability 0.
-  When inference fails (an exception, a wrong shape, a non-finite logit) the decision falls back
-  to the baseline, `Decision.fallback` is true and `Scorer.on_fallback` is called (the service
+  When inference or the planner fails (an exception, a wrong shape, a non-finite logit, a
+  search past its budget) the decision falls back to the baseline, `Decision.fallback` is true and `Scorer.on_fallback` is called (the service
   counts fallbacks in its metrics).
 * `restrict` (a bool mask over the candidates) limits the ranking to some valid candidates, e.g.
   one job's placements for the Kubernetes extender; the model still sees the full mask, a
@@ -51,7 +55,7 @@ class Decision:
     order: list[int]  # candidate indices, best first (valid, and within `restrict` when given)
     scores: np.ndarray  # (K,) float64: logits (model) or 1/0 (baseline); -inf where not ranked
     probabilities: np.ndarray  # (K,) float64, 0 where not ranked
-    policy: str  # "onnx:<sha256 prefix>" or "baseline:<name>"
+    policy: str  # "onnx:<sha256 prefix>", "planner:lookahead" or "baseline:<name>"
     fallback: bool = False
     value: float | None = None  # the model's value estimate (None for a baseline)
     reason: str = ""  # why a fallback happened
@@ -118,12 +122,17 @@ def _softmax_over(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 
 
 class Scorer:
-    """Ranks candidate sets with a model (onnxruntime) or a baseline; see the module docstring."""
+    """Ranks candidate sets with a model (onnxruntime), the planner or a baseline; see the module
+    docstring. `planner` (an `agents.lookahead.StatePlanner`) excludes `model`; it searches the
+    masks this scorer ranks (its `wait_guard` is set to the scorer's)."""
 
     _MODEL_GUARD: Any = object()
 
     def __init__(self, baseline: str = "sect", model: Any = None, model_info: ModelInfo | None = None,
-                 on_fallback: Callable[[str], None] | None = None, wait_guard: WaitGuard | None = _MODEL_GUARD):
+                 on_fallback: Callable[[str], None] | None = None, wait_guard: WaitGuard | None = _MODEL_GUARD,
+                 planner: Any = None):
+        if planner is not None and model is not None:
+            raise ValueError("a scorer serves a model or the planner, not both")
         self.baseline_name = baseline
         self.baseline = make_baseline(baseline)
         self.model = model
@@ -135,11 +144,16 @@ class Scorer:
         self.wait_guard: WaitGuard | None = wait_guard
         self.anchor = model_info.anchor if model is not None and model_info is not None else None
         self.anchor_rule = make_baseline(self.anchor.baseline) if self.anchor is not None else None
+        self.planner = planner
+        if planner is not None:
+            planner.wait_guard = self.wait_guard
 
     @property
     def policy_name(self) -> str:
         if self.model is not None and self.model_info is not None:
             return f"onnx:{self.model_info.sha256[:16]}"
+        if self.planner is not None:
+            return "planner:lookahead"
         return f"baseline:{self.baseline_name}"
 
     def _infer(self, cset: CandidateSet) -> tuple[np.ndarray, float | None]:
@@ -176,16 +190,34 @@ class Scorer:
                 reason = f"{type(e).__name__}: {e}"
                 log.warning("inference failed, falling back to baseline %s: %s", self.baseline_name, reason)
                 self.on_fallback(type(e).__name__)
+        elif self.planner is not None:
+            try:
+                choice = self.planner.choose(state, cset, restrict)
+                return self._ranked_first(choice, mask, self.policy_name)
+            except Exception as e:  # noqa: BLE001 - a failed search must never take the service down: fall back, count it
+                reason = f"{type(e).__name__}: {e}"
+                log.warning("the planner failed, falling back to baseline %s: %s", self.baseline_name, reason)
+                self.on_fallback(type(e).__name__)
         choice = int(self.baseline.select(state, view))
         if not mask[choice]:  # a baseline never picks an invalid candidate; guard the restricted view anyway
             choice = int(np.flatnonzero(mask)[0])
+        decision = self._ranked_first(choice, mask, f"baseline:{self.baseline_name}")
+        decision.fallback = self.model is not None or self.planner is not None
+        decision.reason = reason
+        return decision
+
+    @staticmethod
+    def _ranked_first(choice: int, mask: np.ndarray, policy: str) -> Decision:
+        """`choice` first with score 1 and probability 1, the other valid candidates after it in
+        candidate order with score 0."""
+        if not mask[choice]:
+            raise ValueError(f"candidate {choice} is not among the valid ones")
         order = [choice] + [i for i in np.flatnonzero(mask).tolist() if i != choice]
         scores = np.where(mask, 0.0, -np.inf)
         scores[choice] = 1.0
-        probs = np.zeros(K)
+        probs = np.zeros(len(mask))
         probs[choice] = 1.0
-        return Decision(order, scores, probs, f"baseline:{self.baseline_name}", fallback=self.model is not None,
-                        reason=reason)
+        return Decision(order, scores, probs, policy)
 
 
 # ---------------------------------------------------------------------- JSON form
