@@ -1,6 +1,7 @@
 """Latency and throughput of the scoring service on loopback (a benchmark, not a timed test).
 
     python -m benchmarks.service_latency [--model DIR] [--requests 1000] [--seconds 10] [--concurrency 8]
+    python -m benchmarks.service_latency --policy lookahead [--decisions 40] [--scenario default]
 
 For each cluster (mixed-64gpu, h100-1024gpu) it starts `python -m service` as a real process,
 builds a loaded decision state from a simulator (sect placing jobs until the cluster is busy)
@@ -12,6 +13,12 @@ time:
 then the sustained requests/s of /v1/score and of prioritize from `--concurrency` concurrent
 keep-alive connections for `--seconds`, counting every non-200 answer as an error.
 Latency is the client's: request written to response read. Prints a table and the command.
+
+With `--policy lookahead` it measures the planner instead (`python -m service --policy lookahead`,
+its search budget from `--scenario`, a time budget high enough that no search is cut short): for
+each cluster, `--decisions` different states taken from a simulated episode (sect deciding, every
+third decision once the cluster is busy), each sent once to POST /v1/score; it prints p50, p95 and
+p99 ms per decision and how many answers fell back to the baseline.
 """
 
 from __future__ import annotations
@@ -58,6 +65,65 @@ def loaded_state(cluster_name: str, workload: str, num_jobs: int, busy: float = 
                        "priority": "normal", "comm_fraction": 0.3, "tp_comm_share": 0.7, "estimate_s": 7200.0,
                        "arrival_s": best["time_s"], "queued_since_s": best["time_s"]}]
     return best
+
+
+def episode_states(cluster_name: str, workload: str, num_jobs: int, n: int, every: int = 3, busy: float = 0.5) -> list[dict]:
+    """`n` plain-data states of one episode (sect deciding): every `every`-th decision from the
+    first at which `busy` of the GPUs are allocated."""
+    cluster = load_cluster(cluster_name)
+    sim = Simulator(cluster, make_workload(load_workload_spec(workload), cluster, 0, num_jobs=num_jobs))
+    sect = make_baseline("sect")
+    cset = advance_to_decision(sim, 8)
+    out, k, started = [], 0, False
+    while not sim.done and len(out) < n:
+        state = sim.decision_state()
+        started = started or state.allocated_gpus >= busy * cluster.num_gpus
+        if started and k % every == 0:
+            out.append(state.to_dict())
+        k += started
+        apply_candidate(sim, cset, sect.select(state, cset))
+        cset = advance_to_decision(sim, 8)
+    return out
+
+
+def planner_latency(args: argparse.Namespace, command: str) -> int:
+    """The planner's cost per /v1/score decision on states of simulated episodes (see the module docstring)."""
+    rows = []
+    for cluster_name, workload, num_jobs in CASES:
+        if cluster_name not in args.clusters:
+            continue
+        states = episode_states(cluster_name, workload, num_jobs, args.decisions)
+        service_args = ["--cluster", cluster_name, "--policy", "lookahead", "--scenario", args.scenario,
+                        "--planner-budget-ms", "600000"]
+        with ServiceProcess(service_args, startup_timeout_s=300.0) as svc:
+            info = svc.get("/v1/info")[1]["planner"]
+            conn = http.client.HTTPConnection("127.0.0.1", svc.port, timeout=600)
+            lat, fallbacks, errors = [], 0, 0
+            for state in states:
+                body = json.dumps({"state": state}).encode()
+                t = time.perf_counter()
+                conn.request("POST", "/v1/score", body=body, headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                answer = r.read()
+                lat.append(time.perf_counter() - t)
+                errors += r.status != 200
+                fallbacks += r.status == 200 and json.loads(answer)["fallback"]
+            conn.close()
+            stats = svc.get("/v1/info")[1]["planner"]["stats"]
+        a = np.array(lat) * 1000.0
+        search = info["search"]
+        rows.append((cluster_name, workload, len(states), float(np.mean([len(s["running"]) for s in states])),
+                     f"k={search['k']}, preempt_k={search['preempt_k']}, samples={search['samples']}, horizon_s={search['horizon_s']:g}",
+                     *np.percentile(a, [50, 95, 99]).tolist(), float(a.max()), stats["searched"], fallbacks, errors))
+    print(f"command: {command}")
+    print(f"POST /v1/score with `--policy lookahead --scenario {args.scenario}`: each state sent once, one request at a time, "
+          "loopback; latency is the client's (request written to response read)")
+    print("| cluster | states (workload) | running jobs (mean) | search | p50 ms | p95 ms | p99 ms | max ms | searched | fallbacks | errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, workload, n, running, search, p50, p95, p99, worst, searched, fallbacks, errors in rows:
+        print(f"| {name} | {n} ({workload}) | {running:.0f} | {search} | {p50:.1f} | {p95:.1f} | {p99:.1f} | {worst:.1f} "
+              f"| {searched} | {fallbacks} | {errors} |")
+    return 0 if all(r[-1] == 0 for r in rows) else 1
 
 
 def pod(name: str, gpus: int = 8, estimate_s: float = 7200.0) -> dict:
@@ -130,8 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=10.0, help="duration of each throughput run")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--clusters", nargs="*", default=[c for c, _, _ in CASES])
+    p.add_argument("--policy", choices=("lookahead",), help="measure the planner's cost per decision instead (see above)")
+    p.add_argument("--decisions", type=int, default=40, help="with --policy lookahead: states sent per cluster")
+    p.add_argument("--scenario", default="default", help="with --policy lookahead: the scenario whose search the planner runs")
     args = p.parse_args(argv)
     command = "python -m benchmarks.service_latency " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.policy == "lookahead":
+        return planner_latency(args, command)
     rows = []
     for cluster_name, workload, num_jobs in CASES:
         if cluster_name not in args.clusters:
