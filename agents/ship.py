@@ -20,13 +20,15 @@ from pathlib import Path
 from agents.shipped import CARD_FILE, MODEL_FILE, MODELS_DIR, SUMS_FILE, model_dir, write_sums
 
 
-def ship(model: str | Path, name: str, anchor: str | None = None, wait_guard: str | None = None) -> Path:
-    """Export `model` into models/NAME with its deployment settings and write SHA256SUMS."""
+def ship(model: str | Path, name: str, anchor: str | None = None, wait_guard: str | None = None,
+         models_dir: Path = MODELS_DIR) -> Path:
+    """Export `model` into models_dir/NAME (models/NAME) with its deployment settings, copy the
+    model beside the export and write SHA256SUMS."""
     from agents.export import export_model
 
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"--name {name!r}: a plain folder name under models/")
-    out = MODELS_DIR / name
+    out = Path(models_dir) / name
     kwargs = {} if wait_guard is None else {"wait_guard": None if wait_guard == "off" else wait_guard}
     export_model(model, out, anchor=anchor or False, **kwargs)
     shutil.copyfile(model, out / MODEL_FILE)
