@@ -19,9 +19,15 @@ Two forms, used to measure headroom, never as features:
   horizon it is never worse than its base (the rollout improvement property: the base's own
   choice is always among the candidates and every rollout is exact; tests/test_lookahead.py).
 
-Both need the simulator, so they are not baselines (those act on the decision state only);
+Both fork a simulator, so they are not baselines (those act on the decision state only);
 they run through `run_lookahead`. Cost: candidates x samples rollouts per decision, each a
 simulation of up to `horizon_s` of the future (`benchmarks.leaderboard` prints it per decision).
+
+`StatePlanner` is the honest form on a decision state alone (the scoring service's `--policy
+lookahead`): it builds the simulator from the state (`simulator_from_state`) and, knowing no
+workload, samples the arrivals to come as for a trace, from the state's live jobs at the rate of
+its past arrivals. The same `Lookahead` searches; on a trace, at a moment when every job seen is
+still live, it decides as `Lookahead` on the live simulator (tests/test_service_planner.py).
 """
 
 from __future__ import annotations
