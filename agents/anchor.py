@@ -18,7 +18,7 @@ smallest margin listed (0 by default: the model alone) unless another margin's m
 paired per validation seed, exceeds one standard error of that mean, the teacher's own test for
 leaving its base rule; among the margins that pass, the lowest score (the smaller margin on a
 tie). On 20 seeds a plain lowest-score rule chose a margin that won by 0.3 points on validation
-and lost 1.2 on the test seeds (docs/results.md, *Anchoring the model to its heuristic*). It writes
+and lost 1.2 on the test seeds (docs/research/2026-12-03-anchor.md). It writes
 RUN/anchor.json: the baseline, the margins with every margin's score, per-seed objectives and
 paired gain, the chosen margin and the model it was chosen for.
 
@@ -30,8 +30,7 @@ in policy.json, and the scoring service applies it (docs/service.md).
 the margin: every margin is scored under each bound listed, the first bound with the smallest
 margin is the reference, and the same rule keeps it unless another setting's paired gain beats
 one standard error. The file records the bound chosen (`wait_guard`); `anchored=` and
-`agents.export --anchor` then apply it instead of the run's own (docs/results.md, *The bound on
-WAIT chosen per run on validation*). Without the option the run's own bound is scored and
+`agents.export --anchor` then apply it instead of the run's own (docs/research/2026-12-03-wait-guard-per-run.md). Without the option the run's own bound is scored and
 recorded.
 
 The baseline is the run's best heuristic on its validation seeds (summary.json's `baseline`,

@@ -11,7 +11,7 @@ score in eval.json is better than the run's validation baseline (all of them whe
 which leaves the soup the run's pick alone). The result is written in the run directory, so
 evaluate.py and export apply the run's own settings to it (its bound on WAIT, for one).
 
-Measured on 15 runs (docs/results.md, *Model selection, measured*): no better than train.py's pick on
+Measured on 15 runs (docs/research/2026-12-03-model-selection-measured.md): no better than train.py's pick on
 average, so it is a tool for experiments, not a default.
 """
 

@@ -48,7 +48,7 @@ DISTILL_DEFAULTS: dict[str, Any] = {
     "rounds": 0,  # 0 disables distillation; round 0 follows the teacher, later rounds the student (DAgger)
     "episodes": 8,  # labelled episodes per round
     "beta_decay": 0.5,  # round r follows the teacher's action with probability beta_decay ** r, else the student's
-    "temperature": 0.0,  # > 0: soft labels, softmax of the lookahead's estimated gains / this (objective units); 0: its choice (docs/distill.md)
+    "temperature": 0.0,  # > 0: soft labels, softmax of the lookahead's estimated gains / this (objective units); 0: its choice (docs/training.md)
     "epochs": 10,
     "batch_size": 256,
     "learning_rate": 1e-3,

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.anchor import Anchor, parse_margins, parse_wait_guards
+from agents.anchor import parse_margins, parse_wait_guards
+from agents.anchor_rule import Anchor
 from agents.evaluation.stats import paired_rel_diffs
 
 HEURISTICS = ("sect", "sjf")

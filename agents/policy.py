@@ -17,7 +17,7 @@ Nothing a valid row's logit or the value depends on comes from an invalid row, s
 valid rows, flattened, and attention on each observation's valid rows moved to the front. The
 same function, in other floating-point order (valid logits and values within ~1e-6 of the dense
 pass); a typical decision has 4-7 valid rows of 41, so a PPO update of ppo.yaml is 2.6-4.2x
-faster on CPU (README, *Speed*).
+faster on CPU (docs/performance.md, *Speed today*).
 Invalid rows' logits are 0 there (they are masked before sampling in both passes).
 """
 

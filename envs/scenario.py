@@ -43,7 +43,7 @@ class LookaheadConfig:
     # Where the search would leave the base rule's choice: draw this many more futures for the two
     # (the base's choice and the departure) and leave only if the same test holds over all of them.
     # Meant to drop departures won on a few lucky futures; on slo-preempt it made the teacher
-    # 8% worse (docs/results.md, "Confirming the teacher's departures"). 0: off; the oracle ignores it.
+    # 8% worse (docs/research/2026-12-01-confirmed-departures.md). 0: off; the oracle ignores it.
     confirm_samples: int = 0
 
 

@@ -266,7 +266,7 @@ def test_a_bad_base_is_a_clear_error_naming_the_file_and_field(tmp_path, body, m
     assert not (tmp_path / "run").exists()
 
 
-# The variants docs/results.md compares with their base config, and the only keys each may change.
+# The variants docs/research/learned-rows.md compares with their base config, and the only keys each may change.
 VARIANTS = {
     "research/distill-default-s8": ("distill-default", {("distill", "lookahead")}),
     "research/distill-slo-preempt-s8": ("distill-slo-preempt", {("distill", "lookahead")}),
@@ -295,7 +295,7 @@ def _flat(d: dict, prefix: tuple = ()) -> dict:
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_variant_config_changes_only_what_its_comparison_varies(variant):
-    """The paired comparisons of docs/results.md (8 samples against 4, a longer PPO) hold only if nothing
+    """The paired comparisons of docs/research/learned-rows.md (8 samples against 4, a longer PPO) hold only if nothing
     else differs between the two configs."""
     from agents.config import load_train_config
 
