@@ -1,8 +1,9 @@
-"""The scenario leaderboard: every baseline, the lookahead and its oracle (and a model when
-given) on every scenario, paired against that scenario's best heuristic on its objective.
+"""The scenario leaderboard: every baseline, the lookahead and its oracle, every shipped model
+(models/NAME as deployed, `learned=NAME`) and a model when given, on every scenario, paired
+against that scenario's best heuristic on its objective.
 
     python -m benchmarks.leaderboard [--scenarios default,bursty] [--seeds 0-9] [--workers 2] \\
-        [--model runs/ppo/model.zip] [--no-lookahead large,philly] [--out results/leaderboard] \\
+        [--model runs/ppo/model.zip] [--no-shipped] [--no-lookahead large,philly] [--out results/leaderboard] \\
         [--backend ray [--ray-address HOST:6379]]
 
 Per scenario it writes OUT/NAME/results.json, results.md and report.html (evaluate.py's format,
@@ -36,10 +37,12 @@ from agents.evaluation import (
     parse_policies,
     results_markdown,
     run_all,
+    with_wait_guards,
     workload_sha256,
 )
 from agents.evaluation.policies import SIMULATING_POLICIES
 from agents.evaluation.report import REPORT_NAME, esc, html_table, page, paired_text, verdict, write_report
+from agents.shipped import shipped_models
 from agents.parallel import BackendError, ray_cpus, ray_session
 from baselines import BASELINES
 from envs.config import parse_seeds
@@ -169,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default=None, help="workload seeds (default: each scenario's test seeds)")
     ap.add_argument("--workers", type=int, default=None, help="local: worker processes (2); ray: most episodes in flight (default: the cluster's CPUs)")
     ap.add_argument("--model", default=None, help="a MaskablePPO zip to rank beside the heuristics")
+    ap.add_argument("--no-shipped", action="store_true", help="leave out the shipped models (models/NAME, as learned=NAME rows)")
     ap.add_argument("--no-lookahead", default="", help="scenarios to run without the lookahead policies (e.g. for their cost)")
     ap.add_argument("--policies", default=None, help="override the policy list (comma list, as evaluate.py)")
     ap.add_argument("--out", type=Path, default=Path("results/leaderboard"))
@@ -218,7 +222,9 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
         labels = args.policies.split(",") if args.policies else [*BASELINES, *(() if name in skip_lookahead else SIMULATING_POLICIES)]
         if args.model:
             labels.append(f"ppo={args.model}")
-        policies = parse_policies(",".join(labels))
+        if not args.policies and not args.no_shipped:
+            labels += [f"learned={m}" for m in shipped_models()]
+        policies = with_wait_guards(parse_policies(",".join(labels)))  # a loaded model's own bound on WAIT, as evaluate.py
         cluster, spec = cluster_and_spec(sc.cluster, sc.workload)
         hashes = {s: workload_sha256(make_workload(spec, cluster, s, sc.num_jobs)) for s in seeds}
         t0 = time.perf_counter()
