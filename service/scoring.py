@@ -11,7 +11,7 @@ Contract:
     of the logits over the valid candidates (WAIT included when valid). The model's choice is
     the arg-max, the same as `MaskablePPO.predict(..., deterministic=True)` on the env. With
     an anchor (policy.json's `anchor`, agents.anchor) the choice is
-    `agents.anchor.anchored_choice` of the logits and the anchor baseline's choice, ranked first;
+    `agents.anchor_rule.anchored_choice` of the logits and the anchor baseline's choice, ranked first;
     the others follow by logit.
   - with the planner (`agents.lookahead.StatePlanner`, `python -m service --policy lookahead`):
     the honest lookahead's choice on the state is ranked first with score 1 and probability 1,
@@ -73,7 +73,7 @@ class ModelInfo:
     queue_window: int | None
     metadata: dict = field(default_factory=dict)
     wait_guard: WaitGuard | None = None  # policy.json's: the bound on WAIT the model's masks apply
-    anchor: Any = None  # policy.json's: agents.anchor.Anchor its decisions apply, or None
+    anchor: Any = None  # policy.json's: agents.anchor_rule.Anchor its decisions apply, or None
 
 
 class PolicyLoadError(RuntimeError):
