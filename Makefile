@@ -10,9 +10,10 @@ install:
 	$(PIP) install -q "torch==$(TORCH_VERSION)"
 	$(PIP) install -q -e ".[test,service,ray]"
 
-# Install, train the quick PPO config for a few minutes, compare it with every baseline.
+# Install, distil the lookahead into a policy on the slo-preempt scenario with a small budget
+# (configs/train/demo.yaml), then compare it with every baseline on the scenario's test seeds.
 demo: install
-	$(PYTHON) train.py --config configs/train/research/ppo-quick.yaml --out runs/quick --compare
+	$(PYTHON) train.py --config configs/train/demo.yaml --out runs/demo --compare
 
 # Install and run the whole test suite.
 test: install
