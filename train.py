@@ -7,8 +7,9 @@
 
 Every hyper-parameter, the cluster and the workload come from the YAML config; flags override
 it. `--resume runs/NAME` continues a killed run from its last checkpoint (its own config).
-`--compare` evaluates the trained model beside every baseline afterwards, on the scenario's test
-seeds (else 0-9; `--compare-seeds` chooses), and prints the table.
+`--compare` evaluates the trained model beside every baseline and every shipped model (models/NAME,
+as deployed) afterwards, on the scenario's test seeds (else 0-9; `--compare-seeds` chooses), and
+prints the table and the path of the HTML report.
 The best model is exported for serving into runs/NAME/export/ (agents/export.py, docs/export.md).
 
 `--backend ray` runs several runs at once as Ray Tune trials (agents/tuning.py, docs/ray.md):
@@ -134,11 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if args.compare:
+        from agents.shipped import shipped_models
         from baselines import BASELINES
         from evaluate import main as evaluate_main
 
         ppo = f"ppo={summary['model']}"
-        policies = ",".join([*BASELINES, ppo])  # every baseline, not only those model selection compared with
+        # every baseline, not only those model selection compared with, and the shipped models as deployed
+        policies = ",".join([*BASELINES, ppo, *(f"learned={m}" for m in shipped_models())])
         where = ["--scenario", cfg.scenario] if cfg.scenario else ["--cluster", cfg.cluster, "--workload", cfg.workload]
         return evaluate_main([
             *where, "--policies", policies, *(["--seeds", args.compare_seeds] if args.compare_seeds else []),
