@@ -12,10 +12,14 @@ validation seeds, never their test seeds), beside `sect` and `sjf`, through eval
 scenario the reference is the better of the two heuristics on those seeds; per seed, the paired
 relative difference of the scenario's objective against it.
 
-The rule: a setting is eligible when no validation seed of any scenario is more than `--bound`
-worse than that scenario's reference and every scenario's mean difference is at most 0. Among
-the eligible, the lowest mean over the scenarios of their mean differences (ties: the listed
-order). When none is eligible the model is not deployed: margin inf, the baseline alone. The
+The rule, per cluster (the scenarios that share one, such as default, bursty and slo-preempt on
+mixed-64gpu, are judged together): a setting is deployed on a cluster when no validation seed of
+its scenarios is more than `--bound` worse than that scenario's reference and no scenario's mean
+difference is above 0. A setting's score is the mean over all scenarios of their mean
+differences, counting 0 where its cluster keeps the heuristic; the lowest score wins (ties: the
+listed order). The chosen clusters go into policy.json (`clusters`): on every other cluster,
+trained on or not, the deployed policy is the anchor's heuristic alone. When no setting is
+deployed anywhere the model is not deployed: margin inf, the baseline alone. The
 default bound is the deployment promise itself (no workload more than 10% worse than the best
 heuristic): a tighter one (5%) left no setting of a healthy generalist on `default`, whose
 validation seeds hold workloads 5% behind `sect` at every margin and bound on WAIT tried.
@@ -82,10 +86,16 @@ def setting_files(run: Path, model: str, baseline: str, margins: list[float], gu
     return files
 
 
-def choose(per_scenario: dict[str, dict[str, list[dict]]], names: list[str], bound: float) -> tuple[str | None, list[dict]]:
+def choose(per_scenario: dict[str, dict[str, list[dict]]], names: list[str], bound: float,
+           cluster_of: dict[str, str] | None = None) -> tuple[str | None, list[dict]]:
     """(the chosen setting or None, every setting's figures) from {scenario: {policy label: its
     runs}} whose labels are the heuristics and `anchored=FILE` per setting (FILE's stem the
-    setting's name), in `names`' order."""
+    setting's name), in `names`' order. `cluster_of` maps each scenario to its cluster (default:
+    one cluster for all). A setting is deployed on a cluster when every scenario of that cluster
+    has no seed more than `bound` worse than its better heuristic and a mean at most 0; its score
+    is the mean over all scenarios of their mean difference, 0 where the cluster keeps the
+    heuristic."""
+    cluster_of = cluster_of or {sc: "" for sc in per_scenario}
     table = []
     for name in names:
         means, worst = {}, {}
@@ -94,8 +104,10 @@ def choose(per_scenario: dict[str, dict[str, list[dict]]], names: list[str], bou
             label = next(p for p in runs if p.startswith("anchored=") and Path(p.split("=", 1)[1]).stem == name)
             d = np.array(list(paired_rel_diffs(runs[label], runs[ref], "objective").values()))
             means[scenario], worst[scenario] = float(d.mean()), float(d.max())
-        eligible = max(worst.values()) <= bound and max(means.values()) <= 0
-        table.append({"setting": name, "mean": float(np.mean(list(means.values()))), "eligible": bool(eligible),
+        clusters = sorted({c for c in cluster_of.values()
+                           if all(worst[s] <= bound and means[s] <= 0 for s in per_scenario if cluster_of[s] == c)})
+        score = float(np.mean([means[s] if cluster_of[s] in clusters else 0.0 for s in per_scenario]))
+        table.append({"setting": name, "mean": score, "eligible": bool(clusters), "clusters": clusters,
                       "scenario_means": means, "scenario_worst": worst})
     ok = [t for t in table if t["eligible"]]
     best = min(ok, key=lambda t: t["mean"])["setting"] if ok else None
@@ -129,7 +141,7 @@ def evaluate_settings(scenario: str, seeds: str | None, files: list[tuple[str, P
 def deploy(run: Path, model: str = "model.zip", scenarios: list[str] | None = None, seeds: str | None = None,
            margins: list[float] = (0.0, 1.0), guards: list | None = None, baseline: str = "sect",
            bound: float = 0.10, workers: int = 2, log=print) -> dict:
-    from envs.config import parse_seeds
+    from envs.config import load_cluster, parse_seeds
     from envs.scenario import load_scenario
 
     if not (run / model).is_file():
@@ -138,7 +150,7 @@ def deploy(run: Path, model: str = "model.zip", scenarios: list[str] | None = No
     guards = [None] if guards is None else guards
     files = setting_files(run, model, baseline, list(margins), guards)
     t0 = time.perf_counter()
-    per_scenario = {}
+    per_scenario, cluster_of = {}, {}
     for sc in scenarios:
         out = run / "deploy" / f"{load_scenario(sc).name}.json"  # the runs, reused when there (the same files, the same seeds)
         names = {n for n, _ in files}
@@ -147,18 +159,20 @@ def deploy(run: Path, model: str = "model.zip", scenarios: list[str] | None = No
                 seeds and sorted(r["seed"] for r in cached["sect"]) != sorted(parse_seeds(seeds))):
             out.write_text(json.dumps(evaluate_settings(sc, seeds, files, workers)))
         per_scenario[sc] = json.loads(out.read_text())
+        cluster_of[sc] = load_cluster(load_scenario(sc).cluster).name
         log(f"{run}: {sc}: evaluated")
-    best, table = choose(per_scenario, [n for n, _ in files], bound)
+    best, table = choose(per_scenario, [n for n, _ in files], bound, cluster_of)
     chosen = json.loads((run / "deploy" / f"{best}.json").read_text()) if best else {"model": model, **Anchor(baseline, math.inf).to_dict(),
                                                                                     "wait_guard": None}
     chosen["model"] = model  # relative to RUN, where this file lives
+    chosen["clusters"] = next((t["clusters"] for t in table if t["setting"] == best), [])
     doc = {**chosen, "setting": best, "rule": {"bound": bound, "heuristics": list(HEURISTICS)}, "scenarios": scenarios,
            "settings": table, "wall_s": time.perf_counter() - t0}
     (run / DEPLOY_FILE).write_text(json.dumps(doc, indent=1))
     for t in table:
         worst = max(t["scenario_worst"].values())
-        log(f"  {t['setting']:<28} mean {t['mean']:+.2%}  worst seed {worst:+.1%}  "
-            f"{'eligible' if t['eligible'] else '-'}{'   <- chosen' if t['setting'] == best else ''}")
+        log(f"  {t['setting']:<28} mean {t['mean']:+.2%}  worst seed {worst:+.1%}  deployed on {', '.join(t['clusters']) or '-'}"
+            f"{'   <- chosen' if t['setting'] == best else ''}")
     if best is None:
         log(f"  no setting is eligible: deployed as '{baseline}' alone (margin inf)")
     return doc
@@ -182,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as e:
         print(f"python -m agents.deploy: error: {e}", file=sys.stderr)
         return 2
-    print(f"{args.run / DEPLOY_FILE}: margin {doc['margin']} over '{doc['baseline']}', wait guard {doc['wait_guard'] or 'off'}")
+    print(f"{args.run / DEPLOY_FILE}: margin {doc['margin']} over '{doc['baseline']}', wait guard {doc['wait_guard'] or 'off'}, "
+          f"deployed on {', '.join(doc['clusters']) or 'no cluster'}")
     return 0
 
 

@@ -163,7 +163,8 @@ _FROM_CONFIG: Any = object()
 
 
 def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OPSET, check: bool = True,
-                 wait_guard: Any = _FROM_CONFIG, anchor: bool | str | Path = False) -> dict[str, Any]:
+                 wait_guard: Any = _FROM_CONFIG, anchor: bool | str | Path = False,
+                 clusters: list[str] | None = None) -> dict[str, Any]:
     """Write out_dir/policy.onnx and out_dir/policy.json for the MaskablePPO model at model_path.
 
     `wait_guard` (a WaitGuard or any form `envs.candidates.wait_guard_of` reads; None: none) is
@@ -172,7 +173,8 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     True, the run's anchor.json for this model (agents.run_dir.read_anchor; ValueError without
     one) is recorded as policy.json's `anchor`; with an anchor file's path (anchor-SCENARIO.json),
     that file's anchor, which must have been chosen for this model; otherwise `anchor` is null.
-    With an anchor and `wait_guard` left to its default, the bound on WAIT is the one the anchor
+    `clusters` (names) records the clusters the policy is deployed on (None: every cluster; with an
+    anchor file and no `clusters`, the file's, as agents.deploy writes them). With an anchor and `wait_guard` left to its default, the bound on WAIT is the one the anchor
     file records as chosen with the margin, where it records one.
 
     Raises ValueError naming the file for a model of another feature schema or policy class
@@ -198,6 +200,10 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
         anchor = read_anchor(model_path, None if anchor is True else anchor)
         if wait_guard is _FROM_CONFIG:  # the bound chosen with the margin (agents.anchor --wait-guards), else the run's
             guard = deployed_wait_guard(anchored)
+        if clusters is None and anchored is not model_path:  # the clusters agents.deploy chose with it
+            from agents.policy_file import policy_clusters
+
+            clusters = policy_clusters(json.loads(Path(anchored).read_text()))
     train_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir is not None else None
     model = load_model(model_path, device="cpu")  # refuses another feature schema
     policy = model.policy
@@ -238,6 +244,7 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
         "num_candidates": n_candidates,
         "wait_guard": None if guard is None else guard.to_dict(),
         "anchor": anchor.to_dict() if anchor else None,
+        "clusters": None if clusters is None else list(clusters),
         "gpu_types": list(GPU_CATALOGUE),
         "onnx_file": ONNX_FILE,
         "onnx_sha256": sha256_file(onnx_path),

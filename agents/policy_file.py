@@ -17,7 +17,8 @@
 feed correctly (another feature schema, other feature names or rules, a policy.onnx whose bytes
 are not those exported, a `wait_guard` or `anchor` that is not valid); `policy_wait_guard(meta)`
 is the guard that the service's masks then apply (`build_candidates(..., wait_guard=...)`) and
-`policy_anchor(meta)` the anchor its decisions apply.
+`policy_anchor(meta)` the anchor its decisions apply, and `policy_clusters(meta)` the clusters it
+is deployed on (elsewhere its heuristic decides alone).
 `OnnxPolicy(dir)` adds an onnxruntime session. Neither imports torch; docs/export.md has the
 details.
 """
@@ -113,6 +114,7 @@ def load_policy_metadata(directory: str | Path) -> dict[str, Any]:
     try:
         policy_wait_guard(meta)
         policy_anchor(meta)
+        policy_clusters(meta)
     except ValueError as e:
         raise PolicyFileError(f"{meta_path}: {e}") from None
     onnx_file = meta["onnx_file"]
@@ -142,6 +144,19 @@ def policy_anchor(meta: dict[str, Any]) -> Anchor | None:
     if data is None:
         return None
     return Anchor.from_dict(data, "anchor")
+
+
+def policy_clusters(meta: dict[str, Any]) -> list[str] | None:
+    """The clusters (by name, envs.topology.Cluster.name) the policy is deployed on, recorded in
+    policy.json (`clusters`, chosen by agents.deploy); None when absent or null: every cluster.
+    On any other cluster the deployed policy is its anchor's baseline (or the service's) alone.
+    ValueError naming the field when it is not a list of names."""
+    clusters = meta.get("clusters")
+    if clusters is None:
+        return None
+    if not isinstance(clusters, list) or not all(isinstance(c, str) and c for c in clusters):
+        raise ValueError(f"clusters: must be a list of cluster names or null, got {clusters!r}")
+    return list(clusters)
 
 
 class OnnxPolicy:

@@ -18,6 +18,7 @@ imports torch: the scoring service resolves names with it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from agents.policy_file import sha256_file
 
@@ -94,36 +95,59 @@ def write_sums(directory: str | Path) -> dict[str, str]:
     return sums
 
 
-def deployment(name_or_path: str | Path):
-    """(model.zip, anchor or None, bound on WAIT or None) of a model folder as it is deployed:
-    the settings its policy.json records, which the scoring service applies too. Checks the
-    folder as the service does (agents.policy_file.load_policy_metadata: feature schema, names,
-    the ONNX file's hash); ValueError naming the file or field otherwise."""
-    from agents.policy_file import load_policy_metadata, policy_anchor, policy_wait_guard
+class Deployment(NamedTuple):
+    """A model folder as it is deployed: what policy.json records beside the model."""
+
+    model: Path  # model.zip
+    anchor: Any  # agents.anchor_rule.Anchor or None
+    wait_guard: Any  # envs.candidates.WaitGuard or None
+    clusters: list[str] | None  # the clusters it is deployed on (None: all); elsewhere its heuristic alone
+
+
+def deployment(name_or_path: str | Path) -> Deployment:
+    """The settings a model folder's policy.json records, which the scoring service applies too.
+    Checks the folder as the service does (agents.policy_file.load_policy_metadata: feature
+    schema, names, the ONNX file's hash); ValueError naming the file or field otherwise."""
+    from agents.policy_file import load_policy_metadata, policy_anchor, policy_clusters, policy_wait_guard
 
     directory = model_dir(name_or_path)
     meta = load_policy_metadata(directory)
     model = directory / MODEL_FILE
     if not model.is_file():
         raise ValueError(f"{model}: not found (a model folder holds {MODEL_FILE} beside policy.json)")
-    return model, policy_anchor(meta), policy_wait_guard(meta)
+    return Deployment(model, policy_anchor(meta), policy_wait_guard(meta), policy_clusters(meta))
 
 
 def load_actor(name_or_path: str | Path, device: str = "cpu"):
     """A shipped model (or a model folder) as an actor `(env, observation) -> action` over the
     Gymnasium env, deployed as its policy.json says: its anchor to a heuristic applied to the
-    model's logits. The bound on WAIT is part of the env's mask: make the env with
-    `wait_guard=deployment(name)[2]`. Imports torch.
+    model's logits, and on a cluster it is not deployed on (policy.json's `clusters`) the anchor's
+    baseline alone (`sect` without an anchor). The bound on WAIT is part of the env's mask: make
+    the env with `wait_guard=deployment(name).wait_guard`. Imports torch.
 
-        env = gym.make("gangsched/GpuCluster-v0", scenario="slo-preempt", wait_guard=deployment("generalist")[2])
+        env = gym.make("gangsched/GpuCluster-v0", scenario="slo-preempt", wait_guard=deployment("generalist").wait_guard)
         act = load_actor("generalist")
         obs, _ = env.reset(seed=0); obs, reward, done, truncated, info = env.step(act(env, obs))
     """
     from agents.anchor_rule import anchored_actor
     from agents.policy import load_model
+    from baselines import make_baseline
 
-    model_path, anchor, _ = deployment(name_or_path)
-    model = load_model(str(model_path), device=device)
-    if anchor is not None:
-        return anchored_actor(model, anchor)
-    return lambda env, obs: int(model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)[0])
+    d = deployment(name_or_path)
+    model = load_model(str(d.model), device=device)
+    if d.anchor is not None:
+        learned = anchored_actor(model, d.anchor)
+    else:
+        def learned(env, obs):
+            return int(model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)[0])
+    if d.clusters is None:
+        return learned
+    fallback = make_baseline(d.anchor.baseline if d.anchor is not None else "sect")
+
+    def act(env, obs):
+        u = env.unwrapped
+        if u.cluster.name in d.clusters:
+            return learned(env, obs)
+        return int(fallback.select(u.cset.state, u.cset))
+
+    return act

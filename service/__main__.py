@@ -20,7 +20,9 @@ policy.json, or whose feature schema version is not this code's, is refused: the
 why and exits with status 2 before serving anything; so does an unknown model, cluster, policy,
 scenario or baseline, --policy together with --model, or a bad --wait-guard or search setting.
 The bound on WAIT of the served masks is the model's (policy.json `wait_guard`) unless
---wait-guard is given.
+--wait-guard is given. On a cluster that policy.json's `clusters` does not list (the clusters
+agents.deploy validated the model on), the model's anchor baseline is served instead, with a
+warning.
 """
 
 from __future__ import annotations
@@ -130,6 +132,16 @@ def main(argv: list[str] | None = None) -> int:
             model, info = load_onnx_policy(directory)
         except PolicyLoadError as e:
             return fail(str(e))
+        from agents.policy_file import policy_clusters
+
+        deployed_on = policy_clusters(info.metadata)
+        if deployed_on is not None and cluster.name not in deployed_on:  # not validated here: its heuristic serves
+            fallback = info.anchor.baseline if info.anchor is not None else args.baseline
+            logging.getLogger("gangsched.service").warning(
+                "%s is deployed on %s only (policy.json clusters), not on %s: serving its heuristic %s",
+                directory, ", ".join(deployed_on) or "no cluster", cluster.name, fallback)
+            model = info = None
+            args.baseline = fallback
     planner = None
     if args.policy == "lookahead":
         try:

@@ -42,6 +42,17 @@ def test_the_rule_takes_the_best_mean_among_settings_with_no_bad_seed():
     assert choose({"a": worse_on_average}, ["bad"], bound=0.05)[0] is None  # a mean above 0 is never deployed
 
 
+def test_a_setting_is_deployed_only_on_the_clusters_where_it_is_safe():
+    a = _scenario([10] * 4, [11] * 4, s=[9, 9, 9, 9])           # -10% everywhere: safe
+    b = _scenario([10] * 4, [11] * 4, s=[9, 9, 9, 9.5])         # -8.75%: safe
+    c = _scenario([10] * 4, [11] * 4, s=[8, 8, 8, 11.5])        # -2.5% on average, one seed +15%: not safe
+    best, table = choose({"a": a, "b": b, "c": c}, ["s"], bound=0.10, cluster_of={"a": "x", "b": "y", "c": "y"})
+    assert best == "s" and table[0]["clusters"] == ["x"]  # y is judged on b and c together
+    assert table[0]["mean"] == pytest.approx((-0.10 + 0 + 0) / 3)  # y keeps its heuristic: 0
+    best, table = choose({"a": a, "b": b, "c": c}, ["s"], bound=0.10, cluster_of={"a": "x", "b": "x", "c": "y"})
+    assert table[0]["clusters"] == ["x"] and table[0]["mean"] == pytest.approx((-0.10 - 0.0875) / 3)
+
+
 def test_a_tiny_run_is_deployed_shipped_and_evaluated_as_shipped(tmp_path):
     out = tmp_path / "run"
     r = run_train("--config", str(write_config(tmp_path, total_timesteps=64, eval={"every_timesteps": 64, "seeds": "500",
@@ -61,9 +72,10 @@ def test_a_tiny_run_is_deployed_shipped_and_evaluated_as_shipped(tmp_path):
     runs = json.loads((out / "deploy" / "tiny.json").read_text())
     assert sorted(r["seed"] for r in runs["sect"]) == [100, 101]
     if doc["setting"] is None:  # a 64-step model is rarely safe: then the heuristic alone
-        assert doc["margin"] == "inf"
+        assert doc["margin"] == "inf" and doc["clusters"] == []
     else:
         assert doc["setting"] in {t["setting"] for t in doc["settings"] if t["eligible"]}
+        assert doc["clusters"] == ["h100-4node"]
 
     from agents.ship import ship
 
@@ -73,7 +85,7 @@ def test_a_tiny_run_is_deployed_shipped_and_evaluated_as_shipped(tmp_path):
     meta = json.loads((shipped / "policy.json").read_text())
     assert meta["anchor"]["baseline"] == "sect"
     assert (meta["anchor"]["margin"] == "inf") == (doc["setting"] is None)
-    assert meta["wait_guard"] == doc["wait_guard"]
+    assert meta["wait_guard"] == doc["wait_guard"] and meta["clusters"] == doc["clusters"]
 
     res = tmp_path / "eval"
     r = subprocess.run([sys.executable, "evaluate.py", "--scenario", str(scenario), "--seeds", "0-1", "--policies",

@@ -148,7 +148,7 @@ class LearnedLoader:
         return load_actor(arg)
 
     def wait_guard(self, arg: str) -> WaitGuard | None:
-        return self.deployment(arg)[2]
+        return self.deployment(arg).wait_guard
 
 
 POLICY_LOADERS: dict[str, PolicyLoader] = {"ppo": MaskablePPOLoader(), "anchored": AnchoredLoader(), "learned": LearnedLoader()}
