@@ -88,6 +88,14 @@ def run_config_wait_guard(model_path: str | Path) -> WaitGuard | None:
         raise UsageError(str(e)) from None
 
 
+def _named(prefix: str, arg: str, read: Callable[[str], Any]) -> Any:
+    """`read(arg)`, its ValueError reported as a UsageError naming `PREFIX=ARG`."""
+    try:
+        return read(arg)
+    except ValueError as e:
+        raise UsageError(f"{prefix}={arg}: {e}") from None
+
+
 class AnchoredLoader(MaskablePPOLoader):
     """`anchored=PATH`: a MaskablePPO zip anchored to a heuristic by the margin its run's
     anchor.json holds for it, or `anchored=RUN/anchor-SCENARIO.json`: the model and margin that
@@ -102,10 +110,7 @@ class AnchoredLoader(MaskablePPOLoader):
     def anchor(arg: str):
         from agents.run_dir import anchored_model
 
-        try:
-            return anchored_model(arg)
-        except ValueError as e:
-            raise UsageError(f"anchored={arg}: {e}") from None
+        return _named("anchored", arg, anchored_model)
 
     def load(self, arg: str) -> Actor:
         from agents.anchor_rule import anchored_actor
@@ -119,10 +124,7 @@ class AnchoredLoader(MaskablePPOLoader):
         from agents.run_dir import deployed_wait_guard
 
         self.anchor(arg)  # a bad argument fails here, named
-        try:
-            return deployed_wait_guard(arg)
-        except ValueError as e:
-            raise UsageError(f"anchored={arg}: {e}") from None
+        return _named("anchored", arg, deployed_wait_guard)
 
 
 class LearnedLoader:
@@ -134,10 +136,7 @@ class LearnedLoader:
     def deployment(arg: str):
         from agents.shipped import deployment
 
-        try:
-            return deployment(arg)
-        except ValueError as e:
-            raise UsageError(f"learned={arg}: {e}") from None
+        return _named("learned", arg, deployment)
 
     def check(self, arg: str) -> None:
         self.deployment(arg)
