@@ -87,6 +87,11 @@ def setting_files(run: Path, model: str, baseline: str, margins: list[float], gu
     return files
 
 
+def better_heuristic(runs: dict[str, list[dict]]) -> str:
+    """The one of HEURISTICS with the lower mean objective over its runs ({policy label: runs})."""
+    return min(HEURISTICS, key=lambda h: float(np.mean([r["metrics"]["objective"] for r in runs[h]])))
+
+
 def choose(per_scenario: dict[str, dict[str, list[dict]]], names: list[str], bound: float,
            cluster_of: dict[str, str] | None = None) -> tuple[str | None, list[dict]]:
     """(the chosen setting or None, every setting's figures) from {scenario: {policy label: its
@@ -97,13 +102,13 @@ def choose(per_scenario: dict[str, dict[str, list[dict]]], names: list[str], bou
     is the mean over all scenarios of their mean difference, 0 where the cluster keeps the
     heuristic."""
     cluster_of = cluster_of or {sc: "" for sc in per_scenario}
+    ref = {scenario: better_heuristic(runs) for scenario, runs in per_scenario.items()}
     table = []
     for name in names:
         means, worst = {}, {}
         for scenario, runs in per_scenario.items():
-            ref = min(HEURISTICS, key=lambda h: float(np.mean([r["metrics"]["objective"] for r in runs[h]])))
             label = next(p for p in runs if p.startswith("anchored=") and Path(p.split("=", 1)[1]).stem == name)
-            d = np.array(list(paired_rel_diffs(runs[label], runs[ref], "objective").values()))
+            d = np.array(list(paired_rel_diffs(runs[label], runs[ref[scenario]], "objective").values()))
             means[scenario], worst[scenario] = float(d.mean()), float(d.max())
         clusters = sorted({c for c in cluster_of.values()
                            if all(worst[s] <= bound and means[s] <= 0 for s in per_scenario if cluster_of[s] == c)})
@@ -115,9 +120,11 @@ def choose(per_scenario: dict[str, dict[str, list[dict]]], names: list[str], bou
     return best, table
 
 
-def evaluate_settings(scenario: str, seeds: str | None, files: list[tuple[str, Path]], workers: int) -> dict[str, list[dict]]:
-    """The heuristics and every setting on the scenario's validation seeds (or `seeds`, never its
-    test seeds): {policy label: runs}, as evaluate.py runs them."""
+def evaluate_settings(scenario: str, seeds: str | None, files: list[tuple[str, Path]], workers: int,
+                      heuristics: bool = True) -> dict[str, list[dict]]:
+    """The heuristics (unless `heuristics` is False) and every setting on the scenario's
+    validation seeds (or `seeds`, never its test seeds): {policy label: runs}, as evaluate.py
+    runs them."""
     from agents.evaluation import cluster_and_spec, parse_policies, run_all, with_wait_guards, workload_sha256
     from envs.config import parse_seeds
     from envs.scenario import load_scenario
@@ -130,7 +137,8 @@ def evaluate_settings(scenario: str, seeds: str | None, files: list[tuple[str, P
         raise ValueError(f"--seeds: {clash[0]} is a test seed of scenario {scenario}: choose on validation seeds only")
     cluster, wspec = cluster_and_spec(spec.cluster, spec.workload)
     hashes = {s: workload_sha256(make_workload(wspec, cluster, s, spec.num_jobs)) for s in seed_list}
-    policies = with_wait_guards(parse_policies(",".join([*HEURISTICS, *(f"anchored={f}" for _, f in files)])))
+    labels = [*(HEURISTICS if heuristics else ()), *(f"anchored={f}" for _, f in files)]
+    policies = with_wait_guards(parse_policies(",".join(labels)))
     result = run_all(policies, seed_list, cluster=spec.cluster, workload=spec.workload, num_jobs=spec.num_jobs,
                      queue_window=spec.queue_window, workers=workers, workload_hashes=hashes, trace_seed=-1, scenario=spec.source)
     if result.missing:
@@ -153,13 +161,16 @@ def deploy(run: Path, model: str = "model.zip", scenarios: list[str] | None = No
     t0 = time.perf_counter()
     per_scenario, cluster_of = {}, {}
     for sc in scenarios:
-        out = run / "deploy" / f"{load_scenario(sc).name}.json"  # the runs, reused when there (the same files, the same seeds)
-        names = {n for n, _ in files}
+        out = run / "deploy" / f"{load_scenario(sc).name}.json"  # the runs, reused when there (the same settings, the same seeds)
         cached = json.loads(out.read_text()) if out.is_file() else {}
-        if not names <= {Path(p.split("=", 1)[1]).stem for p in cached if p.startswith("anchored=")} or (
-                seeds and sorted(r["seed"] for r in cached["sect"]) != sorted(parse_seeds(seeds))):
-            out.write_text(json.dumps(evaluate_settings(sc, seeds, files, workers)))
-        per_scenario[sc] = json.loads(out.read_text())
+        if cached and seeds and sorted(r["seed"] for r in cached["sect"]) != sorted(parse_seeds(seeds)):
+            cached = {}  # other seeds: nothing to reuse
+        have = {Path(p.split("=", 1)[1]).stem for p in cached if p.startswith("anchored=")}
+        missing = [(n, f) for n, f in files if n not in have]
+        if missing:
+            cached.update(evaluate_settings(sc, seeds, missing, workers, heuristics=not cached))
+            out.write_text(json.dumps(cached))
+        per_scenario[sc] = cached
         cluster_of[sc] = load_cluster(load_scenario(sc).cluster).name
         log(f"{run}: {sc}: evaluated")
     best, table = choose(per_scenario, [n for n, _ in files], bound, cluster_of)

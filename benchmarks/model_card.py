@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.deploy import HEURISTICS, better_heuristic
 from agents.evaluation.stats import paired_rel_diff, paired_rel_diffs
 
-HEURISTICS = ("sect", "sjf")
 TRAINED = ("default", "bursty", "slo-preempt", "topology-stress", "hetero")
 BOUND = 0.10  # a seed more than this much worse than the best heuristic counts as unsafe
 
@@ -45,7 +45,7 @@ def rows(doc: dict, policies: list[str]) -> list[dict]:
     """One record per non-heuristic policy of an evaluation: its per-seed distribution against
     the best heuristic on those seeds."""
     pol = doc["policies"]
-    best = min(HEURISTICS, key=lambda h: pol[h]["summary"]["objective"]["mean"])
+    best = better_heuristic({h: pol[h]["runs"] for h in HEURISTICS})
     ref_runs = pol[best]["runs"]
     out = []
     for p in policies:

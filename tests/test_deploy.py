@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +72,15 @@ def test_a_tiny_run_is_deployed_shipped_and_evaluated_as_shipped(tmp_path):
     assert [t["setting"] for t in doc["settings"]] == ["guard-off-margin-0", "guard-off-margin-1", "guard-2-margin-0", "guard-2-margin-1"]
     runs = json.loads((out / "deploy" / "tiny.json").read_text())
     assert sorted(r["seed"] for r in runs["sect"]) == [100, 101]
+    # another margin: only its episodes run; the others' and the heuristics' are kept as they were
+    (out / "deploy" / "tiny.json").write_text(json.dumps({**runs, "sect": [dict(r, kept=True) for r in runs["sect"]]}))
+    r = subprocess.run([*deploy[:7], "0,1,2", *deploy[8:], "--seeds", "100-101"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    again = json.loads((out / "deploy" / "tiny.json").read_text())
+    assert all(r.get("kept") for r in again["sect"]) and again["sjf"] == runs["sjf"]
+    assert sorted(Path(p.split("=", 1)[1]).stem for p in again if p.startswith("anchored=")) == sorted(
+        [*(Path(p.split("=", 1)[1]).stem for p in runs if p.startswith("anchored=")), "guard-off-margin-2", "guard-2-margin-2"])
+    doc = json.loads((out / "anchor-deploy.json").read_text())
     if doc["setting"] is None:  # a 64-step model is rarely safe: then the heuristic alone
         assert doc["margin"] == "inf" and doc["clusters"] == []
     else:
