@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast sanitize bench clean
 
 # torch is pinned first so that pip does not pull a multi-GB CUDA build on CPU-only machines.
 install:
@@ -18,6 +18,12 @@ demo: install
 # Install and run the whole test suite.
 test: install
 	$(PYTHON) -m pytest -q
+
+# The native core's fuzz driver under AddressSanitizer and UndefinedBehaviorSanitizer (no Python).
+sanitize:
+	cmake -S . -B build/sanitize -DGANGSCHED_PYTHON=OFF -DGANGSCHED_FUZZ=ON -DGANGSCHED_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build/sanitize -j 2
+	build/sanitize/core_fuzz 20000
 
 bench: install
 	$(PYTHON) -m benchmarks.env_speed

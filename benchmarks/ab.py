@@ -6,6 +6,9 @@ Checks out REV (a commit, tag or branch) into a temporary git worktree, runs COM
 each side untimed (numba compiles or loads its cache, the OS caches files), then `--runs` times
 on each side in alternating order (base, this tree; this tree, base; ...), each run in its own
 process from that side's root with PYTHONPATH pointing there, pinned to CPU `--cpu` when given.
+The base side imports only the worktree's code: the editable install's import redirection (which
+maps `envs`, `agents`, ... to this tree) is switched off there by a `sitecustomize`, and a base
+with a native core (CMakeLists.txt) has it compiled into its worktree first.
 It prints each side's process CPU time (user + system, from the child's rusage) and wall time:
 the minimum and the median, and this tree's over the base's; and the ratio of the CPU times of
 each pair of runs adjacent in time (run i of each side), their median and range, which cancels
@@ -33,10 +36,37 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_timed(cmd: list[str], cwd: Path, cpu: int | None) -> tuple[float, float, str]:
-    """(CPU seconds, wall seconds, last line of stdout) of one run of `cmd` in `cwd`; the CPU time
-    is the child's own (os.wait4's rusage: this child alone, user + system)."""
-    env = dict(os.environ, PYTHONPATH=str(cwd))
+_SITECUSTOMIZE = """\
+# benchmarks.ab's base side: import the worktree's code, not the editable install's tree.
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__name__.startswith("ScikitBuild")]
+sys.path[:] = [p for p in sys.path if p != {root!r}]
+"""
+
+
+def isolate(worktree: Path, tmp: Path) -> str:
+    """The PYTHONPATH that makes a process import `worktree`'s code alone (see the module's
+    docstring), its native core built in place when it has one."""
+    site = tmp / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(root=str(ROOT)))
+    if (worktree / "CMakeLists.txt").exists():
+        import nanobind
+        build = tmp / "core-build"
+        subprocess.run(["cmake", "-S", str(worktree), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                        f"-DPython_EXECUTABLE={sys.executable}", f"-Dnanobind_DIR={nanobind.cmake_dir()}"],
+                       check=True, capture_output=True, text=True)
+        subprocess.run(["cmake", "--build", str(build), "-j", "2"], check=True, capture_output=True, text=True)
+        for lib in build.glob("_core*.so"):
+            shutil.copy(lib, worktree / "envs" / "core" / lib.name)
+    return f"{site}{os.pathsep}{worktree}"
+
+
+def run_timed(cmd: list[str], cwd: Path, cpu: int | None, pythonpath: str | None = None) -> tuple[float, float, str]:
+    """(CPU seconds, wall seconds, last line of stdout) of one run of `cmd` in `cwd` (PYTHONPATH:
+    `pythonpath`, default `cwd`); the CPU time is the child's own (os.wait4's rusage: this child
+    alone, user + system)."""
+    env = dict(os.environ, PYTHONPATH=pythonpath or str(cwd))
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu), *cmd]
     t0 = time.perf_counter()
@@ -87,14 +117,15 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "worktree", "add", "--detach", str(base_dir), rev.stdout.strip()], cwd=ROOT, check=True,
                        capture_output=True, text=True)
         sides = {"base": base_dir, "this tree": ROOT}
+        paths = {"base": isolate(base_dir, tmp), "this tree": None}
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
         last: dict[str, set[str]] = {name: set() for name in sides}
         for name, cwd in sides.items():  # untimed: compile or load numba's cache, warm the file cache
-            last[name].add(run_timed(cmd, cwd, args.cpu)[2])
+            last[name].add(run_timed(cmd, cwd, args.cpu, paths[name])[2])
         for i in range(args.runs):
             order = list(sides) if i % 2 == 0 else list(reversed(sides))
             for name in order:
-                cpu_s, wall, line = run_timed(cmd, sides[name], args.cpu)
+                cpu_s, wall, line = run_timed(cmd, sides[name], args.cpu, paths[name])
                 times[name].append((cpu_s, wall))
                 last[name].add(line)
                 print(f"run {i + 1}/{args.runs} {name:9s}: cpu {cpu_s:7.2f} s  wall {wall:7.2f} s", flush=True)
@@ -114,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"same last line on both sides: {next(iter(last['base']))}")
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as e:
+        print(f"error: {' '.join(e.cmd)} failed:\n{(e.stderr or '')[-2000:]}", file=sys.stderr)
         return 1
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(base_dir)], cwd=ROOT, capture_output=True)

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from envs import core as _core
 from envs import jit as _jit
-from envs import kernels as _kernels
 from envs.cache import memo_of, per_alloc
 from envs.las import las_queue
 from envs.memo import geometry
@@ -57,6 +57,8 @@ def _pick_gpus_in_node(c: Cluster, node: int, count: int, avail: np.ndarray, mem
 
 
 def _pick_in_pattern(c: Cluster, lo: int, count: int, pattern: np.ndarray) -> np.ndarray:
+    if _jit.ENABLED:
+        return _core.pick_in_node(_core.cluster_arrays(c), int(c.gpu_node[lo]), count, pattern)
     ids = lo + np.flatnonzero(pattern)
     if count == len(ids):
         return ids
@@ -195,8 +197,9 @@ def _topology_domains(c: Cluster, free: Sequence[int], need: int, tp: int) -> di
         dom_free = usable @ under
         ok = np.flatnonzero(dom_free >= need)
         if len(ok):
-            # Mean speed of the domain's usable GPUs, then tightest fit.
-            dom_speed = (usable * speed) @ under[:, ok] / dom_free[ok]
+            # Mean speed of the domain's usable GPUs (summed in node order: add.accumulate is
+            # sequential, where a matrix product's order is the BLAS library's), then tightest fit.
+            dom_speed = np.add.accumulate((usable * speed)[:, None] * under[:, ok], axis=0)[-1] / dom_free[ok]
             d = domains[ok[np.lexsort((dom_free[ok], -dom_speed))[0]]]
             return _fill_domain(usable, np.flatnonzero(c.node_under_switch[:, d] & (usable > 0)), need, tp, speed)
     return _fill_domain(usable, np.flatnonzero(usable > 0), need, tp, speed)
@@ -252,12 +255,8 @@ def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
 
 def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
     """Per node, how many of its eligible available GPUs (`free`) the rule gives the gang."""
-    if _jit.ENABLED:
-        status, nodes, counts, typed = _kernels.node_take(np.array(free, dtype=np.int64), need, tp, rule, c.node_gpu_type,
-                                                          c.node_lists.num_types, c.node_speed)
-        if status == 1:
-            return dict(zip(nodes.tolist(), counts.tolist()))
-        return None if status == 0 else _topology_domains(c, typed, need, tp)
+    if _jit.ENABLED:  # the native core (envs.core), bit for bit this reference
+        return _core.node_take(_core.cluster_arrays(c), free, need, tp, rule)
     free = _single_type(c, free, need, rule, tp)
     if rule in (BINPACK, SPREAD):
         # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.

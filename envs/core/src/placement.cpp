@@ -1,0 +1,257 @@
+#include "placement.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace gangsched {
+
+void Cluster::validate() const {
+    auto need = [](bool ok, const std::string& what) {
+        if (!ok) throw BadInput(what);
+    };
+    const auto N = static_cast<size_t>(num_nodes), S = static_cast<size_t>(num_switches);
+    need(num_nodes >= 0 && num_gpus >= 0 && num_switches >= 0 && num_types >= 1, "cluster: negative sizes or no GPU type");
+    need(node_type.size() == N, "node_gpu_type: one entry per node expected");
+    need(node_speed.size() == N, "node_speed: one entry per node expected");
+    need(node_first_gpu.size() == N, "node_first_gpu: one entry per node expected");
+    need(node_gpus.size() == N, "node_gpus: one entry per node expected");
+    need(switch_level.size() == S, "switch_level: one entry per switch expected");
+    need(under.size() == N * S, "node_under_switch: a nodes x switches table expected");
+    int64_t next = 0;
+    for (size_t n = 0; n < N; ++n) {
+        need(node_type[n] >= 0 && node_type[n] < num_types, "node_gpu_type: a type index out of range");
+        need(node_gpus[n] >= 0, "node_gpus: a negative count");
+        need(node_first_gpu[n] == next, "node_first_gpu: nodes must number their GPUs consecutively from 0");
+        next += node_gpus[n];
+    }
+    need(next == num_gpus && gpu_socket.size() == static_cast<size_t>(num_gpus),
+         "gpu_socket: one entry per GPU of the nodes expected");
+    for (int64_t s : gpu_socket) need(s >= 0 && s < 64, "gpu_socket: a socket index outside 0..63");
+    for (int64_t l : switch_level) need(l >= 1, "switch_level: levels start at 1 (leaf)");
+}
+
+namespace {
+
+// envs.placement._best_fit on unit counts: the fewest among those with at least `need`, lowest id
+// on ties; -1 when none.
+int64_t best_fit(const std::vector<int64_t>& free, int64_t need) {
+    int64_t best = -1;
+    for (size_t n = 0; n < free.size(); ++n)
+        if (free[n] >= need && (best < 0 || free[n] < free[static_cast<size_t>(best)])) best = static_cast<int64_t>(n);
+    return best;
+}
+
+void add_to(Take& take, int64_t node, int64_t k) {
+    for (auto& [n, count] : take)
+        if (n == node) {
+            count += k;
+            return;
+        }
+    take.emplace_back(node, k);
+}
+
+// envs.placement._fill_domain: inside one domain (`nodes`, ascending), whole TP groups per node,
+// fastest then emptiest nodes first, best fit for the last groups; leftovers in the same order.
+void fill_domain(const Cluster& c, const std::vector<int64_t>& free, const std::vector<int64_t>& nodes, int64_t need,
+                 int64_t tp, Take& take) {
+    std::vector<int64_t> order(nodes);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        const double sa = c.node_speed[static_cast<size_t>(a)], sb = c.node_speed[static_cast<size_t>(b)];
+        if (sa != sb) return sa > sb;
+        return free[static_cast<size_t>(a)] > free[static_cast<size_t>(b)];
+    });
+    std::vector<int64_t> cap(free);
+    int64_t groups_left = need / tp;
+    for (int64_t n : order) {
+        if (groups_left == 0) break;
+        // Best fit among the fastest nodes that can take every remaining group (first in order on ties).
+        double fastest = 0.0;
+        bool any = false;
+        for (int64_t m : order)
+            if (cap[static_cast<size_t>(m)] / tp >= groups_left && (!any || c.node_speed[static_cast<size_t>(m)] > fastest)) {
+                fastest = c.node_speed[static_cast<size_t>(m)];
+                any = true;
+            }
+        if (any) {
+            int64_t last = -1;
+            for (int64_t m : order)
+                if (cap[static_cast<size_t>(m)] / tp >= groups_left && c.node_speed[static_cast<size_t>(m)] == fastest &&
+                    (last < 0 || cap[static_cast<size_t>(m)] < cap[static_cast<size_t>(last)]))
+                    last = m;
+            add_to(take, last, groups_left * tp);
+            cap[static_cast<size_t>(last)] -= groups_left * tp;
+            groups_left = 0;
+            break;
+        }
+        const int64_t g = cap[static_cast<size_t>(n)] / tp;
+        if (g) {
+            add_to(take, n, g * tp);
+            cap[static_cast<size_t>(n)] -= g * tp;
+            groups_left -= g;
+        }
+    }
+    int64_t rest = groups_left * tp + need % tp;
+    for (int64_t n : order) {
+        if (rest == 0) break;
+        const int64_t k = std::min(cap[static_cast<size_t>(n)], rest);
+        if (k) {
+            add_to(take, n, k);
+            cap[static_cast<size_t>(n)] -= k;
+            rest -= k;
+        }
+    }
+}
+
+// envs.placement._topology_domains: no single node holds the gang; the smallest switch domain
+// that holds it in whole TP groups (faster, then tighter, then lower switch id), filled by
+// fill_domain. A domain's speed is the mean over its usable GPUs, summed in node order.
+bool topology_domains(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, Take& take) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    std::vector<int64_t> usable(N);
+    int64_t total = 0;
+    for (size_t n = 0; n < N; ++n) total += usable[n] = free[n] / tp * tp;
+    if (total < need) return false;
+    std::vector<int64_t> nodes;
+    for (int64_t level = 1; level <= c.max_level; ++level) {
+        int64_t best = -1;
+        int64_t best_free = 0;
+        double best_speed = 0.0;
+        for (int64_t s = 0; s < c.num_switches; ++s) {
+            if (c.switch_level[static_cast<size_t>(s)] != level) continue;
+            int64_t dom_free = 0;
+            for (size_t n = 0; n < N; ++n)
+                if (c.node_under(static_cast<int64_t>(n), s)) dom_free += usable[n];
+            if (dom_free < need) continue;
+            double sum = 0.0;
+            for (size_t n = 0; n < N; ++n)
+                if (c.node_under(static_cast<int64_t>(n), s)) sum += static_cast<double>(usable[n]) * c.node_speed[n];
+            const double speed = sum / static_cast<double>(dom_free);
+            if (best < 0 || speed > best_speed || (speed == best_speed && dom_free < best_free)) {
+                best = s;
+                best_free = dom_free;
+                best_speed = speed;
+            }
+        }
+        if (best >= 0) {
+            for (size_t n = 0; n < N; ++n)
+                if (c.node_under(static_cast<int64_t>(n), best) && usable[n] > 0) nodes.push_back(static_cast<int64_t>(n));
+            fill_domain(c, usable, nodes, need, tp, take);
+            return true;
+        }
+    }
+    for (size_t n = 0; n < N; ++n)
+        if (usable[n] > 0) nodes.push_back(static_cast<int64_t>(n));
+    fill_domain(c, usable, nodes, need, tp, take);
+    return true;
+}
+
+}  // namespace
+
+bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    if (free_in.size() != N) throw BadInput("free: one count per node expected");
+    if (need < 1) throw BadInput("gpus: a gang needs at least one GPU");
+    if (tp < 1 || need % tp != 0) throw BadInput("tp: the gang must be whole TP groups of at least one GPU");
+    take.clear();
+    std::vector<int64_t> free(free_in);
+    for (size_t n = 0; n < N; ++n)
+        if (free[n] < 0 || free[n] > c.node_gpus[n]) throw BadInput("free: a count outside 0..the node's GPUs");
+    // envs.placement._single_type: one GPU type when one type alone hosts the gang in whole TP
+    // groups (spread: the most room; the others: the tightest; lowest type id on ties).
+    if (c.num_types > 1) {
+        std::vector<int64_t> per_type(static_cast<size_t>(c.num_types), 0);
+        for (size_t n = 0; n < N; ++n) per_type[static_cast<size_t>(c.node_type[n])] += free[n] / tp * tp;
+        int64_t t = -1;
+        for (int64_t k = 0; k < c.num_types; ++k) {
+            const int64_t room = per_type[static_cast<size_t>(k)];
+            if (room < need) continue;
+            if (t < 0 || (rule == SPREAD ? room > per_type[static_cast<size_t>(t)] : room < per_type[static_cast<size_t>(t)])) t = k;
+        }
+        if (t >= 0)
+            for (size_t n = 0; n < N; ++n)
+                if (c.node_type[n] != t) free[n] = 0;
+    }
+    if (rule == BINPACK || rule == SPREAD) {  // pods (TP groups) packed or spread over nodes
+        std::vector<int64_t> units(N);
+        int64_t total = 0;
+        for (size_t n = 0; n < N; ++n) total += units[n] = free[n] / tp;
+        int64_t left = need / tp;
+        if (total < left) return false;
+        if (rule == BINPACK) {  // best-fit single node, else the fullest node whole, and again
+            while (left > 0) {
+                const int64_t b = best_fit(units, left);
+                if (b >= 0) {
+                    take.emplace_back(b, left * tp);
+                    break;
+                }
+                size_t m = 0;
+                for (size_t n = 1; n < N; ++n)
+                    if (units[n] > units[m]) m = n;
+                take.emplace_back(static_cast<int64_t>(m), units[m] * tp);
+                left -= units[m];
+                units[m] = 0;
+            }
+            return true;
+        }
+        std::vector<int64_t> taken(N, 0);  // each unit to the node with the most left, lowest id on ties
+        for (int64_t u = 0; u < left; ++u) {
+            size_t m = 0;
+            for (size_t n = 1; n < N; ++n)
+                if (units[n] > units[m]) m = n;
+            ++taken[m];
+            --units[m];
+        }
+        for (size_t n = 0; n < N; ++n)
+            if (taken[n]) take.emplace_back(static_cast<int64_t>(n), taken[n] * tp);
+        return true;
+    }
+    // The topology rule: the best single node (fastest, then tightest, then lowest id) ...
+    int64_t best = -1;
+    for (size_t n = 0; n < N; ++n) {
+        if (free[n] < need) continue;
+        const auto b = static_cast<size_t>(best);
+        if (best < 0 || c.node_speed[n] > c.node_speed[b] || (c.node_speed[n] == c.node_speed[b] && free[n] < free[b]))
+            best = static_cast<int64_t>(n);
+    }
+    if (best >= 0) {
+        take.emplace_back(best, need);
+        return true;
+    }
+    return topology_domains(c, free, need, tp, take);  // ... else the smallest switch domain
+}
+
+void pick_in_node(const Cluster& c, int64_t node, int64_t count, const uint8_t* avail, std::vector<int64_t>& out) {
+    if (node < 0 || node >= c.num_nodes) throw BadInput("node: out of range");
+    const int64_t lo = c.node_first_gpu[static_cast<size_t>(node)], size = c.node_gpus[static_cast<size_t>(node)];
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < size; ++i)
+        if (avail[i]) ids.push_back(lo + i);
+    if (count < 1 || count > static_cast<int64_t>(ids.size())) throw BadInput("count: more GPUs than the node has available");
+    if (count == static_cast<int64_t>(ids.size())) {
+        out.insert(out.end(), ids.begin(), ids.end());
+        return;
+    }
+    int64_t per_socket[64] = {0};
+    for (int64_t g : ids) ++per_socket[c.gpu_socket[static_cast<size_t>(g)]];
+    int64_t best = -1;  // the best-fit socket: fewest available among those holding `count`, lowest id on ties
+    for (int64_t s = 0; s < 64; ++s)
+        if (per_socket[s] >= count && (best < 0 || per_socket[s] < per_socket[best])) best = s;
+    if (best >= 0) {
+        int64_t k = 0;
+        for (int64_t g : ids)
+            if (c.gpu_socket[static_cast<size_t>(g)] == best && k < count) {
+                out.push_back(g);
+                ++k;
+            }
+        return;
+    }
+    std::vector<int64_t> order(ids);  // fullest sockets first, ascending ids inside, then sorted
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return per_socket[c.gpu_socket[static_cast<size_t>(a)]] > per_socket[c.gpu_socket[static_cast<size_t>(b)]];
+    });
+    order.resize(static_cast<size_t>(count));
+    std::sort(order.begin(), order.end());
+    out.insert(out.end(), order.begin(), order.end());
+}
+
+}  // namespace gangsched

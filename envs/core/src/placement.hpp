@@ -1,0 +1,27 @@
+// The placement rules over per-node counts of available GPUs (envs/placement.py states them):
+// which nodes a gang takes how many GPUs on, and which GPUs inside a node.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "cluster.hpp"
+
+namespace gangsched {
+
+enum Rule : int64_t { BINPACK = 0, SPREAD = 1, TOPOLOGY = 2 };  // anything else places as TOPOLOGY
+
+// Per node, how many GPUs the gang takes, in the order the reference's dict holds them.
+using Take = std::vector<std::pair<int64_t, int64_t>>;
+
+// The rule's per-node counts for a gang of `need` GPUs in TP groups of `tp` over the available
+// GPUs `free` (N counts, memory eligibility already applied). False: no placement.
+bool node_take(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, Take& take);
+
+// `count` available GPUs of `node` (`avail`: the node's GPUs, nonzero = available), inside one
+// NUMA socket when they fit in one (the best-fit socket), else from the fullest sockets first,
+// ascending ids. Appends to `out`.
+void pick_in_node(const Cluster& c, int64_t node, int64_t count, const uint8_t* avail, std::vector<int64_t>& out);
+
+}  // namespace gangsched

@@ -1,0 +1,166 @@
+"""The native core (envs.core) against the plain-Python reference and against hand-worked answers.
+
+The placement rules' per-node counts and the GPUs picked inside a node must be bit for bit the
+reference's (envs/placement.py, run on `envs.jit.reference_path()`) on every shipped cluster,
+over random availability, gang sizes, TP degrees and rules; the hand-worked cases state what
+each rule must give on small clusters without reading any of the code under test; bad input is a
+ValueError naming the argument.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envs import core
+from envs import placement as P
+from envs.config import cluster_from_dict, load_cluster
+from envs.jit import reference_path
+
+from tests.helpers import toy_cluster
+
+SHIPPED = ["h100-4node", "mixed-64gpu", "hetero-64gpu", "topo-stress-128gpu", "h100-1024gpu", "philly-sized"]
+
+
+def _reference_take(c, free, need, tp, rule):
+    with reference_path():
+        return P._node_take(c, tuple(free), need, tp, rule)
+
+
+def _reference_pick(c, node, count, pattern):
+    with reference_path():
+        return P._pick_in_pattern(c, int(c.node_first_gpu[node]), count, pattern)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_node_take_is_the_reference_on_every_shipped_cluster(name):
+    c = load_cluster(name)
+    arrays = core.cluster_arrays(c)
+    rng = np.random.default_rng(7)
+    gpus = c.node_gpus.astype(np.int64)
+    checked = placed = domains = 0
+    for trial in range(300):
+        busy = rng.uniform(0.0, 1.0)  # from an idle to a full cluster
+        free = rng.binomial(gpus, 1.0 - busy)
+        if trial % 3 == 0:  # memory eligibility: some node types count as 0
+            free[c.node_gpu_type == rng.integers(len(c.gpu_types))] = 0
+        tp = int(rng.choice([1, 2, 4, 8]))
+        need = tp * int(rng.integers(1, max(2, min(int(free.sum()) // tp + 3, 64))))
+        for rule in range(5):
+            want = _reference_take(c, free.tolist(), need, tp, rule)
+            got = core.node_take(arrays, free.tolist(), need, tp, rule)
+            assert got == want and (got is None or list(got) == list(want)), (name, free.tolist(), need, tp, rule)
+            checked += 1
+            placed += got is not None
+            domains += got is not None and len(got) > 1 and rule >= P.TOPOLOGY
+    assert placed > checked // 4 and domains > 10  # the draws reach placements across nodes
+
+
+@pytest.mark.parametrize("name", ["hetero-64gpu", "mixed-64gpu", "philly-sized"])
+def test_pick_in_node_is_the_reference(name):
+    c = load_cluster(name)
+    arrays = core.cluster_arrays(c)
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        node = int(rng.integers(c.num_nodes))
+        pattern = rng.random(int(c.node_gpus[node])) < rng.uniform(0.2, 1.0)
+        if not pattern.any():
+            continue
+        count = int(rng.integers(1, pattern.sum() + 1))
+        got = core.pick_in_node(arrays, node, count, pattern)
+        want = _reference_pick(c, node, count, pattern)
+        assert got.tolist() == want.tolist(), (node, pattern.tolist(), count)
+
+
+def _two_speed_cluster():
+    """Two leaves of two 8-GPU nodes under a spine: leaf0 holds H100s, leaf1 A100s (slower)."""
+    return cluster_from_dict({
+        "name": "two-speed",
+        "node_types": {"fast": {"gpu_type": "H100-80GB", "gpus": 8, "intra_node": "nvswitch"},
+                       "slow": {"gpu_type": "A100-80GB", "gpus": 8, "intra_node": "nvswitch"}},
+        "nodes": [{"names": "f[0-1]", "type": "fast"}, {"names": "s[0-1]", "type": "slow"}],
+        "switches": [{"name": "leaf0", "nodes": "f[0-1]"}, {"name": "leaf1", "nodes": "s[0-1]"},
+                     {"name": "spine", "switches": "leaf[0-1]"}],
+    }, "<two-speed>")
+
+
+def test_hand_worked_rules_on_a_toy_cluster():
+    c = toy_cluster(nodes=4, gpus=8, leaves=2)  # n0,n1 under leaf0; n2,n3 under leaf1
+    a = core.cluster_arrays(c)
+    # binpack: the single node with the fewest free GPUs that holds the gang.
+    assert core.node_take(a, [8, 3, 5, 4], 4, 1, P.BINPACK) == {3: 4}
+    # binpack, no single node: the fullest node whole, then the best fit for the rest.
+    assert core.node_take(a, [6, 3, 5, 4], 9, 1, P.BINPACK) == {0: 6, 1: 3}
+    # spread: one GPU at a time to the node with the most left (lowest id on ties), id order.
+    assert core.node_take(a, [4, 4, 2, 0], 5, 1, P.SPREAD) == {0: 3, 1: 2}
+    # spread in TP groups of 2: pods of 2 GPUs.
+    assert core.node_take(a, [4, 4, 2, 0], 6, 2, P.SPREAD) == {0: 4, 1: 2}
+    # topology: a best-fit single node first.
+    assert core.node_take(a, [8, 6, 7, 8], 6, 2, P.TOPOLOGY) == {1: 6}
+    # topology across nodes: the leaf that holds the gang (leaf1: 5 + 6 = 11 usable in pairs 4 + 6 = 10),
+    # not spread over both leaves; inside it the emptiest node first, then the best fit for the rest.
+    assert core.node_take(a, [3, 4, 5, 6], 8, 2, P.TOPOLOGY) == {3: 6, 2: 2}
+    # no placement: 7 free GPUs in pairs hold 3 pairs only.
+    assert core.node_take(a, [1, 1, 3, 2], 8, 2, P.TOPOLOGY) is None
+    assert core.node_take(a, [1, 1, 3, 2], 8, 2, P.BINPACK) is None
+
+
+def test_hand_worked_rules_keep_a_gang_on_one_gpu_type():
+    c = _two_speed_cluster()  # nodes 0,1 H100 (leaf0), 2,3 A100 (leaf1); type 0 is A100 (names sorted)
+    a = core.cluster_arrays(c)
+    # 12 GPUs in pairs: H100s have 14 free, A100s 12; both hold it, so the tightest type, A100:
+    # no A100 node holds 6 pairs, so node 2's 4 pairs, then node 3 best-fits the last 2.
+    assert core.node_take(a, [8, 6, 8, 4], 12, 2, P.TOPOLOGY) == {2: 8, 3: 4}
+    # a single node of the tightest type (A100: 12 free against 16): the best fit there.
+    assert core.node_take(a, [8, 8, 4, 8], 4, 1, P.TOPOLOGY) == {2: 4}
+    # only the A100s hold 10: binpack there, the fuller node whole (lowest id on ties), then the rest.
+    assert core.node_take(a, [2, 2, 8, 8], 10, 1, P.BINPACK) == {2: 8, 3: 2}
+    # spread takes the type with the most room (A100 12 against H100 9), one GPU at a time.
+    assert core.node_take(a, [5, 4, 6, 6], 4, 1, P.SPREAD) == {2: 2, 3: 2}
+    # no type alone holds 20: both types, the spine's domain, fastest nodes first.
+    assert core.node_take(a, [8, 6, 8, 4], 20, 2, P.TOPOLOGY) == {0: 8, 1: 6, 2: 6}
+
+
+def test_hand_worked_gpu_choice_inside_a_node():
+    c = load_cluster("hetero-64gpu")  # 8-GPU nodes on 2 NUMA sockets: GPUs 0-3 and 4-7
+    a = core.cluster_arrays(c)
+    node = 0
+    assert c.gpu_socket[c.node_first_gpu[node]: c.node_first_gpu[node] + 8].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    first = int(c.node_first_gpu[node])
+    avail = np.array([1, 1, 1, 0, 1, 1, 1, 1], dtype=bool)
+    # 3 GPUs fit in either socket: the best fit is socket 0 (3 available against 4).
+    assert (core.pick_in_node(a, node, 3, avail) - first).tolist() == [0, 1, 2]
+    # 4 fit only in socket 1.
+    assert (core.pick_in_node(a, node, 4, avail) - first).tolist() == [4, 5, 6, 7]
+    # 5 fit in no socket: the fullest socket first (socket 1's four), then socket 0's first, sorted.
+    assert (core.pick_in_node(a, node, 5, avail) - first).tolist() == [0, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda a: core.node_take(a, [8, 8, 8], 4, 1, 0), "free"),
+    (lambda a: core.node_take(a, [8, 8, 9, 8], 4, 1, 0), "free"),
+    (lambda a: core.node_take(a, [8, 8, -1, 8], 4, 1, 0), "free"),
+    (lambda a: core.node_take(a, [8, 8, 8, 8], 6, 4, 2), "tp"),
+    (lambda a: core.node_take(a, [8, 8, 8, 8], 0, 1, 2), "gpus"),
+    (lambda a: core.pick_in_node(a, 9, 1, np.ones(8, bool)), "node"),
+    (lambda a: core.pick_in_node(a, 0, 1, np.ones(7, bool)), "avail"),
+    (lambda a: core.pick_in_node(a, 0, 3, np.array([1, 1, 0, 0, 0, 0, 0, 0], bool)), "count"),
+])
+def test_bad_input_names_the_argument(call, field):
+    a = core.cluster_arrays(toy_cluster(nodes=4, gpus=8))
+    with pytest.raises(ValueError, match=field):
+        call(a)
+
+
+def test_bad_cluster_arrays_name_the_field():
+    c = toy_cluster(nodes=2, gpus=8)
+    i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+    good = dict(num_types=1, node_gpu_type=i64([0, 0]), node_speed=np.ones(2), node_first_gpu=i64([0, 8]),
+                node_gpus=i64([8, 8]), gpu_socket=i64(c.gpu_socket), switch_level=i64([1]),
+                node_under_switch=np.ones((2, 1), dtype=bool))
+    core.ClusterArrays(**good)
+    for field, value in [("node_first_gpu", i64([0, 4])), ("node_gpu_type", i64([0, 3])),
+                         ("node_under_switch", np.ones((2, 2), dtype=bool)), ("gpu_socket", i64([0] * 15)),
+                         ("switch_level", i64([0]))]:
+        with pytest.raises(ValueError, match=field):
+            core.ClusterArrays(**{**good, field: value})
