@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envs import core as _core
+from envs import jit as _jit
 from envs.jobs import Job
 from envs.topology import (
     INTRA_NVLINK_PAIRS,
@@ -138,7 +140,11 @@ def _group_tp_bandwidth(cluster: Cluster, gpus: np.ndarray, model: SpeedModel) -
 
 def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model: SpeedModel) -> PlacementGeometry:
     """Geometry of `gpus` (global ids, ordered: consecutive runs of tp_degree GPUs form the TP
-    groups)."""
+    groups). The uplink demands are summed in node order. On the compiled path the native core
+    computes it (envs.core), bit for bit this reference."""
+    if _jit.ENABLED:
+        return PlacementGeometry(*_core.placement_geometry(_core.cluster_arrays(cluster), np.asarray(gpus, dtype=np.int64),
+                                                           tp_degree, model.cross_socket_factor, model.cross_tier_efficiency))
     gpus = np.asarray(gpus)
     node_of = cluster.gpu_node[gpus]
     if (node_of == node_of[0]).all():
@@ -164,7 +170,8 @@ def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model
         inside = gpus_on_node @ under  # GPUs of the placement under each switch
         crossing = (inside > 0) & (inside < len(gpus)) & np.isfinite(cluster.switch_uplink_GBps)
         uplinks = np.flatnonzero(crossing)
-        demand = (gpus_on_node * cluster.node_net_per_gpu_GBps[nodes]) @ under[:, uplinks]
+        # add.accumulate: sequential, in node order (a matrix product's order is the BLAS library's)
+        demand = np.add.accumulate((gpus_on_node * cluster.node_net_per_gpu_GBps[nodes])[:, None] * under[:, uplinks], axis=0)[-1]
     else:
         # DP between groups inside one node runs on its intra-node links: never worse than ideal
         # on NVSwitch; on PCIe it is the PCIe bandwidth.

@@ -1,13 +1,16 @@
 """The native core (envs.core) against the plain-Python reference and against hand-worked answers.
 
-The placement rules' per-node counts and the GPUs picked inside a node must be bit for bit the
-reference's (envs/placement.py, run on `envs.jit.reference_path()`) on every shipped cluster,
-over random availability, gang sizes, TP degrees and rules; the hand-worked cases state what
+The placement rules' per-node counts, the GPUs picked inside a node and a placement's geometry
+must be bit for bit the reference's (envs/placement.py and envs/speed.py, run on
+`envs.jit.reference_path()`) on every shipped cluster, over random availability, gang sizes, TP
+degrees and rules; the hand-worked cases state what
 each rule must give on small clusters without reading any of the code under test; bad input is a
 ValueError naming the argument.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ from envs import core
 from envs import placement as P
 from envs.config import cluster_from_dict, load_cluster
 from envs.jit import reference_path
+from envs.speed import SpeedModel, placement_geometry
 
 from tests.helpers import toy_cluster
 
@@ -152,15 +156,87 @@ def test_bad_input_names_the_argument(call, field):
         call(a)
 
 
+def _fields(c):
+    """The dict envs.core.cluster_arrays passes, rebuilt here so that single fields can be broken."""
+    core.cluster_arrays(c)  # builds it once
+    from envs.topology import INTRA_NVLINK_PAIRS, INTRA_NVSWITCH, NUM_JOB_KINDS, REFERENCE_NVLINK_GBPS
+    i64 = lambda x: np.ascontiguousarray(x, dtype=np.int64)  # noqa: E731
+    f64 = lambda x: np.ascontiguousarray(x, dtype=np.float64)  # noqa: E731
+    return {"num_types": len(c.gpu_types), "num_kinds": NUM_JOB_KINDS, "speed_varies_by_kind": False,
+            "intra_nvswitch": INTRA_NVSWITCH, "intra_nvlink_pairs": INTRA_NVLINK_PAIRS,
+            "reference_nvlink_GBps": REFERENCE_NVLINK_GBPS, "node_gpu_type": i64(c.node_gpu_type),
+            "node_speed": f64(c.node_speed), "node_first_gpu": i64(c.node_first_gpu), "node_gpus": i64(c.node_gpus),
+            "node_intra": i64(c.node_intra), "node_nvlink_GBps": f64(c.node_nvlink_GBps), "node_pcie_GBps": f64(c.node_pcie_GBps),
+            "node_net_per_gpu_GBps": f64(c.node_net_per_gpu_GBps), "gpu_socket": i64(c.gpu_socket), "gpu_node": i64(c.gpu_node),
+            "gpu_local": i64(c.gpu_local), "gpu_speed": f64(c.gpu_speed), "switch_level": i64(c.switch_level),
+            "switch_uplink_GBps": f64(c.switch_uplink_GBps), "node_under_switch": np.ascontiguousarray(c.node_under_switch),
+            "node_tier": np.ascontiguousarray(c.node_tier, dtype=np.int8), "gpu_speed_by_kind": f64(c.gpu_speed_by_kind)}
+
+
 def test_bad_cluster_arrays_name_the_field():
     c = toy_cluster(nodes=2, gpus=8)
+    good = _fields(c)
+    core.ClusterArrays(good)
     i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
-    good = dict(num_types=1, node_gpu_type=i64([0, 0]), node_speed=np.ones(2), node_first_gpu=i64([0, 8]),
-                node_gpus=i64([8, 8]), gpu_socket=i64(c.gpu_socket), switch_level=i64([1]),
-                node_under_switch=np.ones((2, 1), dtype=bool))
-    core.ClusterArrays(**good)
     for field, value in [("node_first_gpu", i64([0, 4])), ("node_gpu_type", i64([0, 3])),
                          ("node_under_switch", np.ones((2, 2), dtype=bool)), ("gpu_socket", i64([0] * 15)),
-                         ("switch_level", i64([0]))]:
+                         ("switch_level", i64([0])), ("node_speed", i64([1, 1])), ("gpu_local", i64(list(range(16)))),
+                         ("node_tier", np.zeros((2, 3), dtype=np.int8)), ("num_kinds", "four")]:
         with pytest.raises(ValueError, match=field):
-            core.ClusterArrays(**{**good, field: value})
+            core.ClusterArrays({**good, field: value})
+    with pytest.raises(ValueError, match="gpu_node: missing"):
+        core.ClusterArrays({k: v for k, v in good.items() if k != "gpu_node"})
+
+
+def _same_geometry(a, b) -> bool:
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            if not (x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_geometry_is_the_reference_on_every_shipped_cluster(name):
+    """Random GPU sets (groups across nodes, sockets, types) and the rules' own placements."""
+    c = load_cluster(name)
+    model = SpeedModel(cross_socket_factor=0.4, cross_tier_efficiency=0.8)  # not the defaults: both are read
+    rng = np.random.default_rng(11)
+    arrays = core.cluster_arrays(c)
+    for trial in range(400):
+        tp = int(rng.choice([1, 2, 4, 8]))
+        if trial % 2:
+            gpus = rng.choice(c.num_gpus, size=tp * int(rng.integers(1, min(9, c.num_gpus // tp + 1))), replace=False)
+        else:
+            free = rng.binomial(c.node_gpus, rng.uniform(0.1, 1.0))
+            take = core.node_take(arrays, free.tolist(), tp * int(rng.integers(1, 9)), tp, int(rng.integers(3)))
+            if take is None:
+                continue
+            gpus = np.concatenate([c.node_first_gpu[n] + np.arange(k) for n, k in take.items()])
+        got = placement_geometry(c, gpus, tp, model)
+        with reference_path():
+            want = placement_geometry(c, gpus, tp, model)
+        assert _same_geometry(got, want), (name, gpus.tolist(), tp, got, want)
+
+
+def test_hand_worked_geometry():
+    c = toy_cluster(nodes=4, gpus=8, leaves=2, oversubscription=2.0)  # 50 GB/s a GPU, 900 GB/s NVSwitch, 64 GB/s PCIe
+    model = SpeedModel()
+    # TP 8 on n0 and n2 (two leaves): TP inside nodes, DP across the spine: tier 2, 50 x 0.85,
+    # each leaf's uplink carries 8 x 50 GB/s.
+    g = placement_geometry(c, np.r_[0:8, 16:24], 8, model)
+    assert (g.nodes.tolist(), g.gpus_on_node.tolist(), g.tier, g.tp_stretch, g.tp_cross_node) == ([0, 2], [8, 8], 2, 1.0, False)
+    assert g.dp_bw_GBps == pytest.approx(42.5) and g.uplinks.tolist() == [0, 1] and g.uplink_demand_GBps.tolist() == [400.0, 400.0]
+    # TP 4 split over two nodes of one leaf: TP crosses the network (900 / 50 = 18x), tier 1, no uplink.
+    g = placement_geometry(c, np.r_[0:2, 8:10], 4, model)
+    assert (g.tier, g.tp_stretch, g.tp_cross_node, g.dp_bw_GBps, g.uplinks.tolist()) == (1, 18.0, True, 50.0, [])
+    # one node: DP on NVSwitch.
+    g = placement_geometry(c, np.r_[4:8], 2, model)
+    assert (g.nodes.tolist(), g.tier, g.dp_bw_GBps, g.tp_stretch) == ([0], 0, 900.0, 1.0)
+    with pytest.raises(ValueError, match="tp_degree"):
+        core.placement_geometry(core.cluster_arrays(c), np.arange(6, dtype=np.int64), 4, 0.5, 0.85)
+    with pytest.raises(ValueError, match="gpus"):
+        core.placement_geometry(core.cluster_arrays(c), np.array([0, 99], dtype=np.int64), 1, 0.5, 0.85)

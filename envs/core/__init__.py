@@ -13,7 +13,8 @@ bindings are nanobind's) into `envs.core._core`. Its contract:
   UndefinedBehaviorSanitizer.
 
 What is native so far: the placement rules' per-node counts (`node_take`) and the choice of GPUs
-inside a node (`pick_in_node`), as envs/placement.py states them.
+inside a node (`pick_in_node`), as envs/placement.py states them; a placement's geometry
+(`placement_geometry`), as envs/speed.py states it.
 """
 
 from __future__ import annotations
@@ -29,20 +30,37 @@ except ImportError as e:  # pragma: no cover - only on a tree that was never ins
 ClusterArrays = _core.ClusterArrays
 node_take = _core.node_take
 pick_in_node = _core.pick_in_node
+placement_geometry = _core.placement_geometry
 
 
 def cluster_arrays(cluster) -> ClusterArrays:
     """The core's view of an `envs.topology.Cluster`, built once per cluster object."""
     arrays = cluster.__dict__.get("_core_arrays")
     if arrays is None:
+        from envs.topology import INTRA_NVLINK_PAIRS, INTRA_NVSWITCH, NUM_JOB_KINDS, REFERENCE_NVLINK_GBPS
+
         def i64(a):
             return np.ascontiguousarray(a, dtype=np.int64)
-        arrays = ClusterArrays(
-            len(cluster.gpu_types), i64(cluster.node_gpu_type), np.ascontiguousarray(cluster.node_speed, dtype=np.float64),
-            i64(cluster.node_first_gpu), i64(cluster.node_gpus), i64(cluster.gpu_socket), i64(cluster.switch_level),
-            np.ascontiguousarray(cluster.node_under_switch, dtype=bool))
+
+        def f64(a):
+            return np.ascontiguousarray(a, dtype=np.float64)
+
+        c = cluster
+        arrays = ClusterArrays({
+            "num_types": len(c.gpu_types), "num_kinds": NUM_JOB_KINDS, "speed_varies_by_kind": bool(c.speed_varies_by_kind),
+            "intra_nvswitch": INTRA_NVSWITCH, "intra_nvlink_pairs": INTRA_NVLINK_PAIRS,
+            "reference_nvlink_GBps": float(REFERENCE_NVLINK_GBPS),
+            "node_gpu_type": i64(c.node_gpu_type), "node_speed": f64(c.node_speed), "node_first_gpu": i64(c.node_first_gpu),
+            "node_gpus": i64(c.node_gpus), "node_intra": i64(c.node_intra), "node_nvlink_GBps": f64(c.node_nvlink_GBps),
+            "node_pcie_GBps": f64(c.node_pcie_GBps), "node_net_per_gpu_GBps": f64(c.node_net_per_gpu_GBps),
+            "gpu_socket": i64(c.gpu_socket), "gpu_node": i64(c.gpu_node), "gpu_local": i64(c.gpu_local),
+            "gpu_speed": f64(c.gpu_speed), "switch_level": i64(c.switch_level), "switch_uplink_GBps": f64(c.switch_uplink_GBps),
+            "node_under_switch": np.ascontiguousarray(c.node_under_switch, dtype=bool),
+            "node_tier": np.ascontiguousarray(c.node_tier, dtype=np.int8),
+            "gpu_speed_by_kind": f64(c.gpu_speed_by_kind),
+        })
         cluster.__dict__["_core_arrays"] = arrays
     return arrays
 
 
-__all__ = ["ClusterArrays", "cluster_arrays", "node_take", "pick_in_node"]
+__all__ = ["ClusterArrays", "cluster_arrays", "node_take", "pick_in_node", "placement_geometry"]

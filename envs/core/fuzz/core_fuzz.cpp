@@ -5,6 +5,7 @@
 //
 //   core_fuzz [iterations] [seed]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "cluster.hpp"
+#include "geometry.hpp"
 #include "placement.hpp"
 
 using namespace gangsched;
@@ -77,9 +79,40 @@ Cluster random_cluster(std::mt19937_64& rng) {
     for (size_t s = 0; s < members.size(); ++s)
         for (int64_t n : members[s]) c.under[static_cast<size_t>(n * c.num_switches) + s] = 1;
     for (int64_t l : c.switch_level) c.max_level = std::max(c.max_level, l);
+    // The speed model's arrays: intra-node links, bandwidths, tiers (the lowest switch holding
+    // both nodes), uplinks (finite below the top), per-kind speeds.
+    c.num_kinds = 4;
+    c.speed_varies_by_kind = rng() % 2;
+    std::uniform_real_distribution<double> bw(5.0, 900.0);
+    for (int64_t n = 0; n < c.num_nodes; ++n) {
+        c.node_intra.push_back(static_cast<int64_t>(rng() % 3));
+        c.node_nvlink_GBps.push_back(bw(rng));
+        c.node_pcie_GBps.push_back(bw(rng) / 8.0);
+        c.node_net_GBps.push_back(bw(rng) / 16.0);
+        for (int64_t i = 0; i < c.node_gpus[static_cast<size_t>(n)]; ++i) {
+            c.gpu_node.push_back(n);
+            c.gpu_local.push_back(i);
+            c.gpu_speed.push_back(c.node_speed[static_cast<size_t>(n)]);
+            for (int64_t k = 0; k < c.num_kinds; ++k)
+                c.gpu_speed_by_kind.push_back(c.node_speed[static_cast<size_t>(n)] * (0.5 + 0.25 * static_cast<double>(k)));
+        }
+    }
+    c.node_tier.assign(static_cast<size_t>(c.num_nodes * c.num_nodes), 0);
+    for (int64_t a = 0; a < c.num_nodes; ++a)
+        for (int64_t b = 0; b < c.num_nodes; ++b) {
+            if (a == b) continue;
+            int64_t tier = c.max_level + 1;
+            for (int64_t s = 0; s < c.num_switches; ++s)
+                if (c.node_under(a, s) && c.node_under(b, s)) tier = std::min(tier, c.switch_level[static_cast<size_t>(s)]);
+            c.node_tier[static_cast<size_t>(a * c.num_nodes + b)] = static_cast<int8_t>(tier);
+        }
+    for (int64_t s = 0; s < c.num_switches; ++s)
+        c.switch_uplink_GBps.push_back(c.switch_level[static_cast<size_t>(s)] == c.max_level ? HUGE_VAL : bw(rng));
     c.validate();
     return c;
 }
+
+void geometry(const Cluster& c, const std::vector<int64_t>& gpus, int64_t tp, std::mt19937_64& rng, uint64_t it);
 
 void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
     std::vector<int64_t> free(static_cast<size_t>(c.num_nodes));
@@ -119,6 +152,7 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
         check(!one_type_holds || types.size() == 1, "one GPU type when one type holds the gang", it);
         std::vector<int64_t> gpus;  // the concrete GPUs: available, distinct, ascending per node
         for (const auto& [n, k] : take) {
+            const size_t before = gpus.size();
             std::vector<uint8_t> avail(static_cast<size_t>(c.node_gpus[static_cast<size_t>(n)]), 0);
             std::vector<size_t> idx(avail.size());
             for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
@@ -126,6 +160,8 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
             for (int64_t i = 0; i < free[static_cast<size_t>(n)]; ++i) avail[idx[static_cast<size_t>(i)]] = 1;
             std::vector<int64_t> out;
             pick_in_node(c, n, k, avail.data(), out);
+            gpus.insert(gpus.end(), out.begin(), out.end());
+            check(gpus.size() == before + out.size(), "the picks appended", it);
             check(static_cast<int64_t>(out.size()) == k, "the node's count of GPUs picked", it);
             const int64_t lo = c.node_first_gpu[static_cast<size_t>(n)];
             for (size_t i = 0; i < out.size(); ++i) {
@@ -134,7 +170,35 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
                 check(i == 0 || out[i] > out[i - 1], "ascending and distinct", it);
             }
         }
+        geometry(c, gpus, tp, rng, it);
     }
+}
+
+// A placement's geometry: its nodes and counts, its tier, uplinks and speeds, within their ranges.
+void geometry(const Cluster& c, const std::vector<int64_t>& gpus, int64_t tp, std::mt19937_64& rng, uint64_t it) {
+    Geometry g;
+    const SpeedConstants model{0.25 + 0.5 * static_cast<double>(rng() % 2), 0.85};
+    placement_geometry(c, gpus, tp, model, g);
+    int64_t sum = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        check(i == 0 || g.nodes[i] > g.nodes[i - 1], "geometry: nodes ascending", it);
+        sum += g.gpus_on_node[i];
+    }
+    check(sum == static_cast<int64_t>(gpus.size()), "geometry: every GPU on its node", it);
+    check((g.tier == 0) == (g.nodes.size() == 1), "geometry: tier 0 exactly on one node", it);
+    check(g.tier <= c.max_level + 1, "geometry: a tier of the cluster", it);
+    check(g.tp_stretch >= 1.0 && std::isfinite(g.tp_stretch), "geometry: a finite TP stretch of at least 1", it);
+    check(tp > 1 || (g.tp_stretch == 1.0 && !g.tp_cross_node), "geometry: no TP cost without TP", it);
+    check(g.dp_bw_GBps > 0.0 && std::isfinite(g.dp_bw_GBps), "geometry: a finite DP bandwidth", it);
+    check(g.uplinks.size() == g.uplink_demand_GBps.size(), "geometry: a demand per uplink", it);
+    for (size_t u = 0; u < g.uplinks.size(); ++u) {
+        check(std::isfinite(c.switch_uplink_GBps[static_cast<size_t>(g.uplinks[u])]), "geometry: only finite uplinks", it);
+        check(g.uplink_demand_GBps[u] > 0.0, "geometry: traffic on a crossed uplink", it);
+    }
+    double slowest = HUGE_VAL;
+    for (int64_t x : gpus) slowest = std::min(slowest, c.gpu_speed[static_cast<size_t>(x)]);
+    check(g.min_speed == slowest, "geometry: the slowest GPU's speed", it);
+    check(static_cast<int64_t>(g.min_speed_by_kind.size()) == c.num_kinds, "geometry: a speed per kind", it);
 }
 
 template <typename F>
@@ -161,6 +225,10 @@ void malformed(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
     std::vector<int64_t> out;
     must_refuse([&] { pick_in_node(c, c.num_nodes, 1, avail.data(), out); }, "a node out of range is refused", it);
     must_refuse([&] { pick_in_node(c, 0, c.node_gpus[0] + 1, avail.data(), out); }, "more GPUs than available is refused", it);
+    Geometry g;
+    must_refuse([&] { placement_geometry(c, {}, 1, SpeedConstants{}, g); }, "an empty placement is refused", it);
+    must_refuse([&] { placement_geometry(c, {0, c.num_gpus}, 1, SpeedConstants{}, g); }, "a GPU out of range is refused", it);
+    must_refuse([&] { placement_geometry(c, {0}, 2, SpeedConstants{}, g); }, "a partial TP group is refused", it);
     Cluster broken = c;
     switch (rng() % 4) {
         case 0: broken.node_type[0] = c.num_types; break;

@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "cluster.hpp"
+#include "geometry.hpp"
 #include "placement.hpp"
 
 namespace nb = nanobind;
@@ -21,10 +22,46 @@ std::vector<T> to_vector(const Array1<T>& a) {
     return std::vector<T>(a.data(), a.data() + a.shape(0));
 }
 
-nb::ndarray<nb::numpy, int64_t, nb::ndim<1>> as_numpy(std::vector<int64_t>&& v) {
-    auto* heap = new std::vector<int64_t>(std::move(v));
-    nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
-    return nb::ndarray<nb::numpy, int64_t, nb::ndim<1>>(heap->data(), {heap->size()}, owner);
+template <typename T>
+nb::ndarray<nb::numpy, T, nb::ndim<1>> as_numpy(std::vector<T>&& v) {
+    auto* heap = new std::vector<T>(std::move(v));
+    nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+    return nb::ndarray<nb::numpy, T, nb::ndim<1>>(heap->data(), {heap->size()}, owner);
+}
+
+nb::handle field(const nb::dict& f, const char* name) {
+    if (!f.contains(name)) throw BadInput(std::string(name) + ": missing");
+    return f[name];
+}
+
+template <typename T>
+T scalar(const nb::dict& f, const char* name) {
+    try {
+        return nb::cast<T>(field(f, name));
+    } catch (const nb::cast_error&) {
+        throw BadInput(std::string(name) + ": a scalar of the wrong type");
+    }
+}
+
+template <typename T>
+std::vector<T> column(const nb::dict& f, const char* name) {
+    Array1<T> a;
+    if (!nb::try_cast(field(f, name), a, false))
+        throw BadInput(std::string(name) + ": a contiguous 1-D array of the right dtype expected");
+    return to_vector(a);
+}
+
+template <typename In, typename Out>
+std::vector<Out> table(const nb::dict& f, const char* name, int64_t rows, int64_t cols) {
+    nb::ndarray<const In, nb::ndim<2>, nb::c_contig, nb::device::cpu> a;
+    if (!nb::try_cast(field(f, name), a, false))
+        throw BadInput(std::string(name) + ": a contiguous 2-D array of the right dtype expected");
+    if (a.shape(0) != static_cast<size_t>(rows) || a.shape(1) != static_cast<size_t>(cols))
+        throw BadInput(std::string(name) + ": a table of the wrong shape");
+    const In* d = a.data();
+    std::vector<Out> out(a.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<Out>(d[i]);
+    return out;
 }
 
 }  // namespace
@@ -42,30 +79,39 @@ NB_MODULE(_core, m) {
     nb::class_<Cluster>(m, "ClusterArrays", "The cluster arrays the core reads (envs.core.cluster_arrays builds it).")
         .def(
             "__init__",
-            [](Cluster* self, int64_t num_types, const Array1<int64_t>& node_type, const Array1<double>& node_speed,
-               const Array1<int64_t>& node_first_gpu, const Array1<int64_t>& node_gpus, const Array1<int64_t>& gpu_socket,
-               const Array1<int64_t>& switch_level, nb::ndarray<const bool, nb::ndim<2>, nb::c_contig, nb::device::cpu> under) {
+            [](Cluster* self, const nb::dict& f) {
                 Cluster c;
-                c.num_types = num_types;
-                c.num_nodes = static_cast<int64_t>(node_type.shape(0));
-                c.num_switches = static_cast<int64_t>(switch_level.shape(0));
-                c.num_gpus = static_cast<int64_t>(gpu_socket.shape(0));
-                c.node_type = to_vector(node_type);
-                c.node_speed = to_vector(node_speed);
-                c.node_first_gpu = to_vector(node_first_gpu);
-                c.node_gpus = to_vector(node_gpus);
-                c.gpu_socket = to_vector(gpu_socket);
-                c.switch_level = to_vector(switch_level);
-                if (under.shape(0) != static_cast<size_t>(c.num_nodes) || under.shape(1) != static_cast<size_t>(c.num_switches))
-                    throw BadInput("node_under_switch: a nodes x switches table expected");
-                const bool* u = under.data();
-                c.under.assign(u, u + under.size());
+                c.num_types = scalar<int64_t>(f, "num_types");
+                c.num_kinds = scalar<int64_t>(f, "num_kinds");
+                c.speed_varies_by_kind = scalar<bool>(f, "speed_varies_by_kind");
+                c.intra_nvswitch = scalar<int64_t>(f, "intra_nvswitch");
+                c.intra_nvlink_pairs = scalar<int64_t>(f, "intra_nvlink_pairs");
+                c.reference_nvlink_GBps = scalar<double>(f, "reference_nvlink_GBps");
+                c.node_type = column<int64_t>(f, "node_gpu_type");
+                c.node_speed = column<double>(f, "node_speed");
+                c.node_first_gpu = column<int64_t>(f, "node_first_gpu");
+                c.node_gpus = column<int64_t>(f, "node_gpus");
+                c.node_intra = column<int64_t>(f, "node_intra");
+                c.node_nvlink_GBps = column<double>(f, "node_nvlink_GBps");
+                c.node_pcie_GBps = column<double>(f, "node_pcie_GBps");
+                c.node_net_GBps = column<double>(f, "node_net_per_gpu_GBps");
+                c.gpu_socket = column<int64_t>(f, "gpu_socket");
+                c.gpu_node = column<int64_t>(f, "gpu_node");
+                c.gpu_local = column<int64_t>(f, "gpu_local");
+                c.gpu_speed = column<double>(f, "gpu_speed");
+                c.switch_level = column<int64_t>(f, "switch_level");
+                c.switch_uplink_GBps = column<double>(f, "switch_uplink_GBps");
+                c.num_nodes = static_cast<int64_t>(c.node_type.size());
+                c.num_switches = static_cast<int64_t>(c.switch_level.size());
+                for (int64_t g : c.node_gpus) c.num_gpus += std::max<int64_t>(g, 0);  // validate() checks each GPU array
+                c.under = table<bool, uint8_t>(f, "node_under_switch", c.num_nodes, c.num_switches);
+                c.node_tier = table<int8_t, int8_t>(f, "node_tier", c.num_nodes, c.num_nodes);
+                c.gpu_speed_by_kind = table<double, double>(f, "gpu_speed_by_kind", c.num_gpus, c.num_kinds);
                 for (int64_t l : c.switch_level) c.max_level = std::max(c.max_level, l);
                 c.validate();
                 new (self) Cluster(std::move(c));
             },
-            nb::arg("num_types"), nb::arg("node_gpu_type"), nb::arg("node_speed"), nb::arg("node_first_gpu"),
-            nb::arg("node_gpus"), nb::arg("gpu_socket"), nb::arg("switch_level"), nb::arg("node_under_switch"))
+            nb::arg("fields"), "From a dict of the Cluster's arrays and constants by name (envs.core.cluster_arrays).")
         .def_ro("num_nodes", &Cluster::num_nodes)
         .def_ro("num_gpus", &Cluster::num_gpus);
 
@@ -89,8 +135,22 @@ NB_MODULE(_core, m) {
                 throw BadInput("avail: one flag per GPU of the node expected");
             std::vector<int64_t> out;
             pick_in_node(c, node, count, reinterpret_cast<const uint8_t*>(avail.data()), out);
-            return as_numpy(std::move(out));
+            return as_numpy<int64_t>(std::move(out));
         },
         nb::arg("cluster"), nb::arg("node"), nb::arg("count"), nb::arg("avail"),
         "`count` available GPUs of one node, inside one NUMA socket when they fit in one.");
+
+    m.def(
+        "placement_geometry",
+        [](const Cluster& c, const Array1<int64_t>& gpus, int64_t tp, double cross_socket_factor, double cross_tier_efficiency) {
+            Geometry g;
+            placement_geometry(c, to_vector(gpus), tp, SpeedConstants{cross_socket_factor, cross_tier_efficiency}, g);
+            nb::list by_kind;
+            for (double x : g.min_speed_by_kind) by_kind.append(x);
+            return nb::make_tuple(g.min_speed, nb::tuple(by_kind), as_numpy<int64_t>(std::move(g.nodes)),
+                                  as_numpy<int64_t>(std::move(g.gpus_on_node)), g.tp_stretch, g.tp_cross_node, g.dp_bw_GBps,
+                                  g.tier, as_numpy<int64_t>(std::move(g.uplinks)), as_numpy<double>(std::move(g.uplink_demand_GBps)));
+        },
+        nb::arg("cluster"), nb::arg("gpus"), nb::arg("tp_degree"), nb::arg("cross_socket_factor"), nb::arg("cross_tier_efficiency"),
+        "envs.speed.placement_geometry's fields, in PlacementGeometry's order.");
 }

@@ -22,6 +22,21 @@ struct Cluster {
     std::vector<int64_t> gpu_socket;      // (G) NUMA socket inside its node
     std::vector<int64_t> switch_level;    // (S) 1 = leaf
     std::vector<uint8_t> under;           // (N x S) row-major: node n is inside switch s's subtree
+    // The speed model's view (envs/speed.py).
+    int64_t num_kinds = 0;
+    bool speed_varies_by_kind = false;
+    int64_t intra_nvswitch = 0, intra_nvlink_pairs = 1;  // envs.topology's INTRA_* codes
+    double reference_nvlink_GBps = 900.0;                 // envs.topology.REFERENCE_NVLINK_GBPS
+    std::vector<int64_t> node_intra;      // (N) INTRA_* code
+    std::vector<double> node_nvlink_GBps; // (N)
+    std::vector<double> node_pcie_GBps;   // (N)
+    std::vector<double> node_net_GBps;    // (N) network bandwidth per GPU
+    std::vector<int8_t> node_tier;        // (N x N) row-major: the tier joining two nodes
+    std::vector<double> switch_uplink_GBps;  // (S) inf for top-level switches
+    std::vector<int64_t> gpu_node;        // (G)
+    std::vector<int64_t> gpu_local;       // (G) index inside the node
+    std::vector<double> gpu_speed;        // (G) generic relative speed
+    std::vector<double> gpu_speed_by_kind;  // (G x K) row-major
 
     bool node_under(int64_t n, int64_t s) const { return under[static_cast<size_t>(n * num_switches + s)] != 0; }
 

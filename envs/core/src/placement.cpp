@@ -28,6 +28,24 @@ void Cluster::validate() const {
          "gpu_socket: one entry per GPU of the nodes expected");
     for (int64_t s : gpu_socket) need(s >= 0 && s < 64, "gpu_socket: a socket index outside 0..63");
     for (int64_t l : switch_level) need(l >= 1, "switch_level: levels start at 1 (leaf)");
+    const auto G = static_cast<size_t>(num_gpus);
+    need(num_kinds >= 1, "gpu_speed_by_kind: one column per job kind expected");
+    need(node_intra.size() == N, "node_intra: one entry per node expected");
+    need(node_nvlink_GBps.size() == N, "node_nvlink_GBps: one entry per node expected");
+    need(node_pcie_GBps.size() == N, "node_pcie_GBps: one entry per node expected");
+    need(node_net_GBps.size() == N, "node_net_per_gpu_GBps: one entry per node expected");
+    need(node_tier.size() == N * N, "node_tier: a nodes x nodes table expected");
+    need(switch_uplink_GBps.size() == S, "switch_uplink_GBps: one entry per switch expected");
+    need(gpu_node.size() == G, "gpu_node: one entry per GPU expected");
+    need(gpu_local.size() == G, "gpu_local: one entry per GPU expected");
+    need(gpu_speed.size() == G, "gpu_speed: one entry per GPU expected");
+    need(gpu_speed_by_kind.size() == G * static_cast<size_t>(num_kinds), "gpu_speed_by_kind: a GPUs x kinds table expected");
+    for (size_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < node_gpus[n]; ++i) {
+            const auto g = static_cast<size_t>(node_first_gpu[n] + i);
+            need(gpu_node[g] == static_cast<int64_t>(n), "gpu_node: a GPU outside the node that numbers it");
+            need(gpu_local[g] == i, "gpu_local: GPUs numbered 0.. inside each node expected");
+        }
 }
 
 namespace {
