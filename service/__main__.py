@@ -2,7 +2,9 @@
 
     python -m service --model DIR_OR_NAME --cluster NAME_OR_PATH [--host 127.0.0.1] [--port 8080]
                       [--baseline sect] [--queue-window 8] [--max-body-mb 16] [--body-timeout-s 10]
-                      [--gang-ttl-s 600] [--bind-api none|in-cluster] [--log-level info]
+                      [--gang-ttl-s 600] [--kube-api none|in-cluster|KUBECONFIG] [--log-level info]
+                      [--auth-token-file F | --insecure-no-auth] [--tls-cert F --tls-key F [--tls-client-ca F]]
+                      [--health-port P]
                       [--wait-guard K|overdue_factor=K,min_wait_s=S|off]
     python -m service --policy lookahead --cluster NAME_OR_PATH [--scenario default]
                       [--lookahead-k K] [--lookahead-preempt-k K] [--lookahead-samples N]
@@ -55,8 +57,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-body-mb", type=float, default=16.0, help="larger request bodies get 413")
     p.add_argument("--body-timeout-s", type=float, default=10.0, help="a body not received within this gets 408")
     p.add_argument("--gang-ttl-s", type=float, default=600.0, help="how long a gang's placement plan waits for its members")
-    p.add_argument("--bind-api", choices=("none", "in-cluster"), default="none",
-                   help="in-cluster: the bind verb also creates the Binding through the API server")
+    p.add_argument("--kube-api", default="none", metavar="none|in-cluster|KUBECONFIG",
+                   help="the API server the bind verb creates Bindings through (and PodGroups, Nodes sent by name "
+                        "and victims sent by UID are read from): in-cluster (the pod's service account) or a "
+                        "kubeconfig path; none: the bind verb is refused")
+    p.add_argument("--bind-api", dest="kube_api", help=argparse.SUPPRESS)  # the former name of --kube-api
+    p.add_argument("--auth-token-file", default=None,
+                   help="file holding the bearer token that PUT /v1/state, DELETE /v1/bindings and the bind verb "
+                        "require (else the environment variable GANGSCHED_AUTH_TOKEN)")
+    p.add_argument("--insecure-no-auth", action="store_true",
+                   help="accept those requests without credentials (a trusted network only)")
+    p.add_argument("--tls-cert", default=None, help="serve HTTPS with this certificate (PEM) ...")
+    p.add_argument("--tls-key", default=None, help="... and this private key (PEM)")
+    p.add_argument("--tls-client-ca", default=None,
+                   help="require a client certificate signed by this CA on every connection (kube-scheduler's "
+                        "tlsConfig certFile/keyFile): such connections need no bearer token")
+    p.add_argument("--health-port", type=int, default=None,
+                   help="also serve GET /healthz, /readyz and /metrics (only) over plain HTTP on this port, for probes")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     p.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
                    help="bound on WAIT of the served masks (default: the model's policy.json wait_guard, else none)")
@@ -158,13 +175,38 @@ def main(argv: list[str] | None = None) -> int:
     queue_window = args.queue_window or (info.queue_window if info and info.queue_window else 8)
     if not 1 <= queue_window <= 64:
         return fail(f"--queue-window {queue_window}: must be in 1..64")
-    binder = None
-    if args.bind_api == "in-cluster":
-        from service.k8s import KubeBinder
+    kube = None
+    if args.kube_api and args.kube_api != "none":
+        from service.kube import KubeAPI, KubeConfigError
         try:
-            binder = KubeBinder()
-        except RuntimeError as e:
+            kube = KubeAPI.connect(args.kube_api)
+        except KubeConfigError as e:
             return fail(str(e))
+    import os
+
+    token = None
+    if args.auth_token_file:
+        try:
+            with open(args.auth_token_file) as f:
+                token = f.read().strip()
+        except OSError as e:
+            return fail(f"--auth-token-file: {e}")
+        if not token:
+            return fail(f"--auth-token-file {args.auth_token_file}: empty")
+    elif os.environ.get("GANGSCHED_AUTH_TOKEN", "").strip():
+        token = os.environ["GANGSCHED_AUTH_TOKEN"].strip()
+    if (args.tls_cert is None) != (args.tls_key is None):
+        return fail("--tls-cert and --tls-key go together")
+    if args.tls_client_ca and not args.tls_cert:
+        return fail("--tls-client-ca needs --tls-cert and --tls-key (HTTPS)")
+    for flag in ("tls_cert", "tls_key", "tls_client_ca"):
+        path = getattr(args, flag)
+        if path and not os.path.exists(path):
+            return fail(f"--{flag.replace('_', '-')} {path}: no such file")
+    if token is None and not args.tls_client_ca and not args.insecure_no_auth:
+        logging.getLogger("gangsched.service").warning(
+            "no --auth-token-file, GANGSCHED_AUTH_TOKEN or --tls-client-ca: PUT /v1/state, DELETE /v1/bindings and "
+            "the bind verb are refused (403) until one is given (or --insecure-no-auth)")
     import uvicorn
 
     from service.app import create_app
@@ -172,12 +214,36 @@ def main(argv: list[str] | None = None) -> int:
     served = args.policy if args.policy in BASELINES else args.baseline
     scorer = Scorer(served, model, info, planner=planner, **guard)
     app = create_app(cluster, scorer, queue_window, int(args.max_body_mb * (1 << 20)), args.body_timeout_s,
-                     args.gang_ttl_s, binder)
-    logging.getLogger("gangsched.service").info("serving %s on %s (%d GPUs), queue window %d, wait guard %s, at http://%s:%d",
+                     args.gang_ttl_s, kube, auth_token=token, client_certs=bool(args.tls_client_ca),
+                     insecure_no_auth=args.insecure_no_auth)
+    scheme = "https" if args.tls_cert else "http"
+    logging.getLogger("gangsched.service").info("serving %s on %s (%d GPUs), queue window %d, wait guard %s, at %s://%s:%d",
                                                 scorer.policy_name, cluster.name, cluster.num_gpus, queue_window,
-                                                scorer.wait_guard or "off", args.host, args.port)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-                timeout_keep_alive=30)
+                                                scorer.wait_guard or "off", scheme, args.host, args.port)
+    import asyncio
+    import ssl
+
+    tls = {}
+    if args.tls_cert:
+        tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
+        if args.tls_client_ca:
+            tls.update(ssl_ca_certs=args.tls_client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    servers = [uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
+                                             timeout_keep_alive=30, **tls))]
+    if args.health_port is not None:
+        from service.app import health_app
+
+        servers.append(uvicorn.Server(uvicorn.Config(health_app(app), host=args.host, port=args.health_port,
+                                                     log_level=args.log_level, access_log=False, lifespan="on")))
+
+    async def serve_all():  # the first server to stop (a signal, a failed start) stops the others
+        tasks = [asyncio.create_task(s.serve()) for s in servers]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for s in servers:
+            s.should_exit = True
+        await asyncio.gather(*tasks)
+
+    asyncio.run(serve_all())
     return 0
 
 

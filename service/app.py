@@ -46,7 +46,8 @@ from pydantic import BaseModel, Field, ValidationError
 from envs.candidates import build_candidates
 from envs.state import ClusterState, StateError
 from envs.topology import Cluster
-from service.k8s import Extender, ExtenderError, KubeBinder
+from service.k8s import Extender, ExtenderError
+from service.kube import KubeAPI
 from service.scoring import Scorer, describe
 from service.wire import WireError
 
@@ -173,15 +174,77 @@ def _parse_json(body: bytes, what: str) -> tuple[Any, str | None]:
         return None, f"{what}: JSON nested too deeply"
 
 
+def protected(method: str, path: str) -> bool:
+    """The requests that change what the service records or bind pods: they need credentials."""
+    return ((method == "PUT" and path == "/v1/state") or (method == "DELETE" and path.startswith("/v1/bindings/"))
+            or (method == "POST" and path == "/scheduler/bind"))
+
+
+class Auth:
+    """ASGI middleware: a protected request (see `protected`) passes with `Authorization: Bearer
+    <token>` (when a token is set), or on a connection whose client certificate the TLS layer
+    verified (`client_certs`: the listener requires one), or on a service started
+    `insecure`; else 401 (no or wrong credentials) or 403 (the service accepts none), with a
+    message saying what to send."""
+
+    def __init__(self, app, token: str | None, client_certs: bool, insecure: bool):
+        self.app, self.token, self.client_certs, self.insecure = app, token, client_certs, insecure
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not protected(scope.get("method", ""), scope.get("path", "")) \
+                or self.insecure or self.client_certs:
+            return await self.app(scope, receive, send)
+        if self.token is None:
+            status, msg = 403, ("this service accepts no credentials for this request: start it with --auth-token-file "
+                                "(or GANGSCHED_AUTH_TOKEN) or --tls-client-ca, or --insecure-no-auth on a trusted network")
+        else:
+            import hmac
+
+            got = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            if got.startswith("Bearer ") and hmac.compare_digest(got[7:].strip().encode(), self.token.encode()):
+                return await self.app(scope, receive, send)
+            status, msg = 401, ("missing or wrong bearer token: send 'Authorization: Bearer <token>' "
+                                "(the service's --auth-token-file / GANGSCHED_AUTH_TOKEN)")
+        body = json.dumps({"detail": msg, "Error": msg}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if status == 401:
+            headers.append((b"www-authenticate", b'Bearer realm="gangsched"'))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def health_app(app: FastAPI):
+    """An ASGI app serving only app's GET /healthz, /readyz and /metrics (the plain-HTTP health
+    port, for probes that present no client certificate); anything else 404."""
+
+    async def serve(scope, receive, send):
+        if scope["type"] == "lifespan":
+            message = await receive()
+            await send({"type": "lifespan.startup.complete"})
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] == "http" and scope.get("method") == "GET" and scope.get("path") in ("/healthz", "/readyz", "/metrics"):
+            return await app(scope, receive, send)
+        body = b'{"detail":"not found: this port serves GET /healthz, /readyz and /metrics only"}'
+        await send({"type": "http.response.start", "status": 404,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    return serve
+
+
 def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body_bytes: int = 16 << 20,
-               body_timeout_s: float = 10.0, gang_ttl_s: float = 600.0, binder: KubeBinder | None = None) -> FastAPI:
+               body_timeout_s: float = 10.0, gang_ttl_s: float = 600.0, kube: KubeAPI | None = None,
+               auth_token: str | None = None, client_certs: bool = False, insecure_no_auth: bool = True) -> FastAPI:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     scorer.on_fallback = lambda reason: metrics.fallbacks.labels(reason).inc()
     info = scorer.model_info
     metrics.model.labels(scorer.policy_name, info.sha256 if info else "", str(info.feature_schema_version) if info else "",
                          scorer.baseline_name, cluster.name).set(1)
-    extender = Extender(cluster, scorer, queue_window, gang_ttl_s, binder)
+    extender = Extender(cluster, scorer, queue_window, gang_ttl_s, kube)
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
     ready = {"ok": False, "why": "warming up"}
 
@@ -363,5 +426,6 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
     verb_route("prioritize", extender.prioritize, "status")
     verb_route("preempt", extender.preempt, "status")
     verb_route("bind", extender.bind, "result")
+    app.add_middleware(Auth, token=auth_token, client_certs=client_certs, insecure=insecure_no_auth)
     app.add_middleware(BodyGuard, metrics=metrics, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     return app

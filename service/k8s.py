@@ -38,13 +38,9 @@ A bind uses a slot; a plan ends when all its slots are bound or after `gang_ttl_
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
-import os
-import ssl
 import time
-import urllib.error
-import urllib.request
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,8 +51,10 @@ from envs.candidates import build_candidates
 from envs.placement import PREEMPT, PREEMPT_RULES
 from envs.state import ClusterState, StateError
 from envs.topology import Cluster
+from service.kube import POD_GROUP_APIS, KubeAPI
 from service.scoring import Scorer
 from service.wire import (
+    GANG_SIZE_KEY,
     TOPOLOGY_NODE_LABEL,
     NodeInfo,
     PodInfo,
@@ -64,6 +62,7 @@ from service.wire import (
     get,
     get_str,
     node_list,
+    parse_node,
     parse_pod,
 )
 
@@ -73,7 +72,19 @@ SEEN_PODS = 10_000  # pods remembered from filter/prioritize, for bind (which ca
 OK, FAIL, UNRESOLVABLE = "ok", "fail", "unresolvable"
 DECISION_TTL_S = 5.0  # how long filter's decision for a pod serves its prioritize
 SHAPE_TTL_S = 1.0  # how long a decision serves other pods of the same shape (outside gangs)
+API_CACHE_S = 30.0  # how long a Node or PodGroup read from the API server is reused
 STATE_CACHE_S = 1.0  # how long the occupancy's ClusterState is reused (its clock is at most this old)
+MAX_PLANS = 1024  # gang plans kept at once (the oldest is dropped first)
+
+
+def plan_key(pod: PodInfo) -> str | None:
+    """The key of the gang plan a pod belongs to: its gang and GPU count (a gang's launcher or
+    coordinator asking for another count is decided alone), None outside a gang of several GPU pods."""
+    if not pod.gang or pod.gang_size <= 1 or pod.gpus <= 0:
+        return None
+    return f"{pod.gang}@{pod.gpus}"
+
+
 class ExtenderError(ValueError):
     """A request the extender cannot answer; the message names the request part."""
 
@@ -115,53 +126,26 @@ class Occupancy:
     unknown_used: dict[str, int] = field(default_factory=dict)
 
 
-class KubeBinder:
-    """Creates `Binding`s through the API server with the pod's service account (in-cluster)."""
-
-    def __init__(self, host: str | None = None, token_path: str = "/var/run/secrets/kubernetes.io/serviceaccount/token",
-                 ca_path: str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", timeout_s: float = 5.0):
-        if host is None:
-            h, p = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-            if not h:
-                raise RuntimeError("--bind-api in-cluster: KUBERNETES_SERVICE_HOST is not set (not running in a pod?)")
-            host = f"https://{h}:{p}"
-        self.host, self.token_path, self.timeout_s = host.rstrip("/"), token_path, timeout_s
-        self.context = ssl.create_default_context(cafile=ca_path) if os.path.exists(ca_path) else None
-
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
-        """'' on success, else the API server's error."""
-        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        if uid:
-            body["metadata"]["uid"] = uid
-        req = urllib.request.Request(f"{self.host}/api/v1/namespaces/{namespace}/pods/{name}/binding",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-        if os.path.exists(self.token_path):
-            with open(self.token_path) as f:
-                req.add_header("Authorization", f"Bearer {f.read().strip()}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s, context=self.context):
-                return ""
-        except urllib.error.HTTPError as e:
-            return f"binding {namespace}/{name} to {node}: API server answered {e.code}: {e.read()[:500].decode(errors='replace')}"
-        except (urllib.error.URLError, OSError) as e:
-            return f"binding {namespace}/{name} to {node}: {e}"
-
-
 class Extender:
     def __init__(self, cluster: Cluster, scorer: Scorer, queue_window: int = 8, gang_ttl_s: float = 600.0,
-                 binder: KubeBinder | None = None, clock=time.monotonic):
+                 kube: KubeAPI | None = None, clock=time.monotonic):
         self.cluster = cluster
         self.scorer = scorer
         self.queue_window = queue_window
         self.gang_ttl_s = gang_ttl_s
-        self.binder = binder
+        self.kube = kube
         self.clock = clock
         self.node_index = {n: i for i, n in enumerate(cluster.node_names)}
         self.occ = Occupancy(base_clock=clock())
         self.seen: OrderedDict[str, PodInfo] = OrderedDict()
-        self.aliases: dict[str, int] = {}  # node names learnt from labels -> topology index
+        # Kubernetes node names learnt from labels -> topology index, and each topology node's one
+        # alias (the last node that claimed it): at most one alias per topology node.
+        self.aliases: dict[str, int] = {}
+        self.alias_of: dict[int, str] = {}
+        self._api_nodes: OrderedDict[str, tuple[float, NodeInfo | None]] = OrderedDict()  # name -> (time, node read from the API)
+        self._pod_groups: OrderedDict[str, tuple[float, int | None, list]] = OrderedDict()  # gang -> (time, minMember, GPUs of its pods)
+        self.seen_uid: dict[str, str] = {}  # pod UID -> namespace/name, of the pods seen
+        self.gang_members: dict[str, dict[str, int]] = {}  # gang -> member -> GPUs, of the members seen
         self.version = 0  # changes with the occupancy (sync, bind, release, gang plans)
         # The last decisions, for prioritize after filter of the same pod on the same occupancy:
         # (pod key, pod shape, version) -> (monotonic time, nodes offered, verdicts)
@@ -174,10 +158,10 @@ class Extender:
         return float(self.occ.base.get("time_s", 0.0)) + (self.clock() - self.occ.base_clock)
 
     def put_state(self, data: Any) -> ClusterState:
-        """Replace the occupancy by a plain-data state (authoritative: binds recorded before are
-        dropped; gang plans stay). Raises StateError naming the field."""
+        """Replace the occupancy by a plain-data state (authoritative: binds recorded before and
+        gang plans are dropped). Raises StateError naming the field."""
         state = ClusterState.from_dict(data, self.cluster)
-        self.occ = Occupancy(base=data, base_clock=self.clock(), plans=self.occ.plans)
+        self.occ = Occupancy(base=data, base_clock=self.clock())
         self.version += 1
         return state
 
@@ -205,10 +189,12 @@ class Extender:
         return self.occ.plans
 
     def occupancy_dict(self, pending: dict | None = None, blocked: set[int] = frozenset(),
-                       skip_plan: str | None = None, queued_limit: int | None = None) -> dict:
+                       skip_plan: str | None = None, queued_limit: int | None = None,
+                       victims: frozenset[str] | None = None) -> dict:
         """The current decision state in plain data: the synced base, the pods bound since (as
         running jobs), the GPUs held for gangs in flight and for `blocked` nodes (as reserved
-        jobs), and `pending` (a job) queued first."""
+        jobs), and `pending` (a job) queued first. With `victims` (job ids), every other running
+        job is made non-preemptible: the preemption kube-scheduler offered is all there is."""
         now = self.now_s()
         base = self.occ.base
         running = list(base.get("running", []))
@@ -226,6 +212,8 @@ class Extender:
                        attained_gpu_s=elapsed * b.pod.gpus)
             running.append(job)
             used.update(b.gpus)
+        if victims is not None:
+            running = [r if not isinstance(r, dict) or r.get("id") in victims else dict(r, preemptible=False) for r in running]
         reserved = list(base.get("reserved", []))
         c = self.cluster
         first, count = c.node_first_gpu.tolist(), c.node_gpus.tolist()
@@ -260,19 +248,20 @@ class Extender:
         return {"time_s": now, "running": running, "checkpointing": list(base.get("checkpointing", [])),
                 "reserved": reserved, "queued": queued, "recent_arrivals": list(base.get("recent_arrivals", []))}
 
-    def current_state(self, pending: dict | None = None, blocked: set[int] = frozenset(), skip_plan: str | None = None) -> ClusterState:
+    def current_state(self, pending: dict | None = None, blocked: set[int] = frozenset(), skip_plan: str | None = None,
+                      victims: frozenset[str] | None = None) -> ClusterState:
         """The decision state (see occupancy_dict). The occupancy part is built by
         `ClusterState.from_dict` once per (occupancy version, blocked nodes, plan skipped) and
         reused for STATE_CACHE_S; the pending job is then queued first by `ClusterState.with_job_queued_first`."""
-        key = (self.version, frozenset(blocked), skip_plan)
+        key = (self.version, frozenset(blocked), skip_plan, victims)
         now = self.clock()
         hit = self._states.get(key)
         try:
             if pending is None:
-                return ClusterState.from_dict(self.occupancy_dict(None, blocked, skip_plan), self.cluster)
+                return ClusterState.from_dict(self.occupancy_dict(None, blocked, skip_plan, victims=victims), self.cluster)
             if hit is None or now - hit[0] >= STATE_CACHE_S:
                 limit = max(0, self.queue_window - 1)
-                base = ClusterState.from_dict(self.occupancy_dict(None, blocked, skip_plan, queued_limit=limit), self.cluster)
+                base = ClusterState.from_dict(self.occupancy_dict(None, blocked, skip_plan, queued_limit=limit, victims=victims), self.cluster)
                 hit = self._states[key] = (now, base)
                 while len(self._states) > 64:
                     self._states.popitem(last=False)
@@ -288,15 +277,61 @@ class Extender:
     # ------------------------------------------------------------------ nodes
 
     def topology_index(self, name: str, info: NodeInfo | None) -> int | None:
+        """The topology node a Kubernetes node is: by name, else by its `gangsched.io/topology-node`
+        or `kubernetes.io/hostname` label (from the Node object sent, else read from the API
+        server when the request carries names only). Each topology node has at most one alias,
+        the last Kubernetes node that claimed it (a warning when a claim moves), so many nodes
+        claiming one topology name never share it and the alias memory is bounded by the topology."""
         i = self.node_index.get(name)
-        if i is None and info is not None:
-            for label in (TOPOLOGY_NODE_LABEL, "kubernetes.io/hostname"):
-                i = self.node_index.get(info.labels.get(label, ""))
-                if i is not None:
-                    break
-            if i is not None:
-                self.aliases[name] = i
-        return i if i is not None else self.aliases.get(name)
+        if i is not None:
+            return i
+        if info is None and self.kube is not None:
+            info = self._api_node(name)
+        if info is None:
+            return self.aliases.get(name)
+        claimed = None
+        for label in (TOPOLOGY_NODE_LABEL, "kubernetes.io/hostname"):
+            claimed = self.node_index.get(info.labels.get(label, ""))
+            if claimed is not None:
+                break
+        if claimed is None:
+            old = self.aliases.pop(name, None)
+            if old is not None and self.alias_of.get(old) == name:
+                del self.alias_of[old]
+            return None
+        owner = self.alias_of.get(claimed)
+        if owner != name:
+            if owner is not None:
+                log.warning("node %s now claims topology node %s, which %s claimed before: %s is outside the topology",
+                            name, self.cluster.node_names[claimed], owner, owner)
+                self.aliases.pop(owner, None)
+            old = self.aliases.get(name)
+            if old is not None and self.alias_of.get(old) == name:
+                del self.alias_of[old]
+            self.alias_of[claimed] = name
+            self.aliases[name] = claimed
+        return claimed
+
+    def topology_name(self, name: str) -> str | None:
+        i = self.topology_index(name, None)
+        return None if i is None else self.cluster.node_names[i]
+
+    def _api_node(self, name: str) -> NodeInfo | None:
+        """The Node read from the API server (names-only requests), cached for API_CACHE_S."""
+        now = self.clock()
+        hit = self._api_nodes.get(name)
+        if hit is None or now - hit[0] > API_CACHE_S:
+            raw = self.kube.read_node(name)
+            try:
+                info = parse_node(raw, f"Node {name}") if raw is not None else None
+            except WireError as e:
+                log.warning("%s", e)
+                info = None
+            hit = self._api_nodes[name] = (now, info)
+            self._api_nodes.move_to_end(name)
+            while len(self._api_nodes) > max(64, 2 * self.cluster.num_nodes):
+                self._api_nodes.popitem(last=False)
+        return hit[1]
 
     def _static_check(self, pod: PodInfo, i: int, info: NodeInfo | None) -> Verdict | None:
         """Why topology node `i` can never take the pod, or None."""
@@ -336,6 +371,54 @@ class Extender:
         self.seen.move_to_end(pod.key)
         while len(self.seen) > SEEN_PODS:
             self.seen.popitem(last=False)
+        if pod.uid:
+            self.seen_uid[pod.uid] = pod.key
+            while len(self.seen_uid) > SEEN_PODS:
+                self.seen_uid.pop(next(iter(self.seen_uid)))
+        if pod.gang:
+            members = self.gang_members.setdefault(pod.gang, {})
+            members[pod.key] = pod.gpus
+            while len(self.gang_members) > MAX_PLANS:
+                self.gang_members.pop(next(iter(self.gang_members)))
+
+    def resolve_gang(self, pod: PodInfo) -> PodInfo:
+        """The pod with its gang size counted in GPU members asking its GPU count: the annotation
+        `gangsched.io/gang-size` as given; else the PodGroup's `spec.minMember` (read through the
+        API server) or the pod's min-member annotation, less the group's members known to ask
+        another GPU count (a 0-GPU launcher, a 1-GPU coordinator: listed through the API server
+        or seen here). Without any size the pod is decided alone."""
+        if not pod.gang or pod.gpus <= 0 or pod.gang_size_key == GANG_SIZE_KEY:
+            return pod
+        size = pod.gang_size if pod.gang_size_key else None
+        others = sum(1 for g in self.gang_members.get(pod.gang, {}).values() if g != pod.gpus)
+        if self.kube is not None and pod.gang_key in POD_GROUP_APIS:
+            min_member, listed = self._pod_group(pod)
+            if min_member is not None:
+                size = min_member
+            others = max(others, sum(1 for g in listed if g != pod.gpus))
+        if size is None:
+            return dataclasses.replace(pod, gang_size=1)
+        return dataclasses.replace(pod, gang_size=max(1, size - others))
+
+    def _pod_group(self, pod: PodInfo) -> tuple[int | None, list[int]]:
+        """(PodGroup minMember or None, GPU counts of the group's pods listed by label), from
+        the API server, cached for API_CACHE_S."""
+        now = self.clock()
+        hit = self._pod_groups.get(pod.gang)
+        if hit is None or now - hit[0] > API_CACHE_S:
+            name = pod.gang.split("/", 1)[1]
+            min_member = self.kube.pod_group_min_member(pod.gang_key, pod.namespace, name)
+            listed = []
+            for raw in self.kube.group_pods(pod.namespace, pod.gang_key, name) or []:
+                try:
+                    listed.append(parse_pod(raw, "group pod").gpus)
+                except WireError:
+                    continue
+            hit = self._pod_groups[pod.gang] = (now, min_member, listed)
+            self._pod_groups.move_to_end(pod.gang)
+            while len(self._pod_groups) > MAX_PLANS:
+                self._pod_groups.popitem(last=False)
+        return hit[1], hit[2]
 
     def evaluate(self, pod: PodInfo, names: list[str], infos: dict[str, NodeInfo]) -> dict[str, Verdict]:
         """A verdict (fit, score 0..10, reason) for each offered node.
@@ -345,6 +428,7 @@ class Extender:
         and, for pods outside gangs, any pod of the same shape (GPUs, memory, type, priority,
         preemptible, kind, estimate, communication) for SHAPE_TTL_S, so a burst of like pods
         costs one decision; the state's clock is at most that old."""
+        pod = self.resolve_gang(pod)
         self.remember(pod)
         now = self.clock()
         shape = (pod.gpus, pod.mem_per_gpu_gb, pod.gpu_type.name if pod.gpu_type else None, pod.priority_class,
@@ -368,8 +452,14 @@ class Extender:
             return {n: Verdict(OK, 0, "") for n in names}
         verdicts: dict[str, Verdict] = {}
         topo: dict[str, int] = {}
+        taken: set[int] = {self.node_index[n] for n in names if n in self.node_index}
         for n in names:
             i = self.topology_index(n, infos.get(n))
+            if i is not None and n not in self.node_index:
+                if i in taken:  # a second node offered as the same topology node: not that node
+                    i = None
+                else:
+                    taken.add(i)
             if i is None:
                 verdicts[n] = self._label_verdict(pod, n, infos.get(n))
                 continue
@@ -381,21 +471,22 @@ class Extender:
         if not topo:
             return verdicts
         plans = self._live_plans()
-        plan = plans.get(pod.gang) if pod.gang else None
-        if plan is not None and plan.gpus_per_pod == pod.gpus:
+        pkey = plan_key(pod)
+        plan = plans.get(pkey) if pkey else None
+        if plan is not None:
             open_nodes = [n for n in topo if plan.slots.get(self.cluster.node_names[topo[n]], 0) > 0]
             if open_nodes:
                 return self._plan_verdicts(pod, plan, names, topo, verdicts)
-            del plans[pod.gang]  # none of its nodes is offered any more: plan again for the members left
+            del plans[pkey]  # none of its nodes is offered any more: plan again for the members left
             self.version += 1
         members = 1
-        if pod.gang and pod.gang_size > 1:
-            done = sum(1 for b in self.occ.bound.values() if b.pod.gang == pod.gang)
+        if pkey:
+            done = sum(1 for b in self.occ.bound.values() if plan_key(b.pod) == pkey)
             members = max(1, pod.gang_size - done)
         offered = set(topo.values())
         blocked = set(range(self.cluster.num_nodes)) - offered
-        job_id = f"pending:{pod.gang or pod.key}"
-        state = self.current_state(pending=self._job(pod, job_id, members, 0.0), blocked=blocked, skip_plan=pod.gang)
+        job_id = f"pending:{pkey or pod.key}"
+        state = self.current_state(pending=self._job(pod, job_id, members, 0.0), blocked=blocked, skip_plan=pkey)
         cset = build_candidates(state, self.queue_window, wait_guard=self.scorer.wait_guard)
         j = int(state.queue[0]) if len(state.queue) and state.name_of(int(state.queue[0])) == job_id else -1
         restrict = np.array([cd.job_id == j and cd.rule not in PREEMPT_RULES for cd in cset.candidates]) if j >= 0 else np.zeros(len(cset.candidates), bool)
@@ -420,7 +511,7 @@ class Extender:
                 for n in nodes.tolist():
                     scores[n] = max(scores.get(n, 0), s)
         free = state.node_free
-        if pod.gang and pod.gang_size > 1:
+        if pkey:
             if not first_nodes:
                 for n in topo:
                     verdicts[n] = Verdict(FAIL, 0, f"gang {pod.gang} ({members} pods x {pod.gpus} GPUs) does not fit "
@@ -429,7 +520,9 @@ class Extender:
             slots = {c.node_names[i]: k // pod.gpus for i, k in first_nodes.items()}
             domain = sorted({c.switch_names[int(c.node_leaf[i])] for i in first_nodes if c.node_leaf[i] >= 0})
             plan = GangPlan(pod.gang, pod.gpus, slots, domain, self.clock(), pod.gang_size)
-            plans[pod.gang] = plan
+            plans[pkey] = plan
+            while len(plans) > MAX_PLANS:  # the oldest plan goes first
+                plans.pop(next(iter(plans)))
             self.version += 1
             log.info("gang %s: %d pods x %d GPUs planned on %s (domain %s) by %s", pod.gang, members, pod.gpus,
                      slots, ",".join(domain), decision.policy)
@@ -487,73 +580,106 @@ class Extender:
         verdicts = self.evaluate(pod, names, infos)
         return [{"Host": n, "Score": int(verdicts[n].score) if verdicts[n].status == OK else 0} for n in names]
 
-    def _victim(self, v: Any, path: str) -> tuple[str, PodInfo | None]:
-        """(uid, what is known of the pod) of a victim: a full Pod, or a MetaPod {UID}."""
-        if isinstance(v, dict) and get(v, "metadata", path) is not None:
-            p = parse_pod(v, path)
-            return p.uid, p
-        uid = get_str(v, "UID", path)
-        key = self.occ.by_uid.get(uid)
-        return uid, (self.occ.bound[key].pod if key in self.occ.bound else None)
+    def _victims_of(self, pod: PodInfo, node: str, pods: list, path: str) -> tuple[list[tuple[str, PodInfo | None]], str]:
+        """The offered victims of one node as (UID, what is known of the pod), and why the node
+        may not be returned ('' when it may). A full Pod is read as sent; a MetaPod {UID} is
+        looked up among the pods bound or seen here, else among the node's pods listed through
+        the API server. kube-scheduler offers only pods of strictly lower priority than the
+        preemptor (its default preemption), so a victim known to nobody here is taken on its word."""
+        out: list[tuple[str, PodInfo | None]] = []
+        listed: dict[str, PodInfo] | None = None
+        for k, v in enumerate(pods):
+            p = f"{path}.Pods[{k}]"
+            if isinstance(v, dict) and get(v, "metadata", p) is not None:
+                info = parse_pod(v, p)
+                uid = info.uid
+            else:
+                uid = get_str(v, "UID", p)
+                key = self.occ.by_uid.get(uid) or self.seen_uid.get(uid)
+                info = self.occ.bound[key].pod if key in self.occ.bound else self.seen.get(key) if key else None
+                if info is not None and info.uid != uid:
+                    info = None
+                if info is None and self.kube is not None:
+                    if listed is None:
+                        listed = {}
+                        for raw in self.kube.node_pods(node) or []:
+                            try:
+                                q = parse_pod(raw, "node pod")
+                            except WireError:
+                                continue
+                            listed[q.uid] = q
+                    info = listed.get(uid)
+            if not uid:
+                return out, f"{p}: a victim without a UID cannot be named back to kube-scheduler"
+            if info is not None and info.priority >= pod.priority:
+                return out, f"{info.key} has priority {info.priority}, not below the preemptor's {pod.priority}"
+            if info is not None and not info.preemptible:
+                return out, f"{info.key} is annotated gangsched.io/preemptible: false"
+            out.append((uid, info))
+        if not out:
+            return out, "no victims offered"
+        return out, ""
 
     def preempt(self, args: Any) -> dict:
+        """ExtenderPreemptionArgs -> ExtenderPreemptionResult. Each node kube-scheduler offered
+        comes back with exactly the victims it offered (its set is already the least it found
+        over every resource, CPU and memory included), or is dropped: a victim of the
+        preemptor's priority or above, or annotated non-preemptible, drops its node; a node is
+        never returned without victims. When the policy's place-after-preempt choice for the
+        pod, decided on the offered nodes with only the offered victims preemptible, lands on
+        one of them, that node alone is returned."""
         env = "ExtenderPreemptionArgs"
         if not isinstance(args, dict):
             raise WireError(f"{env}: must be a JSON object, got {type(args).__name__}")
-        pod = parse_pod(get(args, "Pod", env), f"{env}.Pod")
+        pod = self.resolve_gang(parse_pod(get(args, "Pod", env), f"{env}.Pod"))
         self.remember(pod)
-        full = get(args, "NodeNameToVictims", env) or get(args, "NodeToVictims", env)
+        full = get(args, "NodeNameToVictims", env)
+        if full is None:
+            full = get(args, "NodeToVictims", env)
         meta = get(args, "NodeNameToMetaVictims", env)
         key, table = ("NodeNameToVictims", full) if full is not None else ("NodeNameToMetaVictims", meta)
         if table is None:
             raise WireError(f"{env}: neither NodeNameToVictims nor NodeNameToMetaVictims given")
         if not isinstance(table, dict):
             raise WireError(f"{env}.{key}: must be an object of node name -> victims")
-        state = self.current_state()
-        options: dict[str, tuple[list[tuple[str, PodInfo]], int, float]] = {}
+        options: dict[str, tuple[list[tuple[str, PodInfo | None]], int]] = {}
         for node, victims in table.items():
             path = f"{env}.{key}[{node}]"
             pods = get(victims, "Pods", path) or []
             if not isinstance(pods, list):
                 raise WireError(f"{path}.Pods: must be a list")
             pdb = get(victims, "NumPDBViolations", path) or 0
-            allowed = []
-            for k, v in enumerate(pods):
-                uid, info = self._victim(v, f"{path}.Pods[{k}]")
-                if info is not None and info.priority < pod.priority and info.preemptible:
-                    allowed.append((uid, info))
-            i = self.topology_index(node, None)
-            if i is not None:
-                free = int(state.node_free[i])
-            else:
-                free = 0
-            need = pod.gpus - free
-            chosen: list[tuple[str, PodInfo]] = []
-            for uid, info in sorted(allowed, key=lambda x: (x[1].priority, x[1].gpus * 90.0, x[0])):
-                if need <= 0:
-                    break
-                chosen.append((uid, info))
-                need -= info.gpus
-            if need > 0:
+            if isinstance(pdb, bool) or not isinstance(pdb, int):
+                raise WireError(f"{path}.NumPDBViolations: must be an integer, got {pdb!r}")
+            chosen, why = self._victims_of(pod, node, pods, path)
+            if why:
+                log.info("preempt %s: node %s dropped: %s", pod.key, node, why)
                 continue
-            options[node] = (chosen, int(pdb) if isinstance(pdb, int) else 0, sum(p.gpus * 90.0 for _, p in chosen))
-        # The learned choice: the policy's place-after-preempt candidate for this pod.
+            options[node] = (chosen, pdb)
         if options and pod.gpus > 0:
             try:
                 learned = self._learned_victims(pod, options)
-            except (ExtenderError, StateError) as e:
+            except (ExtenderError, StateError, WireError) as e:
                 log.warning("preempt: no learned choice (%s)", e)
                 learned = None
             if learned is not None:
                 options = {learned: options[learned]}
         return {
             "NodeNameToMetaVictims": {n: {"Pods": [{"UID": uid} for uid, _ in ch], "NumPDBViolations": pdb}
-                                      for n, (ch, pdb, _) in options.items()},
-            "CheckpointCostGPUSeconds": {n: cost for n, (_, _, cost) in options.items()},
+                                      for n, (ch, pdb) in options.items()},
+            "CheckpointCostGPUSeconds": {n: sum(p.gpus * 90.0 for _, p in ch if p is not None) for n, (ch, _) in options.items()},
         }
 
     def _learned_victims(self, pod: PodInfo, options: dict) -> str | None:
-        state = self.current_state(pending=self._job(pod, f"pending:{pod.key}", 1, 0.0))
+        """The offered node the policy's place-after-preempt candidate lands on, decided on a
+        state where the topology nodes not offered are held and only the offered victims are
+        preemptible; None when its choice is elsewhere or it makes none."""
+        offered = {i for i in (self.topology_index(n, None) for n in options) if i is not None}
+        if not offered:
+            return None
+        victims = frozenset(p.key for ch, _ in options.values() for _, p in ch if p is not None)
+        blocked = set(range(self.cluster.num_nodes)) - offered
+        state = self.current_state(pending=self._job(pod, f"pending:{pod.key}", 1, 0.0), blocked=blocked, victims=victims)
         cset = build_candidates(state, self.queue_window, wait_guard=self.scorer.wait_guard)
         j = int(state.queue[0]) if len(state.queue) else -1
         # kube-scheduler's preemption takes only pods of strictly lower spec.priority (the options
@@ -563,14 +689,21 @@ class Extender:
         if not decision.order:
             return None
         cd = cset.candidates[decision.order[0]]
-        nodes = {self.cluster.node_names[int(n)] for n in np.unique(self.cluster.gpu_node[cd.gpus])}
-        victims = {state.name_of(v) for v in cd.victims}
-        for n in nodes:
-            if n in options and victims <= {p.key for _, p in options[n][0]}:
-                return n
+        if cd.rule != PREEMPT or cd.job_id != j:
+            return None
+        chosen = {state.name_of(v) for v in cd.victims}
+        for i in np.unique(self.cluster.gpu_node[cd.gpus]).tolist():
+            for n in options:
+                if self.topology_index(n, None) == i and chosen <= {p.key for _, p in options[n][0] if p is not None}:
+                    return n
         return None
 
     def bind(self, args: Any) -> dict:
+        """ExtenderBindingArgs -> ExtenderBindingResult: creates the pod's Binding through the
+        API server, then records the pod's GPUs on the node. Refused (with `Error`, nothing
+        bound) when the service has no API server (`--kube-api`), for a pod this service never
+        filtered or prioritized, for a UID unlike the one seen, and for a gang member without a
+        reserved slot on that node in its gang's plan."""
         env = "ExtenderBindingArgs"
         if not isinstance(args, dict):
             raise WireError(f"{env}: must be a JSON object, got {type(args).__name__}")
@@ -578,24 +711,35 @@ class Extender:
         uid, node = get_str(args, "PodUID", env), get_str(args, "Node", env)
         if not name or not node:
             raise WireError(f"{env}: PodName and Node are required")
-        if self.binder is not None:
-            err = self.binder.bind(ns, name, uid, node)
-            if err:
-                return {"Error": err}
         key = f"{ns}/{name}"
+        if self.kube is None:
+            return {"Error": f"bind {key}: this service creates no Bindings: it was started without --kube-api "
+                             "(start it with --kube-api in-cluster, or remove bindVerb from the extender config)"}
         pod = self.seen.get(key)
         if pod is None:
-            return {"Error": "" if self.binder is not None else
-                    f"{env}: pod {key} was never filtered or prioritized here: its GPUs are unknown, nothing recorded"}
+            return {"Error": f"bind {key}: the pod was never filtered or prioritized by this service: not bound"}
+        if uid and pod.uid and uid != pod.uid:
+            return {"Error": f"bind {key}: UID {uid} is not the UID {pod.uid} this service decided for: not bound"}
+        topo = self.topology_name(node)
+        pkey = plan_key(pod)
+        plan = self._live_plans().get(pkey) if pkey else None
+        if pkey and plan is None:
+            return {"Error": f"bind {key}: gang {pod.gang} has no reserved placement (its plan expired after "
+                             f"--gang-ttl-s {self.gang_ttl_s:g} or was dropped by a state reset): not bound; filter it again"}
+        if plan is not None and plan.slots.get(topo or "", 0) <= 0:
+            open_nodes = ", ".join(n for n, k in plan.slots.items() if k > 0)
+            return {"Error": f"bind {key}: gang {pod.gang} has no reserved slot on {node} (its plan: {open_nodes}): not bound"}
+        err = self.kube.bind(ns, name, uid or pod.uid, node)
+        if err:
+            return {"Error": err}
         self.release(key)
         if uid:
             pod.uid = pod.uid or uid
         i = self.topology_index(node, None)
         gpus = None
         if pod.gpus > 0:
-            plan = self._live_plans().get(pod.gang) if pod.gang else None
-            if plan is not None and plan.slots.get(node, 0) > 0:
-                plan.slots[node] -= 1
+            if plan is not None:
+                plan.slots[topo] -= 1
             if i is not None:
                 state = self.current_state()
                 first = int(self.cluster.node_first_gpu[i])

@@ -28,7 +28,11 @@ from envs.topology import GPU_CATALOGUE, GpuType
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GFD_PRODUCT, GFD_COUNT, GFD_MEMORY = "nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory"
-GANG_NAME_KEYS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name", "pod-group.scheduling.sigs.k8s.io")
+# The keys (label, else annotation) naming a pod's group, first found wins: scheduler-plugins
+# coscheduling (current, then its older label), Volcano (current, then the kube-batch name).
+GANG_NAME_KEYS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io", "scheduling.volcano.sh/group-name",
+                  "scheduling.k8s.io/group-name")
+GANG_SIZE_KEY = "gangsched.io/gang-size"  # GPU-requesting members asking this pod's GPU count
 MIN_MEMBER_KEYS = ("gangsched.io/gang-size", "scheduling.k8s.io/group-min-member", "scheduling.volcano.sh/group-min-member")
 ANNOTATION_PREFIX = "gangsched.io/"
 TOPOLOGY_NODE_LABEL = "gangsched.io/topology-node"
@@ -183,7 +187,9 @@ class PodInfo:
     comm_fraction: float | None  # None: the default for its gang size
     gpu_type: GpuType | None
     gang: str | None  # namespace/group name
-    gang_size: int  # pods of the gang (1: not a gang)
+    gang_size: int  # pods of the gang (1: not a gang); see gang_size_key
+    gang_key: str | None = None  # the label or annotation that named the group
+    gang_size_key: str | None = None  # the annotation that gave gang_size (None: none did)
     labels: dict[str, str] = field(default_factory=dict)
 
 
@@ -250,10 +256,11 @@ def parse_pod(pod: Any, path: str) -> PodInfo:
     mem = _number(note("mem-per-gpu-gb"), f"{ap}mem-per-gpu-gb]", 0.0, 1e4) if note("mem-per-gpu-gb") is not None else 1.0
     comm = _number(note("comm-fraction"), f"{ap}comm-fraction]", 0.0, 0.99) if note("comm-fraction") is not None else None
     gtype = gpu_type_named(note("gpu-type"), f"{ap}gpu-type]") if note("gpu-type") else None
-    group = None
+    group = group_key = size_key = None
     for k in GANG_NAME_KEYS:
         group = labels.get(k) or notes.get(k)
         if group:
+            group_key = k
             break
     size = 1
     if group:
@@ -264,12 +271,14 @@ def parse_pod(pod: Any, path: str) -> PodInfo:
                 size = count(v, where, MAX_GANG_SIZE)
                 if size < 1:
                     raise WireError(f"{where}: must be at least 1, got {v!r}")
+                size_key = k
                 break
     return PodInfo(
         key=f"{namespace}/{name}", name=name, namespace=namespace, uid=get_str(meta, "uid", f"{path}.metadata"),
         gpus=gpus, priority=priority, priority_class=priority_class,
         preemptible=(pre or "true").lower() == "true", estimate_s=est, kind=kind, mem_per_gpu_gb=mem,
         comm_fraction=comm, gpu_type=gtype, gang=f"{namespace}/{group}" if group else None, gang_size=size, labels=labels,
+        gang_key=group_key, gang_size_key=size_key,
     )
 
 
