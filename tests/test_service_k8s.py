@@ -215,6 +215,43 @@ def test_preempt_returns_only_lower_priority_victims(client):
     assert list(result) == ["h100-0"] and result["h100-0"]["Pods"] == [{"UID": "uid-low"}]
 
 
+def test_preempt_offers_the_policys_one_node_and_no_victim_of_the_pods_priority_or_above(client):
+    """Several nodes where preemption would work, pods of mixed priority. The cluster's other
+    nodes are full of non-preemptible work; the H100 nodes hold (as the cluster's state says):
+      h100-0: low-a (8 GPUs, priority -10)              -> low-a frees the node
+      h100-1: low-b (4, -10) and high-b (4, 5000)       -> high-b may not be taken
+      h100-2: same-c (8, 1000, the preemptor's own)     -> only strictly lower priorities
+      h100-3: low-d (4, -10) and 4 GPUs free            -> low-d frees the other 4
+    The policy (sect, the `preempt` rule) takes the cheapest victims, GPUs x (checkpoint +
+    restore), the same per GPU here: low-d alone, on h100-3. So the answer is that one node with
+    low-d, not every node where preemption works; and when kube-scheduler offers only h100-1 and
+    h100-2, the answer is empty: no node is given with a victim of the preemptor's priority or above."""
+    c = load_cluster("mixed-64gpu")
+    state = busy_state("mixed-64gpu", ["a100-0", "a100-1", "l40s-0", "l40s-1"])
+    placed = {"low-a": ("h100-0", 0, 8, "low"), "low-b": ("h100-1", 0, 4, "low"), "high-b": ("h100-1", 4, 4, "high"),
+              "same-c": ("h100-2", 0, 8, "high"), "low-d": ("h100-3", 0, 4, "low")}
+    for name, (where, first, gpus, cls) in placed.items():
+        f = int(c.node_first_gpu[c.node_names.index(where)]) + first
+        state["running"].append({"id": f"ml/{name}", "num_gpus": gpus, "tp_degree": gpus, "estimate_s": 7200.0,
+                                 "gpus": list(range(f, f + gpus)), "priority": cls, "preemptible": True})
+    assert client.put("/v1/state", json=state).status_code == 200
+    pods = {"low-a": pod("low-a", 8, priority=-10), "low-b": pod("low-b", 4, priority=-10), "high-b": pod("high-b", 4, priority=5000),
+            "same-c": pod("same-c", 8, priority=1000), "low-d": pod("low-d", 4, priority=-10)}
+    offered = {"h100-0": ["low-a"], "h100-1": ["low-b", "high-b"], "h100-2": ["same-c"], "h100-3": ["low-d"]}
+    preemptor = pod("urgent", 8, priority=1000)
+
+    def preempt(nodes: list[str]) -> dict:
+        table = {n: {"Pods": [pods[v] for v in offered[n]], "NumPDBViolations": 0} for n in nodes}
+        r = client.post("/scheduler/preempt", json={"Pod": preemptor, "NodeNameToVictims": table})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    result = preempt(list(offered))
+    assert result["NodeNameToMetaVictims"] == {"h100-3": {"Pods": [{"UID": "uid-low-d"}], "NumPDBViolations": 0}}
+    assert list(result["CheckpointCostGPUSeconds"]) == ["h100-3"]
+    assert preempt(["h100-1", "h100-2"])["NodeNameToMetaVictims"] == {}
+
+
 def test_bind_and_release_change_the_occupancy(client):
     nodes = cluster_nodes("mixed-64gpu")
     assert schedule(client, pod("a", 8), nodes, True) is not None
