@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import sys
 
 import numpy as np
 
@@ -52,3 +55,29 @@ def history(sim) -> tuple:
     """What has happened so far: arrivals and completions with their times."""
     done = sorted((int(j), float(sim.end[j])) for j in sim.finished_order)
     return sim.now, sim.decision_state().num_jobs, tuple(sim.arrival[: sim.decision_state().num_jobs].tolist()), tuple(done)
+
+
+@dataclasses.dataclass
+class Ran:
+    """What a command's `main(argv)` did, in the fields of `subprocess.CompletedProcess`."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_main(main, argv) -> Ran:
+    """Call a command's entry function `main(argv)` in this process, as its script would with
+    that command line: its exit code (an argparse `SystemExit` included) and what it printed.
+    An exception escaping `main` propagates (where the script would print a traceback)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as e:
+            if e.code is None or isinstance(e.code, int):
+                code = e.code or 0
+            else:
+                print(e.code, file=sys.stderr)
+                code = 1
+    return Ran(int(code), out.getvalue(), err.getvalue())

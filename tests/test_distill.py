@@ -10,7 +10,7 @@ import pytest
 
 from agents.distill import LabelTask, aggregate, label_episode
 from agents.parallel import run_tasks
-from tests.test_train import run_train, tb_scalar_tags, write_config
+from tests.test_train import run_train, tb_scalar_tags, train_in_process, write_config
 
 SMALL = {"scenario": "default", "num_jobs": 24}
 
@@ -96,7 +96,7 @@ def test_beta_one_follows_the_teacher_and_beta_zero_the_student(tmp_path):
 def test_bad_distill_config_fails_at_start_naming_the_key(tmp_path, overrides, message):
     cfg = write_config(tmp_path, **overrides)
     cfg.write_text(cfg.read_text().replace("cluster: null\n", "").replace("workload: null\n", ""))
-    r = run_train("--config", str(cfg), "--out", str(tmp_path / "run"))
+    r = train_in_process("--config", str(cfg), "--out", str(tmp_path / "run"))
     assert r.returncode == 2, r.stderr[-2000:]
     assert message in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()
@@ -251,6 +251,6 @@ def test_a_mix_run_is_selected_on_the_mean_paired_difference_over_its_settings(t
 def test_bad_mix_entry_fails_at_start_naming_it(tmp_path, entry, message):
     cfg = write_config(tmp_path, cluster=None, workload=None, scenario="default", env_mix=[entry])
     cfg.write_text(cfg.read_text().replace("cluster: null\n", "").replace("workload: null\n", ""))
-    r = run_train("--config", str(cfg), "--out", str(tmp_path / "run"))
+    r = train_in_process("--config", str(cfg), "--out", str(tmp_path / "run"))
     assert r.returncode == 2, r.stderr[-2000:]
     assert message in r.stderr and "Traceback" not in r.stderr

@@ -129,11 +129,23 @@ def test_schema_errors_name_the_problem(smoke) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2_before_any_work(tmp_path: Path, args: list[str], message: str) -> None:
+    from tests.helpers import run_main
+
     out = tmp_path / "out"
-    proc = run_cli(*args, "--out", str(out))
+    proc = run_main(evaluate.main, [*args, "--out", str(out)])  # evaluate.py's main, in this process
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("evaluate.py: error: ") and "Traceback" not in proc.stderr
     assert message in proc.stderr
+    assert proc.stdout == "" and not out.exists()
+
+
+def test_bad_input_to_the_real_command_line_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    """One bad command line given to a real evaluate.py process (the others run its `main` here)."""
+    out = tmp_path / "out"
+    proc = run_cli("--policies", "topology,fifo", "--bogus", "--out", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("evaluate.py: error: ") and "Traceback" not in proc.stderr
+    assert "unrecognized arguments: --bogus" in proc.stderr
     assert proc.stdout == "" and not out.exists()
 
 

@@ -40,7 +40,18 @@ def write_config(tmp_path: Path, **overrides) -> Path:
 
 
 def run_train(*args: str) -> subprocess.CompletedProcess:
+    """train.py as a real process (the command line end to end)."""
     return subprocess.run([sys.executable, "train.py", "--no-progress", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def train_in_process(*args: str):
+    """train.py's `main` with this command line, in this process (no interpreter and torch
+    start per case): its exit code, stdout and stderr, as `run_train` gives them."""
+    import train
+
+    from tests.helpers import run_main
+
+    return run_main(train.main, ["--no-progress", *args])
 
 
 def tb_scalar_tags(run: Path) -> set[str]:
@@ -123,13 +134,14 @@ def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
     ],
 )
 def test_bad_config_fails_at_start_naming_the_key(tmp_path, overrides, message):
-    r = run_train("--config", str(write_config(tmp_path, **overrides)), "--out", str(tmp_path / "run"))
+    r = train_in_process("--config", str(write_config(tmp_path, **overrides)), "--out", str(tmp_path / "run"))
     assert r.returncode == 2
     assert message in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()  # nothing was started
 
 
 def test_bad_torch_threads_flag_fails_at_start(tmp_path):
+    """The one bad command line given to a real train.py process (the others run its `main` here)."""
     r = run_train("--config", str(write_config(tmp_path)), "--out", str(tmp_path / "run"), "--torch-threads", "0")
     assert r.returncode == 2
     assert "--torch-threads" in r.stderr and "must be >= 1" in r.stderr and "Traceback" not in r.stderr
@@ -169,7 +181,7 @@ def test_run_trains_with_its_thread_count_records_it_and_its_config_reproduces_i
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_device_cuda_without_gpu_is_a_clear_error(tmp_path):
-    r = run_train("--config", str(write_config(tmp_path)), "--out", str(tmp_path / "run"), "--device", "cuda")
+    r = train_in_process("--config", str(write_config(tmp_path)), "--out", str(tmp_path / "run"), "--device", "cuda")
     assert r.returncode == 2
     assert "no CUDA device is available" in r.stderr and "Traceback" not in r.stderr
 
@@ -261,7 +273,7 @@ def test_a_bad_base_is_a_clear_error_naming_the_file_and_field(tmp_path, body, m
     with pytest.raises(ConfigError) as e:
         load_train_config(tmp_path / "loop-a.yaml")
     assert str(tmp_path / "loop-a.yaml") in str(e.value) and ": base: " in str(e.value) and message in str(e.value)
-    r = run_train("--config", str(tmp_path / "loop-a.yaml"), "--out", str(tmp_path / "run"))
+    r = train_in_process("--config", str(tmp_path / "loop-a.yaml"), "--out", str(tmp_path / "run"))
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()
 
