@@ -1,0 +1,147 @@
+"""docs/k8s: every object parses as the `kubernetes` client's model of its kind, every object
+referenced is defined, names and ports agree, the kube-scheduler configs call the service where
+it listens, and the service's arguments are flags it has. service/requirements.txt pins every
+third-party module the service imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+k8s = pytest.importorskip("kubernetes.client")
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "k8s"
+BUILTIN_ROLES = {("ClusterRole", "system:kube-scheduler"), ("ClusterRole", "system:volume-scheduler"),
+                 ("Role", "extension-apiserver-authentication-reader")}
+EXTENDER_FIELDS = {"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb", "enableHTTPS",
+                   "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources", "ignorable"}  # kube-scheduler config/v1 Extender
+TLS_FIELDS = {"insecure", "serverName", "certFile", "keyFile", "caFile", "certData", "keyData", "caData"}
+
+
+def model(doc: dict):
+    """The object as the kubernetes client's model (raises on unknown kinds and bad fields)."""
+    group, _, version = doc["apiVersion"].rpartition("/")
+    prefix = "V1" if version == "v1" else version.capitalize()
+    name = f"{prefix}{doc['kind']}"
+    return k8s.ApiClient().deserialize(json.dumps(doc), name, "application/json")
+
+
+def objects() -> list[dict]:
+    docs = []
+    for f in ("deployment.yaml", "second-scheduler.yaml"):
+        docs += [d for d in yaml.safe_load_all((DOCS / f).read_text()) if d]
+    return docs
+
+
+def test_every_object_parses_and_every_reference_is_defined():
+    docs = objects()
+    defined = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}
+    for d in docs:
+        m = model(d)
+        assert m.metadata.name == d["metadata"]["name"]
+    namespaces = {n for k, _, n in defined if k == "Namespace"}
+    for d in docs:
+        ns = d["metadata"].get("namespace")
+        assert ns is None or ns in namespaces or ns == "kube-system", d["metadata"]
+        if d["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            ref = d["roleRef"]
+            want = (ref["kind"], None if ref["kind"] == "ClusterRole" else ns, ref["name"])
+            assert want in defined or (ref["kind"], ref["name"]) in BUILTIN_ROLES, ref
+            for s in d["subjects"]:
+                assert ("ServiceAccount", s["namespace"], s["name"]) in defined, s
+        if d["kind"] == "Deployment":
+            pod = model(d).spec.template
+            assert d["spec"]["selector"]["matchLabels"].items() <= pod.metadata.labels.items()
+            assert ("ServiceAccount", ns, pod.spec.service_account_name) in defined
+            for v in pod.spec.volumes:
+                if v.config_map:
+                    assert ("ConfigMap", ns, v.config_map.name) in defined, v
+                if v.secret:
+                    assert ("Secret", ns, v.secret.secret_name) in defined, v
+                if v.persistent_volume_claim:
+                    assert ("PersistentVolumeClaim", ns, v.persistent_volume_claim.claim_name) in defined, v
+            for c in pod.spec.containers:
+                assert {m.name for m in c.volume_mounts} <= {v.name for v in pod.spec.volumes}
+                for e in c.env or []:
+                    if e.value_from and e.value_from.secret_key_ref:
+                        ref = e.value_from.secret_key_ref
+                        secret = next(x for x in docs if x["kind"] == "Secret" and x["metadata"]["name"] == ref.name)
+                        assert ref.key in secret["stringData"]
+
+
+def test_the_service_is_reached_where_it_listens_with_flags_it_has():
+    from service.__main__ import parse_args
+
+    docs = objects()
+    dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gangsched")
+    svc = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "gangsched")
+    pod = dep["spec"]["template"]
+    assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    container = pod["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for p in svc["spec"]["ports"]:
+        assert p["targetPort"] in ports
+    a = parse_args(container["args"])
+    assert a.kube_api == "in-cluster" and a.health_port == ports["health"] and a.tls_client_ca
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["port"] == "health"
+    mounts = [m["mountPath"] for m in container["volumeMounts"]]
+    for f in (a.tls_cert, a.tls_key, a.tls_client_ca, a.cluster):
+        assert any(f.startswith(m + "/") for m in mounts), f
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gangsched-cluster")
+    from envs.config import load_cluster
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(cm["data"]["cluster.yaml"])
+        f.flush()
+        assert load_cluster(f.name).num_gpus == 64
+    sched_cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gangsched-scheduler-config")
+    configs = [("second", yaml.safe_load(sched_cm["data"]["scheduler-config.yaml"])),
+               ("edited", yaml.safe_load((DOCS / "scheduler-config.yaml").read_text()))]
+    sched = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gangsched-scheduler")
+    sched_mounts = [m["mountPath"] for m in sched["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]]
+    for which, cfg in configs:
+        assert cfg["kind"] == "KubeSchedulerConfiguration" and cfg["percentageOfNodesToScore"] == 100
+        (ext,) = cfg["extenders"]
+        assert set(ext) <= EXTENDER_FIELDS and set(ext["tlsConfig"]) <= TLS_FIELDS, which
+        url = urlparse(ext["urlPrefix"])
+        assert url.scheme == "https" and ext["enableHTTPS"] and url.path == "/scheduler"
+        assert url.port == svc["spec"]["ports"][0]["port"]
+        assert ext["bindVerb"] == "bind" and ext["managedResources"][0]["name"] == "nvidia.com/gpu"
+        if which == "second":
+            assert url.hostname == f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local"
+            assert cfg["profiles"] == [{"schedulerName": "gangsched"}]
+            assert cfg["leaderElection"]["resourceNamespace"] == "gangsched-system"
+            for f in ("caFile", "certFile", "keyFile"):
+                assert any(ext["tlsConfig"][f].startswith(m + "/") for m in sched_mounts), f
+            assert any(sched["spec"]["template"]["spec"]["containers"][0]["command"][1].endswith(m + "/scheduler-config.yaml")
+                       for m in sched_mounts)
+
+
+def test_the_images_requirements_pin_every_module_the_service_imports():
+    out = subprocess.run([sys.executable, "-c", "import sys, service.app, service.kube, kubernetes.client; "
+                          "print('\\n'.join(sorted({m.split('.')[0] for m in sys.modules})))"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    import importlib.metadata as md
+
+    dist_of = md.packages_distributions()
+    needed = {d.lower().replace("_", "-") for m in out for d in dist_of.get(m, [])} - {"gangsched"}
+    pinned = {}
+    for line in (ROOT / "service" / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert version, f"service/requirements.txt: {line} is not pinned"
+            pinned[name.lower().replace("_", "-")] = version
+    # Transitive dependencies of the pinned packages come with them; the direct imports must be pinned.
+    direct = {"numpy", "networkx", "pyyaml", "numba", "gymnasium", "fastapi", "uvicorn", "onnxruntime", "prometheus-client",
+              "kubernetes"}
+    assert {"numpy", "numba", "gymnasium", "fastapi", "kubernetes"} <= needed  # (onnxruntime, uvicorn: imported on use)
+    assert direct <= set(pinned), direct - set(pinned)
+    assert "torch" not in needed
