@@ -9,14 +9,15 @@ nulls accepted, see service.wire):
   little memory, too few GPUs in all), `Error`.
 * `prioritize(ExtenderArgs) -> HostPriorityList`: `[{"Host", "Score"}]`, Score an integer 0..10,
   one entry per node offered.
-* `preempt(ExtenderPreemptionArgs) -> ExtenderPreemptionResult`: `NodeNameToMetaVictims`; only
-  pods of strictly lower `spec.priority` than the preemptor (and not annotated
-  `gangsched.io/preemptible: "false"`) are ever victims. When the policy's place-after-preempt
-  candidate for the pod lands on an offered node with allowed victims, that node alone is
-  returned (the learned choice); otherwise each node with its cheapest sufficient victims.
+* `preempt(ExtenderPreemptionArgs) -> ExtenderPreemptionResult`: `NodeNameToMetaVictims`; each
+  node offered comes back with exactly the victims offered or is dropped (a victim known to be
+  of the preemptor's priority or above, or annotated `gangsched.io/preemptible: "false"`), never
+  with none. When the policy's place-after-preempt candidate, decided on the offered nodes with
+  only the offered victims preemptible, lands on one of them, that node alone is returned.
   `CheckpointCostGPUSeconds` (ignored by kube-scheduler's decoder) gives the accepted cost.
-* `bind(ExtenderBindingArgs) -> ExtenderBindingResult`: records the pod's GPUs on the node
-  (occupancy) and, with a `binder`, creates the Binding through the API server.
+* `bind(ExtenderBindingArgs) -> ExtenderBindingResult`: creates the Binding through the API
+  server (`kube`), then records the pod's GPUs on the node; refused without `kube`, for a pod
+  never filtered or prioritized here, another UID, or a gang member without a slot in its plan.
 
 How a pod is decided: the pod becomes a queued job of the current decision state (occupancy =
 the last `PUT /v1/state` snapshot + pods bound since + GPUs promised to gangs in flight, with the
@@ -28,12 +29,14 @@ Nodes map to the cluster topology by name, else by the `gangsched.io/topology-no
 `kubernetes.io/hostname` label. A node outside the topology is scored from its labels (GFD
 product and count; 1..5, below any node the policy chose) and is never an error.
 
-Gangs: pods labelled `scheduling.k8s.io/group-name` or `scheduling.volcano.sh/group-name`, with
-the member count from the annotation `gangsched.io/gang-size`, `scheduling.k8s.io/group-min-member`
-or `scheduling.volcano.sh/group-min-member`. The first member decides a placement for the whole
-gang (one job of members x g GPUs); the plan (pod slots per node) is kept and its GPUs are held
-back from other pods. Later members pass filter only on the plan's nodes with free slots (score 10).
-A bind uses a slot; a plan ends when all its slots are bound or after `gang_ttl_s`.
+Gangs (see resolve_gang, plan_key): the group from `scheduling.x-k8s.io/pod-group`,
+`pod-group.scheduling.sigs.k8s.io`, `scheduling.volcano.sh/group-name` or
+`scheduling.k8s.io/group-name`; the members asking the pod's GPU count from
+`gangsched.io/gang-size`, else the PodGroup's minMember (or a min-member annotation) less the
+members known to ask another count. The first member decides a placement for all of them (one
+job of members x g GPUs); the plan (pod slots per node) is kept and its GPUs held back from other
+pods. Later members pass filter only on the plan's nodes with free slots (score 10) and bind only
+into a slot. A plan ends when all its slots are bound, after `gang_ttl_s`, or on `put_state`.
 """
 
 from __future__ import annotations
