@@ -14,3 +14,35 @@ def _private_cache_dir(tmp_path_factory, monkeypatch):
     """Each test its own teacher-check cache (agents.distill.check_cache_dir), so no test reads
     another's (or the user's) cached result; train.py subprocesses inherit it."""
     monkeypatch.setenv("GANGSCHED_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+def _tiny_run(tmp_path_factory, name: str, **overrides) -> Path:
+    """train.py's `main` on tests/test_train.py's tiny config with `overrides`, in this process,
+    once per session (per xdist worker): a complete run folder. Tests take a copy (tests.helpers.run_copy)."""
+    from tests.helpers import run_main
+    from tests.test_train import write_config
+
+    import train
+
+    root = tmp_path_factory.mktemp(name)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GANGSCHED_CACHE_DIR", str(root / "cache"))
+        r = run_main(train.main, ["--no-progress", "--config", write_config(root, **overrides), "--out", root / "run"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    return root / "run"
+
+
+@pytest.fixture(scope="session")
+def tiny_run_192(tmp_path_factory) -> Path:
+    """The tiny run trained for 192 timesteps: three evaluated stages (tests/test_reselect.py,
+    tests/test_average.py)."""
+    return _tiny_run(tmp_path_factory, "tiny192", total_timesteps=192)
+
+
+@pytest.fixture(scope="session")
+def tiny_run_64(tmp_path_factory) -> Path:
+    """The tiny run trained for 64 timesteps, validated on seeds 500-501 against sect and sjf
+    (tests/test_anchor.py, tests/test_deploy.py)."""
+    return _tiny_run(tmp_path_factory, "tiny64", total_timesteps=64,
+                     eval={"every_timesteps": 64, "seeds": "500-501", "baselines": ["sect", "sjf"]})
+

@@ -71,13 +71,38 @@ def run_main(main, argv) -> Ran:
     that command line: its exit code (an argparse `SystemExit` included) and what it printed.
     An exception escaping `main` propagates (where the script would print a traceback)."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as e:
-            if e.code is None or isinstance(e.code, int):
-                code = e.code or 0
-            else:
-                print(e.code, file=sys.stderr)
-                code = 1
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None  # a worker task may set 1 in this process
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in argv])
+            except SystemExit as e:
+                if e.code is None or isinstance(e.code, int):
+                    code = e.code or 0
+                else:
+                    print(e.code, file=sys.stderr)
+                    code = 1
+    finally:
+        if threads is not None:
+            torch.set_num_threads(threads)
     return Ran(int(code), out.getvalue(), err.getvalue())
+
+
+def run_copy(run, tmp_path):
+    """A test's own copy of a session's run folder (conftest.py's tiny runs): tests write into it."""
+    import shutil
+    from pathlib import Path
+
+    return Path(shutil.copytree(run, Path(tmp_path) / "run"))
+
+
+def evaluate_in_process(*args) -> Ran:
+    """evaluate.py's `main` with this command line, in this process (tests/test_evaluate.py runs
+    the real command). Its policies are loaded afresh, as a new evaluate.py process loads them
+    (a test may rewrite a run's anchor.json between evaluations of the same `anchored=` path)."""
+    from agents.evaluation import runners
+    from evaluate import main
+
+    runners._actor.cache_clear()
+    return run_main(main, args)

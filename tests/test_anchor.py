@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from agents.anchor_rule import Anchor, anchored_choice
-from tests.test_train import REPO, run_train, write_config
+from tests.helpers import evaluate_in_process, run_copy, run_main
+from tests.test_train import REPO
 
 
 def test_the_model_departs_from_the_heuristic_only_by_more_than_the_margin():
@@ -59,23 +60,28 @@ def test_anchor_fields_are_checked():
 
 
 def anchor_cli(*args: str) -> subprocess.CompletedProcess:
+    """python -m agents.anchor as a real process (the command line end to end)."""
     return subprocess.run([sys.executable, "-m", "agents.anchor", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
-def evaluate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "evaluate.py", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+def anchor_in_process(*args: str):
+    """agents.anchor's `main` with this command line, in this process."""
+    from agents.anchor import main
+
+    return run_main(main, args)
 
 
-def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
-    out = tmp_path / "run"
-    r = run_train("--config", str(write_config(tmp_path, total_timesteps=64, eval={"every_timesteps": 64, "seeds": "500-501",
-                                                                                   "baselines": ["topology", "sjf"]})),
-                  "--out", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
+def evaluate(*args: str):
+    """evaluate.py's `main`, in this process (tests/test_evaluate.py runs the real command)."""
+    return evaluate_in_process(*args)
+
+
+def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tiny_run_64, tmp_path):
+    out = run_copy(tiny_run_64, tmp_path)  # train.py's tiny run, 64 timesteps, validated on seeds 500-501
     summary = json.loads((out / "summary.json").read_text())
     history = json.loads((out / "eval.json").read_text())
 
-    r = anchor_cli(str(out), "--margins", "0,1,inf")
+    r = anchor_cli(str(out), "--margins", "0,1,inf")  # the real command line, once
     assert r.returncode == 0, r.stderr[-2000:]
     data = json.loads((out / "anchor.json").read_text())
     assert data["baseline"] == summary["baseline"] and data["model"] == "model.zip" and list(data["seeds"].values()) == [[500, 501]]
@@ -112,7 +118,7 @@ def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
 
     # Chosen for deploying on another scenario: on its validation seeds (here 500-501), against its
     # best heuristic there, written beside the run's own; anchored= takes the file.
-    r = anchor_cli(str(out), "--scenario", "topology-stress", "--seeds", "500-501", "--margins", "0,inf")
+    r = anchor_in_process(str(out), "--scenario", "topology-stress", "--seeds", "500-501", "--margins", "0,inf")
     assert r.returncode == 0, r.stderr[-2000:]
     moved = json.loads((out / "anchor-topology-stress.json").read_text())
     assert moved["scenario"] == "topology-stress" and moved["model"] == "model.zip"
@@ -135,7 +141,7 @@ def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
     # bound with the smallest margin the reference; the file records the bound kept, and
     # anchored= deploys it (here a strict one: WAIT is invalid once a job that fits has waited).
     strict = {"overdue_factor": 0.01, "min_wait_s": 0.0}
-    r = anchor_cli(str(out), "--margins", "0,inf", "--wait-guards", "off;overdue_factor=0.01,min_wait_s=0")
+    r = anchor_in_process(str(out), "--margins", "0,inf", "--wait-guards", "off;overdue_factor=0.01,min_wait_s=0")
     assert r.returncode == 0, r.stderr[-2000:]
     data = json.loads((out / "anchor.json").read_text())
     settings = data["margins"]
@@ -158,9 +164,9 @@ def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
     assert runs["anchored"] == runs["ppo-strict"]
 
     # Bad input: one line each, exit code 2, nothing run.
-    r = anchor_cli(str(out), "--wait-guards", "off,off")
+    r = anchor_in_process(str(out), "--wait-guards", "off,off")
     assert r.returncode == 2 and "--wait-guards: 'off' is listed twice" in r.stderr and "Traceback" not in r.stderr
-    r = anchor_cli(str(out), "--wait-guards", "off;overdue_factor=-1")
+    r = anchor_in_process(str(out), "--wait-guards", "off;overdue_factor=-1")
     assert r.returncode == 2 and "--wait-guards.overdue_factor" in r.stderr and "Traceback" not in r.stderr
     stage = out / history[0]["model"]
     r = evaluate("--cluster", "h100-4node", "--seeds", "0", "--out", str(tmp_path / "x"), "--policies", f"anchored={stage}")
@@ -168,11 +174,11 @@ def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tmp_path):
     (out / "anchor.json").unlink()
     r = evaluate("--cluster", "h100-4node", "--seeds", "0", "--out", str(tmp_path / "x"), "--policies", f"anchored={out / 'model.zip'}")
     assert r.returncode == 2 and "anchor.json: not found; choose the margin first" in r.stderr
-    r = anchor_cli(str(out), "--margins", "0,-1")
+    r = anchor_in_process(str(out), "--margins", "0,-1")
     assert r.returncode == 2 and "--margins: '-1' must be >= 0" in r.stderr
-    r = anchor_cli(str(out), "--baseline", "nope")
+    r = anchor_in_process(str(out), "--baseline", "nope")
     assert r.returncode == 2 and "--baseline" in r.stderr and "unknown baseline 'nope'" in r.stderr
-    r = anchor_cli(str(out), "--scenario", "nope")
+    r = anchor_in_process(str(out), "--scenario", "nope")
     assert r.returncode == 2 and "scenario" in r.stderr and "nope" in r.stderr and "Traceback" not in r.stderr, r.stderr
-    r = anchor_cli(str(tmp_path / "nothing"))
+    r = anchor_in_process(str(tmp_path / "nothing"))
     assert r.returncode == 2 and "not a run directory" in r.stderr and "Traceback" not in r.stderr

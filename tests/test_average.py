@@ -10,25 +10,32 @@ import sys
 import numpy as np
 import torch
 
-from tests.test_train import REPO, run_train, write_config
+from tests.helpers import run_copy, run_main
+from tests.test_train import REPO
 
 
 def average(*args: str) -> subprocess.CompletedProcess:
+    """python -m agents.average as a real process (the command line end to end)."""
     return subprocess.run([sys.executable, "-m", "agents.average", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
-def test_the_average_is_the_mean_of_the_kept_models_weights_and_a_model_that_acts(tmp_path):
+def average_in_process(*args: str):
+    """agents.average's `main` with this command line, in this process."""
+    from agents.average import main
+
+    return run_main(main, args)
+
+
+def test_the_average_is_the_mean_of_the_kept_models_weights_and_a_model_that_acts(tiny_run_192, tmp_path):
     from agents.policy import load_model
     from envs.env import GpuClusterEnv
 
-    out = tmp_path / "run"
-    r = run_train("--config", str(write_config(tmp_path, total_timesteps=192)), "--out", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
+    out = run_copy(tiny_run_192, tmp_path)  # train.py's tiny run, 192 timesteps
     history = json.loads((out / "eval.json").read_text())
     names = [h["model"] for h in history]
     assert len(names) >= 3
 
-    r = average(str(out))
+    r = average(str(out))  # the real command line, once
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"{out / 'average-all.zip'}: the mean of {len(names)} models" in r.stdout
     states = [load_model(out / n, device="cpu").policy.state_dict() for n in names]
@@ -47,22 +54,22 @@ def test_the_average_is_the_mean_of_the_kept_models_weights_and_a_model_that_act
     for h, rel in zip(history, np.linspace(-0.1, 0.1, len(history))):
         h["rel_diff"] = float(rel)
     (out / "eval.json").write_text(json.dumps(history))
-    r = average(str(out), "--models", "ahead", "--out", "ahead.zip")
+    r = average_in_process(str(out), "--models", "ahead", "--out", "ahead.zip")
     ahead = [h["model"] for h in history if h["rel_diff"] < 0]
     assert r.returncode == 0 and f"the mean of {len(ahead)} models ({', '.join(ahead)})" in r.stdout
     for h in history:
         h["rel_diff"] = 0.5
     (out / "eval.json").write_text(json.dumps(history))
-    r = average(str(out), "--models", "ahead", "--out", "none-ahead.zip")
+    r = average_in_process(str(out), "--models", "ahead", "--out", "none-ahead.zip")
     pick = min(history, key=lambda h: h["score"])["model"]
     assert r.returncode == 0 and f"the mean of 1 models ({pick})" in r.stdout
 
     (out / names[0]).unlink()
-    r = average(str(out))
+    r = average_in_process(str(out))
     assert r.returncode == 2 and f"eval.json: names models that are not there: {names[0]}" in r.stderr
-    r = average(str(out), "--out", "../x.zip")
+    r = average_in_process(str(out), "--out", "../x.zip")
     assert r.returncode == 2 and "--out: must be a file name ending in .zip" in r.stderr
-    r = average(str(out), "--out", "model.zip")
+    r = average_in_process(str(out), "--out", "model.zip")
     assert r.returncode == 2 and "--out: model.zip is the run's own" in r.stderr
-    r = average(str(tmp_path / "nothing"))
+    r = average_in_process(str(tmp_path / "nothing"))
     assert r.returncode == 2 and "no evaluated models" in r.stderr and "Traceback" not in r.stderr

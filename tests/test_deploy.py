@@ -13,7 +13,8 @@ import pytest
 
 from agents.deploy import choose
 from agents.shipped import verify
-from tests.test_train import REPO, run_train, write_config
+from tests.helpers import evaluate_in_process, run_copy, run_main
+from tests.test_train import REPO
 
 
 def _runs(objectives: list[float]) -> list[dict]:
@@ -54,19 +55,18 @@ def test_a_setting_is_deployed_only_on_the_clusters_where_it_is_safe():
     assert table[0]["clusters"] == ["x"] and table[0]["mean"] == pytest.approx((-0.10 - 0.0875) / 3)
 
 
-def test_a_tiny_run_is_deployed_shipped_and_evaluated_as_shipped(tmp_path):
-    out = tmp_path / "run"
-    r = run_train("--config", str(write_config(tmp_path, total_timesteps=64, eval={"every_timesteps": 64, "seeds": "500",
-                                                                                   "baselines": ["sect", "sjf"]})), "--out", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
+def test_a_tiny_run_is_deployed_shipped_and_evaluated_as_shipped(tiny_run_64, tmp_path):
+    from agents.deploy import main as deploy_main
+
+    out = run_copy(tiny_run_64, tmp_path)  # train.py's tiny run, 64 timesteps
     scenario = tmp_path / "tiny-scenario.yaml"  # the tiny run's setting as a scenario: 12 jobs on 32 GPUs
     scenario.write_text("name: tiny\ncluster: h100-4node\nworkload: llm-mix\nnum_jobs: 12\nobjective: {avg_jct: 1.0}\n"
                         "seeds: {test: 0-1, validation: 100-101}\n")
     deploy = [sys.executable, "-m", "agents.deploy", str(out), "--scenarios", str(scenario), "--margins", "0,1",
               "--wait-guards", "off,2", "--workers", "2"]
-    r = subprocess.run([*deploy, "--seeds", "1"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    r = run_main(deploy_main, [*deploy[3:], "--seeds", "1"])  # agents.deploy's main, in this process
     assert r.returncode == 2 and "1 is a test seed of scenario" in r.stderr
-    r = subprocess.run([*deploy, "--seeds", "100-101"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([*deploy, "--seeds", "100-101"], cwd=REPO, capture_output=True, text=True, timeout=600)  # the real command
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads((out / "anchor-deploy.json").read_text())
     assert [t["setting"] for t in doc["settings"]] == ["guard-off-margin-0", "guard-off-margin-1", "guard-2-margin-0", "guard-2-margin-1"]
@@ -74,7 +74,7 @@ def test_a_tiny_run_is_deployed_shipped_and_evaluated_as_shipped(tmp_path):
     assert sorted(r["seed"] for r in runs["sect"]) == [100, 101]
     # another margin: only its episodes run; the others' and the heuristics' are kept as they were
     (out / "deploy" / "tiny.json").write_text(json.dumps({**runs, "sect": [dict(r, kept=True) for r in runs["sect"]]}))
-    r = subprocess.run([*deploy[:7], "0,1,2", *deploy[8:], "--seeds", "100-101"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    r = run_main(deploy_main, [*deploy[3:7], "0,1,2", *deploy[8:], "--seeds", "100-101"])
     assert r.returncode == 0, r.stderr[-2000:]
     again = json.loads((out / "deploy" / "tiny.json").read_text())
     assert all(r.get("kept") for r in again["sect"]) and again["sjf"] == runs["sjf"]
@@ -98,9 +98,8 @@ def test_a_tiny_run_is_deployed_shipped_and_evaluated_as_shipped(tmp_path):
     assert meta["wait_guard"] == doc["wait_guard"] and meta["clusters"] == doc["clusters"]
 
     res = tmp_path / "eval"
-    r = subprocess.run([sys.executable, "evaluate.py", "--scenario", str(scenario), "--seeds", "0-1", "--policies",
-                        f"sect,learned={shipped},anchored={out / 'anchor-deploy.json'}", "--reference", "sect", "--out", str(res)],
-                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    r = evaluate_in_process("--scenario", str(scenario), "--seeds", "0-1", "--policies",
+                            f"sect,learned={shipped},anchored={out / 'anchor-deploy.json'}", "--reference", "sect", "--out", str(res))
     assert r.returncode == 0, r.stderr[-2000:]
     pol = json.loads((res / "results.json").read_text())["policies"]
     shipped_runs = [r["metrics"] for r in pol[f"learned={shipped}"]["runs"]]
