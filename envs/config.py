@@ -126,7 +126,7 @@ def _speed_by_kind(f: Fields) -> dict:
 
 def cluster_from_dict(data: dict, source: str) -> Cluster:
     top = Fields(data, source, "")
-    top.check_keys({"name", "description", "gpu_types", "node_types", "nodes", "switches"})
+    top.check_keys({"name", "description", "gpu_types", "node_types", "nodes", "switches", "nvlink_domains"})
     name = top.get("name", str, Path(source).stem)
 
     extra_types: dict[str, GpuType] = {}
@@ -195,10 +195,16 @@ def cluster_from_dict(data: dict, source: str) -> Cluster:
         )
     if not switches and len(nodes) > 1:
         raise top.error("switches", "a cluster of more than one node needs switches")
+    domains = []
+    for i, spec in enumerate(top.get("nvlink_domains", list, [])):
+        f = Fields(spec, source, f"nvlink_domains[{i}]")
+        f.check_keys({"name", "nodes"})
+        domains.append({"name": f.get("name", str), "nodes": _names(f, "nodes")})
     try:
-        return build_cluster(name, node_types, nodes, switches, extra_types)
+        return build_cluster(name, node_types, nodes, switches, extra_types, domains)
     except ValueError as e:
-        raise ConfigError(source, "switches" if "switch" in str(e) else "nodes", str(e)) from None
+        field = "nvlink_domains" if "nvlink domain" in str(e) else "switches" if "switch" in str(e) else "nodes"
+        raise ConfigError(source, field, str(e)) from None
 
 
 def parse_seeds(text: str | int | list) -> list[int]:

@@ -183,25 +183,22 @@ def _topology(c: Cluster, free: Sequence[int], need: int, tp: int) -> dict[int, 
 
 
 def _topology_domains(c: Cluster, free: Sequence[int], need: int, tp: int) -> dict[int, int] | None:
-    """The topology rule when no single node holds the gang: the smallest switch domain that
-    holds it in whole TP groups (faster, then tighter, first), filled by `_fill_domain`."""
+    """The topology rule when no single node holds the gang: the smallest domain that holds it in
+    whole TP groups (an NVLink domain, else a switch's subtree, level by level; faster, then
+    tighter, then lower id first), filled by `_fill_domain`."""
     usable = np.array(free, dtype=np.int64) // tp * tp
     if usable.sum() < need:
         return None
     speed = c.node_speed
-    for level in range(1, int(c.switch_level.max(initial=0)) + 1):
-        domains = np.flatnonzero(c.switch_level == level)
-        if not len(domains):
-            continue
-        under = c.node_under_switch[:, domains]
+    for under in c.placement_domains:  # NVLink domains, then the switches level by level
         dom_free = usable @ under
         ok = np.flatnonzero(dom_free >= need)
         if len(ok):
             # Mean speed of the domain's usable GPUs (summed in node order: add.accumulate is
             # sequential, where a matrix product's order is the BLAS library's), then tightest fit.
             dom_speed = np.add.accumulate((usable * speed)[:, None] * under[:, ok], axis=0)[-1] / dom_free[ok]
-            d = domains[ok[np.lexsort((dom_free[ok], -dom_speed))[0]]]
-            return _fill_domain(usable, np.flatnonzero(c.node_under_switch[:, d] & (usable > 0)), need, tp, speed)
+            d = ok[np.lexsort((dom_free[ok], -dom_speed))[0]]
+            return _fill_domain(usable, np.flatnonzero(under[:, d] & (usable > 0)), need, tp, speed)
     return _fill_domain(usable, np.flatnonzero(usable > 0), need, tp, speed)
 
 

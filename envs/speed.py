@@ -126,6 +126,9 @@ def _group_tp_bandwidth(cluster: Cluster, gpus: np.ndarray, model: SpeedModel) -
     nodes = cluster.gpu_node[gpus]
     n0 = nodes[0]
     if (nodes != n0).any():
+        domain = cluster.node_domain[nodes]
+        if domain[0] >= 0 and (domain == domain[0]).all():  # one NVLink domain: NVLink, not the network
+            return float(cluster.node_nvlink_GBps[nodes].min()), False
         return float(cluster.node_net_per_gpu_GBps[nodes].min()), True
     intra = cluster.node_intra[n0]
     if intra == INTRA_NVSWITCH:
@@ -163,7 +166,12 @@ def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model
             tp_cross |= cross
         tp_stretch = max(1.0, REFERENCE_NVLINK_GBPS / worst_bw)
 
-    if len(nodes) > 1:
+    domain = cluster.node_domain[nodes]
+    if len(nodes) > 1 and domain[0] >= 0 and (domain == domain[0]).all():
+        # Inside one NVLink domain DP runs on NVLink, as inside one NVSwitch node; no uplink.
+        tier, uplinks, demand = 0, np.zeros(0, dtype=np.int64), np.zeros(0)
+        dp_bw = float(cluster.node_nvlink_GBps[nodes].min())
+    elif len(nodes) > 1:
         tier = int(cluster.node_tier[np.ix_(nodes, nodes)].max())
         dp_bw = float(cluster.node_net_per_gpu_GBps[nodes].min()) * model.cross_tier_efficiency ** (tier - 1)
         under = cluster.node_under_switch[nodes]  # (n, S)

@@ -75,6 +75,11 @@ GPU_CATALOGUE: dict[str, GpuType] = {
         GpuType("P100-16GB", 16, 0.1, 160, 250, 30),
         GpuType("T4-16GB", 16, 0.08, 0, 70, 10),
         GpuType("A10-24GB", 24, 0.15, 0, 150, 20),
+        # Hopper with HBM3e, and Blackwell: per-kind factors from dense BF16 (pretrain), HBM
+        # bandwidth (inference) and their geometric mean (finetune); sources: docs/speed.md.
+        GpuType("H200-141GB", 141, 1.0, 900, 700, 100, {"pretrain": 1.0, "finetune": 1.2, "inference": 1.43}),
+        GpuType("B200-180GB", 180, 2.28, 1800, 1000, 150, {"pretrain": 2.28, "finetune": 2.33, "inference": 2.39}),
+        GpuType("GB200-186GB", 186, 2.53, 1800, 1200, 150, {"pretrain": 2.53, "finetune": 2.46, "inference": 2.39}),
     )
 }
 
@@ -135,6 +140,8 @@ class Cluster:
     switch_level: np.ndarray  # (S,) 1 = leaf
     switch_uplink_GBps: np.ndarray  # (S,) inf for top-level switches
     node_under_switch: np.ndarray  # (N, S) bool: node is inside the switch's subtree
+    node_domain: np.ndarray  # (N,) int: the multi-node NVLink domain holding the node, -1 for none
+    domain_names: list[str]  # (D,) the NVLink domains
     gpu_node: np.ndarray  # (G,) int
     gpu_local: np.ndarray  # (G,) index inside the node
     gpu_socket: np.ndarray  # (G,) NUMA socket inside the node
@@ -151,6 +158,10 @@ class Cluster:
     @property
     def num_gpus(self) -> int:
         return len(self.gpu_node)
+
+    @property
+    def num_domains(self) -> int:
+        return len(self.domain_names)
 
     @property
     def max_tier(self) -> int:
@@ -178,6 +189,19 @@ class Cluster:
         """(N,) free GPUs a node needs to host an 8-GPU gang alone (all of them, if it has fewer):
         a node with fewer free is fragmented."""
         return np.minimum(WHOLE_GANG_GPUS, self.node_gpus)
+
+    @cached_property
+    def placement_domains(self) -> list[np.ndarray]:
+        """The topology rule's domains, smallest first: (N, k) bool membership tables of the
+        NVLink domains (when there are any), then of the switches of each level from the leaves up."""
+        out = []
+        if self.num_domains:
+            out.append(self.node_domain[:, None] == np.arange(self.num_domains)[None, :])
+        for level in range(1, int(self.switch_level.max(initial=0)) + 1):
+            switches = np.flatnonzero(self.switch_level == level)
+            if len(switches):
+                out.append(self.node_under_switch[:, switches])
+        return out
 
     @cached_property
     def node_lists(self) -> NodeLists:
@@ -216,12 +240,16 @@ def build_cluster(
     nodes: list[tuple[str, str]],
     switches: list[dict],
     gpu_types: dict[str, GpuType] | None = None,
+    nvlink_domains: list[dict] | None = None,
 ) -> Cluster:
     """Build a cluster from resolved parts.
 
     nodes: (node name, node type name) in order.
     switches: dicts with `name`, `nodes` (names), `switches` (child switch names) and
     `oversubscription` (downlink : uplink capacity of the switch's uplink, >= 1).
+    nvlink_domains: dicts with `name` and `nodes` (names): nodes whose GPUs share one NVLink
+    fabric (a rack-scale domain such as GB200 NVL72: trays of one NVSwitch node type). Between
+    two nodes of a domain the tier is 0, as inside a node: traffic stays on NVLink.
     Raises ValueError naming the offending element on inconsistent input.
     """
     catalogue = dict(GPU_CATALOGUE)
@@ -317,6 +345,32 @@ def build_cluster(
         if (node_tier >= no_common).any():
             a, b = np.argwhere(node_tier >= no_common)[0]
             raise ValueError(f"the fabric is not connected: nodes '{nodes[a][0]}' and '{nodes[b][0]}' share no switch")
+    node_domain = np.full(N, -1, dtype=np.int64)
+    domain_names: list[str] = []
+    for d in nvlink_domains or []:
+        dname = d["name"]
+        if dname in domain_names:
+            raise ValueError(f"nvlink domain '{dname}' is defined twice")
+        members = list(d.get("nodes", []))
+        if len(members) < 2:
+            raise ValueError(f"nvlink domain '{dname}' needs at least two nodes")
+        kinds = set()
+        for n in members:
+            if n not in node_index:
+                raise ValueError(f"nvlink domain '{dname}': unknown node '{n}'")
+            i = node_index[n]
+            if node_domain[i] >= 0:
+                raise ValueError(f"nvlink domain '{dname}': node '{n}' is already in domain '{domain_names[node_domain[i]]}'")
+            nt = node_types[nodes[i][1]]
+            if nt.intra_node != "nvswitch" or catalogue[nt.gpu_type].nvlink_GBps <= 0:
+                raise ValueError(f"nvlink domain '{dname}': node '{n}' has no NVSwitch (its type '{nt.name}' is {nt.intra_node})")
+            kinds.add(nt.gpu_type)
+            node_domain[i] = len(domain_names)
+        if len(kinds) > 1:
+            raise ValueError(f"nvlink domain '{dname}' mixes GPU types ({', '.join(sorted(kinds))})")
+        domain_names.append(dname)
+    same_domain = (node_domain[:, None] == node_domain[None, :]) & (node_domain[:, None] >= 0)
+    node_tier[same_domain] = 0
     node_tier = node_tier.astype(np.int8)
 
     nt_list = [node_types[t] for _, t in nodes]
@@ -377,6 +431,8 @@ def build_cluster(
         switch_level=levels,
         switch_uplink_GBps=uplink,
         node_under_switch=node_under,
+        node_domain=node_domain,
+        domain_names=domain_names,
         gpu_node=gpu_node,
         gpu_local=gpu_local,
         gpu_socket=gpu_socket,

@@ -23,7 +23,7 @@ from envs.speed import SpeedModel, placement_geometry
 
 from tests.helpers import toy_cluster
 
-SHIPPED = ["h100-4node", "mixed-64gpu", "hetero-64gpu", "topo-stress-128gpu", "h100-1024gpu", "philly-sized"]
+SHIPPED = ["h100-4node", "mixed-64gpu", "hetero-64gpu", "topo-stress-128gpu", "h100-1024gpu", "philly-sized", "gb200-nvl72-4rack"]
 
 
 def _reference_take(c, free, need, tp, rule):
@@ -170,7 +170,8 @@ def _fields(c):
             "node_net_per_gpu_GBps": f64(c.node_net_per_gpu_GBps), "gpu_socket": i64(c.gpu_socket), "gpu_node": i64(c.gpu_node),
             "gpu_local": i64(c.gpu_local), "gpu_speed": f64(c.gpu_speed), "switch_level": i64(c.switch_level),
             "switch_uplink_GBps": f64(c.switch_uplink_GBps), "node_under_switch": np.ascontiguousarray(c.node_under_switch),
-            "node_tier": np.ascontiguousarray(c.node_tier, dtype=np.int8), "gpu_speed_by_kind": f64(c.gpu_speed_by_kind)}
+            "node_tier": np.ascontiguousarray(c.node_tier, dtype=np.int8), "gpu_speed_by_kind": f64(c.gpu_speed_by_kind),
+            "node_domain": i64(c.node_domain), "num_domains": int(c.num_domains)}
 
 
 def test_bad_cluster_arrays_name_the_field():
@@ -181,7 +182,7 @@ def test_bad_cluster_arrays_name_the_field():
     for field, value in [("node_first_gpu", i64([0, 4])), ("node_gpu_type", i64([0, 3])),
                          ("node_under_switch", np.ones((2, 2), dtype=bool)), ("gpu_socket", i64([0] * 15)),
                          ("switch_level", i64([0])), ("node_speed", i64([1, 1])), ("gpu_local", i64(list(range(16)))),
-                         ("node_tier", np.zeros((2, 3), dtype=np.int8)), ("num_kinds", "four")]:
+                         ("node_tier", np.zeros((2, 3), dtype=np.int8)), ("num_kinds", "four"), ("node_domain", i64([0, 0]))]:
         with pytest.raises(ValueError, match=field):
             core.ClusterArrays({**good, field: value})
     with pytest.raises(ValueError, match="gpu_node: missing"):

@@ -21,6 +21,7 @@ using namespace gangsched;
 namespace {
 
 int failures = 0;
+uint64_t domain_checks = 0;  // placements checked to stay inside one NVLink domain
 
 void check(bool ok, const char* what, uint64_t iteration) {
     if (!ok) {
@@ -97,10 +98,26 @@ Cluster random_cluster(std::mt19937_64& rng) {
                 c.gpu_speed_by_kind.push_back(c.node_speed[static_cast<size_t>(n)] * (0.5 + 0.25 * static_cast<double>(k)));
         }
     }
+    // NVLink domains: runs of consecutive NVSwitch nodes of one GPU type, sometimes.
+    c.node_domain.assign(static_cast<size_t>(c.num_nodes), -1);
+    if (rng() % 2)
+        for (int64_t n = 0; n + 1 < c.num_nodes;) {
+            const int64_t w = 2 + static_cast<int64_t>(rng() % 5);
+            int64_t k = 0;
+            while (k < w && n + k < c.num_nodes && c.node_type[static_cast<size_t>(n + k)] == c.node_type[static_cast<size_t>(n)] &&
+                   c.node_intra[static_cast<size_t>(n + k)] == c.intra_nvswitch)
+                ++k;
+            if (k >= 2) {
+                for (int64_t i = 0; i < k; ++i) c.node_domain[static_cast<size_t>(n + i)] = c.num_domains;
+                ++c.num_domains;
+            }
+            n += std::max<int64_t>(k, 1);
+        }
     c.node_tier.assign(static_cast<size_t>(c.num_nodes * c.num_nodes), 0);
     for (int64_t a = 0; a < c.num_nodes; ++a)
         for (int64_t b = 0; b < c.num_nodes; ++b) {
-            if (a == b) continue;
+            if (a == b || (c.node_domain[static_cast<size_t>(a)] >= 0 && c.node_domain[static_cast<size_t>(a)] == c.node_domain[static_cast<size_t>(b)]))
+                continue;  // tier 0: the same node or the same NVLink domain
             int64_t tier = c.max_level + 1;
             for (int64_t s = 0; s < c.num_switches; ++s)
                 if (c.node_under(a, s) && c.node_under(b, s)) tier = std::min(tier, c.switch_level[static_cast<size_t>(s)]);
@@ -150,6 +167,20 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
         bool one_type_holds = false;
         for (int64_t room : per_type) one_type_holds |= room >= need;
         check(!one_type_holds || types.size() == 1, "one GPU type when one type holds the gang", it);
+        if (rule == TOPOLOGY && take.size() > 1 && c.num_domains > 0 && types.size() == 1) {
+            // a gang that some NVLink domain of its GPU type holds in whole TP groups is placed inside one
+            const int64_t t = *types.begin();
+            std::vector<int64_t> room(static_cast<size_t>(c.num_domains), 0);
+            for (int64_t n = 0; n < c.num_nodes; ++n)
+                if (c.node_domain[static_cast<size_t>(n)] >= 0 && c.node_type[static_cast<size_t>(n)] == t)
+                    room[static_cast<size_t>(c.node_domain[static_cast<size_t>(n)])] += free[static_cast<size_t>(n)] / tp * tp;
+            bool fits = false;
+            for (int64_t r : room) fits |= r >= need;
+            std::vector<int64_t> used;
+            for (const auto& [n, k] : take) used.push_back(n);
+                    check(!fits || c.one_domain(used.begin(), used.end()), "inside one NVLink domain when one holds the gang", it);
+            domain_checks += fits;
+        }
         std::vector<int64_t> gpus;  // the concrete GPUs: available, distinct, ascending per node
         for (const auto& [n, k] : take) {
             const size_t before = gpus.size();
@@ -185,7 +216,9 @@ void geometry(const Cluster& c, const std::vector<int64_t>& gpus, int64_t tp, st
         sum += g.gpus_on_node[i];
     }
     check(sum == static_cast<int64_t>(gpus.size()), "geometry: every GPU on its node", it);
-    check((g.tier == 0) == (g.nodes.size() == 1), "geometry: tier 0 exactly on one node", it);
+    const bool island = g.nodes.size() == 1 || c.one_domain(g.nodes.begin(), g.nodes.end());
+    check((g.tier == 0) == island, "geometry: tier 0 exactly on one node or one NVLink domain", it);
+    check(!island || (g.uplinks.empty() && !g.tp_cross_node), "geometry: no network inside one node or domain", it);
     check(g.tier <= c.max_level + 1, "geometry: a tier of the cluster", it);
     check(g.tp_stretch >= 1.0 && std::isfinite(g.tp_stretch), "geometry: a finite TP stretch of at least 1", it);
     check(tp > 1 || (g.tp_stretch == 1.0 && !g.tp_cross_node), "geometry: no TP cost without TP", it);
@@ -251,7 +284,8 @@ int main(int argc, char** argv) {
         placements(c, rng, it);
         if (it % 10 == 0) malformed(c, rng, it);
     }
-    std::printf("core_fuzz: %llu iterations (seed %llu), %d failures\n", static_cast<unsigned long long>(iterations),
-                static_cast<unsigned long long>(seed), failures);
+    std::printf("core_fuzz: %llu iterations (seed %llu), %llu placements kept inside one NVLink domain, %d failures\n",
+                static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(seed),
+                static_cast<unsigned long long>(domain_checks), failures);
     return failures ? 1 : 0;
 }

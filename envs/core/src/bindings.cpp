@@ -101,6 +101,8 @@ NB_MODULE(_core, m) {
                 c.gpu_speed = column<double>(f, "gpu_speed");
                 c.switch_level = column<int64_t>(f, "switch_level");
                 c.switch_uplink_GBps = column<double>(f, "switch_uplink_GBps");
+                c.node_domain = column<int64_t>(f, "node_domain");
+                c.num_domains = scalar<int64_t>(f, "num_domains");
                 c.num_nodes = static_cast<int64_t>(c.node_type.size());
                 c.num_switches = static_cast<int64_t>(c.switch_level.size());
                 for (int64_t g : c.node_gpus) c.num_gpus += std::max<int64_t>(g, 0);  // validate() checks each GPU array

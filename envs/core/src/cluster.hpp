@@ -22,6 +22,8 @@ struct Cluster {
     std::vector<int64_t> gpu_socket;      // (G) NUMA socket inside its node
     std::vector<int64_t> switch_level;    // (S) 1 = leaf
     std::vector<uint8_t> under;           // (N x S) row-major: node n is inside switch s's subtree
+    int64_t num_domains = 0;
+    std::vector<int64_t> node_domain;     // (N) the multi-node NVLink domain holding the node, -1 for none
     // The speed model's view (envs/speed.py).
     int64_t num_kinds = 0;
     bool speed_varies_by_kind = false;
@@ -39,6 +41,15 @@ struct Cluster {
     std::vector<double> gpu_speed_by_kind;  // (G x K) row-major
 
     bool node_under(int64_t n, int64_t s) const { return under[static_cast<size_t>(n * num_switches + s)] != 0; }
+    // All of `nodes` (at least two) in one NVLink domain.
+    template <typename It>
+    bool one_domain(It first, It last) const {
+        const int64_t d = node_domain[static_cast<size_t>(*first)];
+        if (d < 0) return false;
+        for (It i = first; i != last; ++i)
+            if (node_domain[static_cast<size_t>(*i)] != d) return false;
+        return true;
+    }
 
     // Checks the arrays' sizes and ranges; throws std::invalid_argument naming the field.
     void validate() const;

@@ -15,9 +15,13 @@ double group_tp_bandwidth(const Cluster& c, const int64_t* g, int64_t size, cons
     bool spans = false;
     for (int64_t i = 1; i < size; ++i) spans |= c.gpu_node[static_cast<size_t>(g[i])] != n0;
     if (spans) {
+        std::vector<int64_t> nodes(static_cast<size_t>(size));
+        for (int64_t i = 0; i < size; ++i) nodes[static_cast<size_t>(i)] = c.gpu_node[static_cast<size_t>(g[i])];
+        const bool nvlink = c.one_domain(nodes.begin(), nodes.end());  // one NVLink domain: NVLink, not the network
+        const std::vector<double>& link = nvlink ? c.node_nvlink_GBps : c.node_net_GBps;
         double bw = std::numeric_limits<double>::infinity();
-        for (int64_t i = 0; i < size; ++i) bw = std::min(bw, c.node_net_GBps[static_cast<size_t>(c.gpu_node[static_cast<size_t>(g[i])])]);
-        cross = true;
+        for (int64_t n : nodes) bw = std::min(bw, link[static_cast<size_t>(n)]);
+        cross = !nvlink;
         return bw;
     }
     cross = false;
@@ -71,7 +75,11 @@ void placement_geometry(const Cluster& c, const std::vector<int64_t>& gpus, int6
         out.tp_stretch = std::max(1.0, c.reference_nvlink_GBps / worst);
     }
     const size_t used = out.nodes.size();
-    if (used > 1) {
+    if (used > 1 && c.one_domain(out.nodes.begin(), out.nodes.end())) {
+        // Inside one NVLink domain DP runs on NVLink, as inside one NVSwitch node; no uplink.
+        out.dp_bw_GBps = std::numeric_limits<double>::infinity();
+        for (int64_t n : out.nodes) out.dp_bw_GBps = std::min(out.dp_bw_GBps, c.node_nvlink_GBps[static_cast<size_t>(n)]);
+    } else if (used > 1) {
         int64_t tier = 0;
         double net = std::numeric_limits<double>::infinity();
         for (int64_t a : out.nodes) {

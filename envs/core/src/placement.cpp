@@ -35,6 +35,8 @@ void Cluster::validate() const {
     need(node_pcie_GBps.size() == N, "node_pcie_GBps: one entry per node expected");
     need(node_net_GBps.size() == N, "node_net_per_gpu_GBps: one entry per node expected");
     need(node_tier.size() == N * N, "node_tier: a nodes x nodes table expected");
+    need(node_domain.size() == N, "node_domain: one entry per node expected");
+    for (int64_t d : node_domain) need(d >= -1 && d < num_domains, "node_domain: a domain index out of range");
     need(switch_uplink_GBps.size() == S, "switch_uplink_GBps: one entry per switch expected");
     need(gpu_node.size() == G, "gpu_node: one entry per GPU expected");
     need(gpu_local.size() == G, "gpu_local: one entry per GPU expected");
@@ -123,6 +125,32 @@ void fill_domain(const Cluster& c, const std::vector<int64_t>& free, const std::
 // envs.placement._topology_domains: no single node holds the gang; the smallest switch domain
 // that holds it in whole TP groups (faster, then tighter, then lower switch id), filled by
 // fill_domain. A domain's speed is the mean over its usable GPUs, summed in node order.
+// The best of the domains `member(d, n)` for d in [0, count): the fastest mean speed of its
+// usable GPUs, then the fewest, then the lowest index; -1 when none holds `need`.
+template <typename Member>
+int64_t best_domain(const Cluster& c, const std::vector<int64_t>& usable, int64_t need, int64_t count, Member member) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    int64_t best = -1, best_free = 0;
+    double best_speed = 0.0;
+    for (int64_t d = 0; d < count; ++d) {
+        int64_t dom_free = 0;
+        double sum = 0.0;
+        for (size_t n = 0; n < N; ++n)
+            if (member(d, static_cast<int64_t>(n))) {
+                dom_free += usable[n];
+                sum += static_cast<double>(usable[n]) * c.node_speed[n];
+            }
+        if (dom_free < need) continue;
+        const double speed = sum / static_cast<double>(dom_free);
+        if (best < 0 || speed > best_speed || (speed == best_speed && dom_free < best_free)) {
+            best = d;
+            best_free = dom_free;
+            best_speed = speed;
+        }
+    }
+    return best;
+}
+
 bool topology_domains(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, Take& take) {
     const auto N = static_cast<size_t>(c.num_nodes);
     std::vector<int64_t> usable(N);
@@ -130,32 +158,24 @@ bool topology_domains(const Cluster& c, const std::vector<int64_t>& free, int64_
     for (size_t n = 0; n < N; ++n) total += usable[n] = free[n] / tp * tp;
     if (total < need) return false;
     std::vector<int64_t> nodes;
-    for (int64_t level = 1; level <= c.max_level; ++level) {
-        int64_t best = -1;
-        int64_t best_free = 0;
-        double best_speed = 0.0;
-        for (int64_t s = 0; s < c.num_switches; ++s) {
-            if (c.switch_level[static_cast<size_t>(s)] != level) continue;
-            int64_t dom_free = 0;
-            for (size_t n = 0; n < N; ++n)
-                if (c.node_under(static_cast<int64_t>(n), s)) dom_free += usable[n];
-            if (dom_free < need) continue;
-            double sum = 0.0;
-            for (size_t n = 0; n < N; ++n)
-                if (c.node_under(static_cast<int64_t>(n), s)) sum += static_cast<double>(usable[n]) * c.node_speed[n];
-            const double speed = sum / static_cast<double>(dom_free);
-            if (best < 0 || speed > best_speed || (speed == best_speed && dom_free < best_free)) {
-                best = s;
-                best_free = dom_free;
-                best_speed = speed;
-            }
-        }
-        if (best >= 0) {
-            for (size_t n = 0; n < N; ++n)
-                if (c.node_under(static_cast<int64_t>(n), best) && usable[n] > 0) nodes.push_back(static_cast<int64_t>(n));
-            fill_domain(c, usable, nodes, need, tp, take);
-            return true;
-        }
+    auto fill = [&](auto member) {
+        for (size_t n = 0; n < N; ++n)
+            if (member(static_cast<int64_t>(n)) && usable[n] > 0) nodes.push_back(static_cast<int64_t>(n));
+        fill_domain(c, usable, nodes, need, tp, take);
+        return true;
+    };
+    if (c.num_domains > 0) {  // an NVLink domain first
+        auto in_domain = [&](int64_t d, int64_t n) { return c.node_domain[static_cast<size_t>(n)] == d; };
+        const int64_t d = best_domain(c, usable, need, c.num_domains, in_domain);
+        if (d >= 0) return fill([&](int64_t n) { return in_domain(d, n); });
+    }
+    for (int64_t level = 1; level <= c.max_level; ++level) {  // then the switches, level by level
+        std::vector<int64_t> switches;
+        for (int64_t s = 0; s < c.num_switches; ++s)
+            if (c.switch_level[static_cast<size_t>(s)] == level) switches.push_back(s);
+        auto under = [&](int64_t i, int64_t n) { return c.node_under(n, switches[static_cast<size_t>(i)]); };
+        const int64_t i = best_domain(c, usable, need, static_cast<int64_t>(switches.size()), under);
+        if (i >= 0) return fill([&](int64_t n) { return under(i, n); });
     }
     for (size_t n = 0; n < N; ++n)
         if (usable[n] > 0) nodes.push_back(static_cast<int64_t>(n));
