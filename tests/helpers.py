@@ -106,3 +106,12 @@ def evaluate_in_process(*args) -> Ran:
 
     runners._actor.cache_clear()
     return run_main(main, args)
+
+
+def needs_service() -> None:
+    """Skip the calling test (or module) unless the `service` extra that a real service process
+    runs on (FastAPI, uvicorn) is installed."""
+    import pytest
+
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")

@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +22,10 @@ from envs.replay import advance_to_decision
 from envs.simulator import Simulator
 from envs.workload import load_workload_spec, make_workload
 from service.testing import REPO_ROOT, ServiceProcess
+from tests.helpers import needs_service
+
+httpx = pytest.importorskip("httpx")  # the `test` extra
+needs_service()  # the `service` extra: skipped without it
 
 BODY_TIMEOUT_S = 2.0
 

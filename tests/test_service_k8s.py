@@ -9,13 +9,15 @@ from __future__ import annotations
 import math
 import tempfile
 
-import httpx
 import pytest
 
 from envs.config import load_cluster
 from service.testing import FakeAPIServer, ServiceProcess
+from tests.helpers import needs_service
 
+httpx = pytest.importorskip("httpx")  # the `test` extra
 client_models = pytest.importorskip("kubernetes.client")
+needs_service()  # the `service` extra: skipped without it
 API = client_models.ApiClient()
 wire = API.sanitize_for_serialization
 PRODUCTS = {"H100-80GB": "NVIDIA-H100-80GB-HBM3", "A100-80GB": "NVIDIA-A100-SXM4-80GB", "L40S-48GB": "NVIDIA-L40S"}

@@ -10,15 +10,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
 from envs.features import FEATURE_SCHEMA_VERSION
 from service.testing import REPO_ROOT, ServiceProcess
 
+from tests.helpers import needs_service, run_main
+
+httpx = pytest.importorskip("httpx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("agents.policy_file")
+needs_service()
 from test_policy import (  # tests/ is on sys.path
     SMALL_POLICY,
     make_env,
@@ -35,18 +38,33 @@ def exported(tmp_path_factory) -> tuple[object, Path]:
     spread_score_head(model.policy)
     model.save(root / "model.zip")
     out = root / "export"
-    r = subprocess.run([sys.executable, "-m", "agents.export", str(root / "model.zip"), "--out", str(out)], cwd=REPO_ROOT,
-                       check=False, capture_output=True, text=True, timeout=600)
+    r = export_in_process(root / "model.zip", "--out", out)
     assert r.returncode == 0, r.stderr
     return model, out
 
 
-def test_served_choice_equals_the_torch_models_deterministic_action(exported):
+@pytest.fixture(scope="module")
+def served(exported):
+    """One service process for the module's exported model, on h100-4node."""
+    _, out = exported
+    with ServiceProcess(["--model", str(out), "--cluster", "h100-4node"]) as svc:
+        yield svc
+
+
+def export_in_process(*args):
+    """agents.export's `main` with this command line, in this process (tests/test_export.py runs
+    the real command)."""
+    from agents.export import main
+
+    return run_main(main, args)
+
+
+def test_served_choice_equals_the_torch_models_deterministic_action(exported, served):
     model, out = exported
     env = make_env(queue_window=8)
     obs, _ = env.reset(seed=5)
     compared = placements = 0
-    with ServiceProcess(["--model", str(out), "--cluster", "h100-4node"]) as svc, httpx.Client(base_url=svc.url, timeout=30) as c:
+    with httpx.Client(base_url=served.url, timeout=30) as c:
         info = c.get("/v1/info").json()
         assert info["policy"].startswith("onnx:") and info["torch_imported"] is False
         assert info["model"]["feature_schema_version"] == FEATURE_SCHEMA_VERSION
@@ -101,11 +119,10 @@ def test_a_model_whose_checksum_or_schema_does_not_match_refuses_to_load(exporte
     assert "Traceback" not in r.stderr
 
 
-def test_logits_give_softmax_probabilities_and_distinct_scores(exported):
-    _, out = exported
+def test_logits_give_softmax_probabilities_and_distinct_scores(served):
     state = {"time_s": 10.0, "queued": [{"id": f"j{k}", "num_gpus": g, "tp_degree": 1, "estimate_s": 600.0 * (k + 1)}
                                           for k, g in enumerate([1, 2, 4, 8])]}
-    with ServiceProcess(["--model", str(out), "--cluster", "h100-4node"]) as svc, httpx.Client(base_url=svc.url) as c:
+    with httpx.Client(base_url=served.url) as c:
         body = c.post("/v1/score", json={"state": state}).json()
     scores = np.array([x["score"] for x in body["candidates"]])
     probs = np.array([x["probability"] for x in body["candidates"]])
@@ -125,8 +142,7 @@ def test_an_anchored_model_is_served_with_its_anchor(exported, tmp_path):
     shutil.copy(out.parent / "model.zip", run / "model.zip")
     (run / "config.yaml").write_text("cluster: h100-4node\n")
     (run / "anchor.json").write_text(json.dumps({"model": "model.zip", "baseline": "sect", "margin": "inf"}))
-    r = subprocess.run([sys.executable, "-m", "agents.export", str(run / "model.zip"), "--anchor", "--no-check"], cwd=REPO_ROOT,
-                       check=False, capture_output=True, text=True, timeout=600)
+    r = export_in_process(str(run / "model.zip"), "--anchor", "--no-check")
     assert r.returncode == 0 and "anchored to sect at margin inf" in r.stdout, r.stderr
     assert json.loads((run / "export" / "policy.json").read_text())["anchor"] == {"baseline": "sect", "margin": "inf"}
     sect = make_baseline("sect")
@@ -164,9 +180,8 @@ def test_an_anchored_model_is_served_with_its_anchor(exported, tmp_path):
     # from its file; one chosen for another of the run's models is refused, nothing written.
     (run / "anchor-philly.json").write_text(json.dumps({"model": "model.zip", "scenario": "philly", "baseline": "sjf",
                                                          "margin": 2.0}))
-    r = subprocess.run([sys.executable, "-m", "agents.export", str(run / "model.zip"), "--out", str(tmp_path / "philly"),
-                        "--anchor", str(run / "anchor-philly.json"), "--no-check"], cwd=REPO_ROOT, check=False,
-                       capture_output=True, text=True, timeout=600)
+    r = export_in_process(str(run / "model.zip"), "--out", str(tmp_path / "philly"), "--anchor", str(run / "anchor-philly.json"),
+                          "--no-check")
     assert r.returncode == 0 and "anchored to sjf at margin 2.0" in r.stdout, r.stderr
     assert json.loads((tmp_path / "philly" / "policy.json").read_text())["anchor"] == {"baseline": "sjf", "margin": 2.0}
     # A bound on WAIT chosen with the margin (agents.anchor --wait-guards) is what policy.json
@@ -175,14 +190,12 @@ def test_an_anchored_model_is_served_with_its_anchor(exported, tmp_path):
     (run / "anchor-philly.json").write_text(json.dumps({"model": "model.zip", "scenario": "philly", "baseline": "sjf",
                                                          "margin": 2.0, "wait_guard": guard}))
     for extra, expect in (([], guard), (["--wait-guard", "off"], None)):
-        r = subprocess.run([sys.executable, "-m", "agents.export", str(run / "model.zip"), "--out", str(tmp_path / "guarded"),
-                            "--anchor", str(run / "anchor-philly.json"), "--no-check", *extra], cwd=REPO_ROOT, check=False,
-                           capture_output=True, text=True, timeout=600)
+        r = export_in_process(str(run / "model.zip"), "--out", str(tmp_path / "guarded"),
+                              "--anchor", str(run / "anchor-philly.json"), "--no-check", *extra)
         assert r.returncode == 0, r.stderr
         assert json.loads((tmp_path / "guarded" / "policy.json").read_text())["wait_guard"] == expect
     (run / "anchor-philly.json").write_text(json.dumps({"model": "stages/other.zip", "baseline": "sjf", "margin": 2.0}))
-    r = subprocess.run([sys.executable, "-m", "agents.export", str(run / "model.zip"), "--out", str(tmp_path / "other"),
-                        "--anchor", str(run / "anchor-philly.json"), "--no-check"], cwd=REPO_ROOT, check=False,
-                       capture_output=True, text=True, timeout=600)
+    r = export_in_process(str(run / "model.zip"), "--out", str(tmp_path / "other"),
+                          "--anchor", str(run / "anchor-philly.json"), "--no-check")
     assert r.returncode == 2 and "the margin was chosen for" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "other").exists()

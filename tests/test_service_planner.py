@@ -5,7 +5,6 @@ clearly, and the futures it samples come from the state's past only."""
 
 from __future__ import annotations
 
-import httpx
 import numpy as np
 import pytest
 
@@ -20,6 +19,9 @@ from envs.state import ClusterState
 from envs.workload import load_workload_spec, make_workload
 from service.__main__ import main, make_planner, parse_args
 from service.testing import ServiceProcess
+from tests.helpers import needs_service
+
+httpx = pytest.importorskip("httpx")  # the `test` extra
 
 CLUSTER = "mixed-64gpu"
 TRACE = "philly-busy-vc"  # a trace: the lookahead resamples the past arrivals, as the service's planner does
@@ -65,6 +67,7 @@ def _answer(body: dict) -> tuple:
 
 @pytest.fixture(scope="module")
 def svc():
+    needs_service()
     with ServiceProcess(PLANNER_ARGS) as s:
         yield s
 
@@ -173,6 +176,7 @@ def test_extender_verbs_answer_with_the_planners_choice(client):
 
 
 def test_a_search_past_its_budget_falls_back_to_the_baseline_and_is_counted():
+    needs_service()
     sim, cset = next((s, c) for s, c in _episode(TRACE, 1, 25, num_jobs=120) if len(c.state.queue) > 1)
     with ServiceProcess(["--cluster", CLUSTER, "--policy", "lookahead", "--planner-budget-ms", "0.001"]) as s, \
             httpx.Client(base_url=s.url, timeout=60) as c:

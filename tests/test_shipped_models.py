@@ -89,11 +89,14 @@ def test_the_service_serves_the_generalist_by_name_as_evaluate_runs_it() -> None
     choice evaluate.py's `learned=generalist` makes (model.zip under torch with the card's anchor,
     on the env masked by its bound on WAIT), on states of a real episode of a trained scenario."""
     import gymnasium as gym
-    import httpx
 
     import envs  # noqa: F401
     from agents.shipped import load_actor
     from service.testing import ServiceProcess
+    from tests.helpers import needs_service
+
+    needs_service()
+    httpx = pytest.importorskip("httpx")
 
     guard = deployment("generalist").wait_guard
     act = load_actor("generalist")
@@ -123,12 +126,15 @@ def test_off_its_clusters_the_generalist_is_its_heuristic_alone() -> None:
     not validated safe), the deployed policy takes its anchor baseline's choice at every decision,
     in evaluation and in the service; on a listed cluster it departs from it."""
     import gymnasium as gym
-    import httpx
 
     import envs  # noqa: F401
     from agents.shipped import load_actor
     from baselines import make_baseline
     from service.testing import ServiceProcess
+    from tests.helpers import needs_service
+
+    needs_service()
+    httpx = pytest.importorskip("httpx")
 
     d = deployment("generalist")
     assert d.clusters and "topo-stress-128gpu" not in d.clusters and "mixed-64gpu" in d.clusters

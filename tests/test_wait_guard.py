@@ -219,6 +219,7 @@ def test_policy_file_records_the_guard_and_refuses_a_bad_one(tmp_path):
 def test_served_policy_applies_the_models_guard():
     """The service's masks apply the guard of the model it serves (policy.json's, carried by
     ModelInfo), unless given another; a model that always prefers WAIT cannot take it then."""
+    pytest.importorskip("fastapi")  # the `service` extra
     from fastapi.testclient import TestClient
 
     from service.app import create_app
