@@ -15,9 +15,14 @@ install:
 demo: install
 	$(PYTHON) train.py --config configs/train/demo.yaml --out runs/demo --compare
 
-# Install and run the whole test suite.
+# Install and run the whole test suite (docs/testing.md: its layers and times).
 test: install
 	$(PYTHON) -m pytest -q
+
+# Install and run the suite without the tests marked slow (each over 20 s: the tiny training
+# runs end to end, the Ray trials, the shipped model against the heuristics).
+test-fast: install
+	$(PYTHON) -m pytest -q -m "not slow"
 
 # The native core's fuzz driver under AddressSanitizer and UndefinedBehaviorSanitizer (no Python).
 sanitize:

@@ -76,6 +76,7 @@ def evaluate(*args: str):
     return evaluate_in_process(*args)
 
 
+@pytest.mark.slow  # over 20 s (make test-fast leaves it out)
 def test_the_margin_is_chosen_on_validation_and_evaluate_applies_it(tiny_run_64, tmp_path):
     out = run_copy(tiny_run_64, tmp_path)  # train.py's tiny run, 64 timesteps, validated on seeds 500-501
     summary = json.loads((out / "summary.json").read_text())

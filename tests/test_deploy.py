@@ -55,6 +55,7 @@ def test_a_setting_is_deployed_only_on_the_clusters_where_it_is_safe():
     assert table[0]["clusters"] == ["x"] and table[0]["mean"] == pytest.approx((-0.10 - 0.0875) / 3)
 
 
+@pytest.mark.slow  # over 20 s (make test-fast leaves it out)
 def test_a_tiny_run_is_deployed_shipped_and_evaluated_as_shipped(tiny_run_64, tmp_path):
     from agents.deploy import main as deploy_main
 

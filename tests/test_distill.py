@@ -15,6 +15,7 @@ from tests.test_train import run_train, tb_scalar_tags, train_in_process, write_
 SMALL = {"scenario": "default", "num_jobs": 24}
 
 
+@pytest.mark.slow  # over 20 s (make test-fast leaves it out)
 def test_tiny_distillation_run_student_agrees_with_its_teacher_more_than_the_heuristic(tmp_path):
     cfg = write_config(
         tmp_path,

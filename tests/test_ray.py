@@ -210,6 +210,7 @@ def without_wall(history: list[dict]) -> list[dict]:
     return [{k: v for k, v in h.items() if k not in ("eval_wall_s", "run_wall_s")} for h in history]
 
 
+@pytest.mark.slow  # over 20 s (make test-fast leaves it out)
 def test_two_seeds_train_as_tune_trials_into_complete_run_folders(session, tmp_path, capsys):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(TINY_TRAIN))
@@ -249,6 +250,7 @@ def test_two_seeds_train_as_tune_trials_into_complete_run_folders(session, tmp_p
         assert {k: v for k, v in x.items() if not isinstance(v, str)} == pytest.approx({k: v for k, v in y.items() if not isinstance(v, str)})
 
 
+@pytest.mark.slow  # over 20 s (make test-fast leaves it out)
 def test_sweep_trains_each_drawn_setting_and_reports_the_best(session, tmp_path, capsys):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(TINY_TRAIN))

@@ -34,6 +34,7 @@ def reselect_in_process(*args: str):
     return run_main(main, args)
 
 
+@pytest.mark.slow  # over 20 s (make test-fast leaves it out)
 def test_a_run_keeps_every_evaluated_model_and_reselection_reproduces_its_choice_or_selects_under_a_wait_guard(tiny_run_192, tmp_path):
     out = run_copy(tiny_run_192, tmp_path)  # train.py's tiny run, 192 timesteps
     history = json.loads((out / "eval.json").read_text())

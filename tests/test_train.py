@@ -65,6 +65,7 @@ def tb_scalar_tags(run: Path) -> set[str]:
     return tags
 
 
+@pytest.mark.slow  # over 20 s (make test-fast leaves it out)
 def test_smoke_run_writes_model_config_and_tensorboard_then_resumes(tmp_path):
     cfg = write_config(tmp_path)
     out = tmp_path / "run"
