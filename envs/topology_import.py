@@ -1,14 +1,25 @@
-"""Clusters from real descriptions: Slurm `topology.conf`, `nvidia-smi topo -m`, Alibaba node lists.
+"""Clusters from real descriptions: Slurm `topology.conf` and `topology.yaml`, `nvidia-smi topo -m`, Alibaba node lists.
 
 Each importer returns the cluster YAML mapping (the schema of configs/clusters/*.yaml) so the
 result can be written, read and edited like any other cluster config, and is loaded through the
 one validating path, `envs.config.cluster_from_dict`.
 
-* Slurm tree plugin `topology.conf`: lines `SwitchName=s0 Nodes=node[01-04]` and
-  `SwitchName=s2 Switches=s[0-1]` (keys case-insensitive); `LinkSpeed=` is accepted and ignored
-  (the bandwidths come from the node type and the oversubscription option); `#` starts a
-  comment. Every node gets the one given node type; switches that have a parent get the given
-  uplink oversubscription.
+* Slurm `topology.conf` (keys case-insensitive, `#` starts a comment), tree lines
+  `SwitchName=s0 Nodes=node[01-04]` / `SwitchName=s2 Switches=s[0-1]` (`LinkSpeed=` accepted and
+  ignored: the bandwidths come from the node type and the oversubscription option), block lines
+  `BlockName=rack0 Nodes=gb-[000-017]` with one optional `BlockSizes=18,36,72`, or both (a file
+  written for either plugin). Slurm's `topology.yaml` (a `.yaml`/`.yml` file): a list of
+  topologies (`topology:`, `cluster_default:`, and one of `tree: {switches: [{switch, children,
+  nodes}]}`, `block: {block_sizes, blocks: [{block, nodes}]}`, `flat:`); by default the one
+  slurmctld takes as the cluster default, or one tree and/or one block topology by name.
+  Every node gets the one given node type; switches that have a parent get the given uplink
+  oversubscription. Blocks: each base block of two or more nodes is an NVLink domain (the
+  node type must have NVSwitch), and when there is no tree the block levels are the switches:
+  the nodes hang from one switch per group of the smallest level above the base (per base
+  block when there is none), each higher level joins the groups below it, and one switch joins
+  what is left when no level holds every block (docs/traces.md states the mapping in full).
+  With `blocks_as_leaves` each base block is a leaf switch instead (blocks that are not NVLink
+  fabrics).
 * `nvidia-smi topo -m`: the matrix of GPU rows (GPU0..GPUn columns, then NIC columns, then
   `CPU Affinity`, `NUMA Affinity`, ...); NIC rows and the legend after the matrix are ignored.
   intra_node = nvswitch when every GPU pair is NV#, nvlink-pairs when only some are, else pcie;
@@ -21,11 +32,12 @@ one validating path, `envs.config.cluster_from_dict`.
   numa_sockets 2 for nodes of 4 GPUs or more, else 1.
 
 Command line:
-    python -m envs.topology_import --slurm topology.conf [--nvidia-smi topo.txt]
-        [--gpu-type H100-80GB] [--node-type-name NAME] [--name CLUSTER]
+    python -m envs.topology_import --slurm topology.conf|topology.yaml [--topology NAME ...]
+        [--nvidia-smi topo.txt | --node-type-from CLUSTER] [--gpu-type H100-80GB]
+        [--node-type-name NAME] [--blocks-as-leaves] [--name CLUSTER]
         [--oversubscription 2.0] --out cluster.yaml
     python -m envs.topology_import --alibaba-nodes openb_node_list_gpu_node.csv --out openb.yaml
-Malformed input raises ValueError naming file:line.
+Malformed input raises ValueError naming file:line (and, in topology.yaml, the entry's path).
 """
 
 from __future__ import annotations
@@ -40,20 +52,28 @@ from pathlib import Path
 
 import yaml
 
-from envs.config import cluster_from_dict
+from envs.config import cluster_from_dict, load_cluster, resolve_config
 from envs.hostlist import expand_hostlist
 from envs.topology import GPU_CATALOGUE, NodeType
 from envs.traces import resolve_gpu_models
 
-SLURM_KEYS = ("switchname", "nodes", "switches", "linkspeed")
+SLURM_TREE_KEYS = {"switchname": "SwitchName", "nodes": "Nodes", "switches": "Switches", "linkspeed": "LinkSpeed"}
+SLURM_BLOCK_KEYS = {"blockname": "BlockName", "nodes": "Nodes"}
+MAX_BLOCK_LEVEL = 15  # Slurm keeps at most 16 block levels: 2**15 base blocks in the largest
+DEFAULT_BLOCK_LEVELS = (1, 2, 4, 8)  # Slurm's levels, in base blocks, when BlockSizes is not given
+YAML_TOPOLOGY_TYPES = ("tree", "block", "flat")
+YAML_OTHER_TYPES = ("ring", "torus3d")  # topology types of recent releases that have no import here
 NVSWITCH_MIN_NVLINK_GBPS = 600.0  # A100/H100 generation: NVSwitch all-to-all in 8-GPU nodes
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS)$")
+_NAME = re.compile(r"[^\s,\[\]=#]+")
 
 
 @dataclass
 class SlurmSwitch:
-    """One `SwitchName=` line: hostlist expressions as written and their expansion."""
+    """One switch (`SwitchName=` line, or a `switches:` entry of topology.yaml): hostlist
+    expressions as written and their expansion. `where` prefixes its errors (file:line, plus the
+    YAML path for topology.yaml); `ref` names it in other entries' errors."""
 
     name: str
     line: int
@@ -61,71 +81,395 @@ class SlurmSwitch:
     switches_expr: str = ""
     nodes: tuple[str, ...] = ()
     switches: tuple[str, ...] = ()
+    where: str = ""
+    ref: str = ""
 
 
-def parse_slurm_topology(path: str | Path) -> list[SlurmSwitch]:
-    """The switches of a Slurm tree `topology.conf`, checked: unique names, known children, each
-    node under one switch, no cycles. Raises ValueError naming file:line."""
-    path = Path(path)
+@dataclass
+class SlurmBlock:
+    """One base block (`BlockName=` line, or a `blocks:` entry of topology.yaml)."""
+
+    name: str
+    line: int
+    nodes_expr: str
+    nodes: tuple[str, ...]
+    where: str
+    ref: str
+
+
+@dataclass
+class SlurmTopology:
+    """What one Slurm topology file describes: tree switches, base blocks and `BlockSizes`
+    (node counts as written, () when not given), each checked. A topology.conf holds switches,
+    blocks or both (a file written for either plugin); a topology.yaml gives one selected tree
+    topology, one block topology, or one of each."""
+
+    source: Path
+    switches: list[SlurmSwitch]
+    blocks: list[SlurmBlock]
+    block_sizes: tuple[int, ...] = ()
+    sizes_where: str = ""
+    names: tuple[str, ...] = ()  # topology.yaml: the topologies read
+
+    def block_levels(self) -> list[int]:
+        """Slurm's block levels in base blocks, ascending from 1 (BlockSizes / base size, or
+        1, 2, 4, 8 when BlockSizes is not given), cut after the first that holds every block,
+        as Slurm does."""
+        if not self.blocks:
+            return []
+        if self.block_sizes:
+            levels = [1] + [s // self.block_sizes[0] for s in self.block_sizes[1:]]
+        else:
+            levels = list(DEFAULT_BLOCK_LEVELS)
+        out = []
+        for level in levels:
+            out.append(level)
+            if level >= len(self.blocks):
+                break
+        return out
+
+
+def _expand(expr: str, where: str) -> tuple[str, ...]:
+    try:
+        return tuple(expand_hostlist(expr))
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def _parse_block_sizes(text: str, where: str) -> tuple[int, ...]:
+    """`BlockSizes` node counts: integers > 0, increasing, each the first times a power of two."""
+    sizes: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) <= 0:
+            raise ValueError(f"{where}: BlockSizes: expected node counts > 0 separated by commas, got {text!r}")
+        sizes.append(int(item))
+    return _check_block_sizes(sizes, where)
+
+
+def _check_block_sizes(sizes: list[int], where: str, label: str = "BlockSizes") -> tuple[int, ...]:
+    base = sizes[0]
+    for prior, size in zip(sizes, sizes[1:]):
+        if size <= prior:
+            raise ValueError(f"{where}: {label}: {size} follows {prior}; each size must be larger than the one before")
+        if size % base:
+            raise ValueError(f"{where}: {label}: {size} is not a multiple of the base block size {base}")
+        ratio = size // base
+        if ratio & (ratio - 1):
+            raise ValueError(f"{where}: {label}: {size} is {ratio} base blocks of {base}; a level must be a power of two base blocks")
+        if ratio > 2**MAX_BLOCK_LEVEL:
+            raise ValueError(f"{where}: {label}: {size} is {ratio} base blocks; Slurm allows at most {2**MAX_BLOCK_LEVEL}")
+    return tuple(sizes)
+
+
+def _parse_slurm_conf(path: Path) -> SlurmTopology:
     try:
         text = path.read_text()
     except OSError as e:
         raise ValueError(f"{path}: cannot read: {e.strerror}") from None
     switches: list[SlurmSwitch] = []
+    blocks: list[SlurmBlock] = []
+    sizes: tuple[int, ...] = ()
+    sizes_where, sizes_line = "", 0
     for number, raw in enumerate(text.splitlines(), start=1):
         content = raw.split("#", 1)[0].strip()
         if not content:
             continue
         where = f"{path}:{number}"
         fields: dict[str, str] = {}
+        keys: list[str] = []
         for token in content.split():
             key, eq, value = token.partition("=")
             if not eq or not value:
                 raise ValueError(f"{where}: expected Key=Value, got {token!r}")
-            if key.lower() not in SLURM_KEYS:
-                raise ValueError(f"{where}: unknown key '{key}' (known: SwitchName, Nodes, Switches, LinkSpeed)")
             if key.lower() in fields:
                 raise ValueError(f"{where}: '{key}' given twice")
             fields[key.lower()] = value
-        if "switchname" not in fields:
-            raise ValueError(f"{where}: a line must start a switch with SwitchName=")
+            keys.append(key)
+        first = keys[0].lower()
+        if first == "blocksizes":
+            if len(keys) > 1:
+                raise ValueError(f"{where}: BlockSizes= stands on a line of its own, got '{keys[1]}' beside it")
+            if sizes_where:
+                raise ValueError(f"{where}: BlockSizes given twice (first on line {sizes_line})")
+            sizes, sizes_where, sizes_line = _parse_block_sizes(fields["blocksizes"], where), where, number
+            continue
+        if first == "blockname":
+            allowed = SLURM_BLOCK_KEYS
+        elif first == "switchname":
+            allowed = SLURM_TREE_KEYS
+        else:
+            raise ValueError(f"{where}: a line must start a switch with SwitchName=, a block with BlockName=, or set BlockSizes=; got '{keys[0]}'")
+        for key in keys[1:]:
+            if key.lower() not in allowed:
+                raise ValueError(f"{where}: unknown key '{key}' (known on a {allowed[first]}= line: {', '.join(allowed.values())})")
+        name = fields[first]
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"{where}: {allowed[first]} '{name}' must not contain ',', '[' or ']'")
+        if first == "blockname":
+            if "nodes" not in fields:
+                raise ValueError(f"{where}: block '{name}' has no Nodes= (an empty block)")
+            nodes = _expand(fields["nodes"], where)
+            blocks.append(SlurmBlock(name, number, fields["nodes"], nodes, where, f"line {number}"))
+            continue
         if "nodes" not in fields and "switches" not in fields:
-            raise ValueError(f"{where}: switch '{fields['switchname']}' has neither Nodes= nor Switches=")
-        try:
-            nodes = tuple(expand_hostlist(fields["nodes"])) if "nodes" in fields else ()
-            children = tuple(expand_hostlist(fields["switches"])) if "switches" in fields else ()
-        except ValueError as e:
-            raise ValueError(f"{where}: {e}") from None
-        switches.append(SlurmSwitch(fields["switchname"], number, fields.get("nodes", ""), fields.get("switches", ""), nodes, children))
+            raise ValueError(f"{where}: switch '{name}' has neither Nodes= nor Switches=")
+        nodes = _expand(fields["nodes"], where) if "nodes" in fields else ()
+        children = _expand(fields["switches"], where) if "switches" in fields else ()
+        switches.append(SlurmSwitch(name, number, fields.get("nodes", ""), fields.get("switches", ""), nodes, children, where, f"line {number}"))
+    if sizes_where and not blocks:
+        raise ValueError(f"{sizes_where}: BlockSizes= without any BlockName= line")
+    if not switches and not blocks:
+        raise ValueError(f"{path}: no SwitchName= or BlockName= line")
+    topo = SlurmTopology(path, switches, blocks, sizes, sizes_where)
+    _check_topology(topo)
+    return topo
 
-    if not switches:
-        raise ValueError(f"{path}: no SwitchName= line")
+
+class _YamlDoc:
+    """A YAML file read with the line of every mapping and list entry, so an error can name
+    file:line and the path inside the document ([0].block.blocks[2].nodes)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ValueError(f"{path}: cannot read: {e.strerror}") from None
+        self.lines: dict[str, int] = {}
+        try:
+            loader = yaml.SafeLoader(text)
+            try:
+                node = loader.get_single_node()
+                self.data = None if node is None else self._convert(loader, node, "")
+            finally:
+                loader.dispose()
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+            line = f":{mark.line + 1}" if mark is not None else ""
+            problem = getattr(e, "problem", None) or str(e)
+            raise ValueError(f"{path}{line}: not valid YAML: {problem}") from None
+
+    def _convert(self, loader: yaml.SafeLoader, node: yaml.Node, at: str):
+        self.lines[at] = node.start_mark.line + 1
+        if isinstance(node, yaml.SequenceNode):
+            return [self._convert(loader, item, f"{at}[{i}]") for i, item in enumerate(node.value)]
+        if isinstance(node, yaml.MappingNode):
+            out: dict = {}
+            for key_node, value_node in node.value:
+                key = loader.construct_object(key_node, deep=True)
+                sub = f"{at}.{key}" if at else str(key)
+                if not isinstance(key, str):
+                    self.lines[sub] = key_node.start_mark.line + 1
+                    raise self.error(sub, "keys must be strings")
+                if key in out:
+                    self.lines[sub] = key_node.start_mark.line + 1
+                    raise self.error(sub, "given twice")
+                out[key] = self._convert(loader, value_node, sub)
+            return out
+        return loader.construct_object(node, deep=True)
+
+    def where(self, at: str) -> str:
+        line = self.lines.get(at)
+        return f"{self.path}:{line}: {at}" if line else f"{self.path}: {at}"
+
+    def error(self, at: str, message: str) -> ValueError:
+        return ValueError(f"{self.where(at)}: {message}")
+
+    def mapping(self, value, at: str, allowed: tuple[str, ...]) -> dict:
+        if not isinstance(value, dict):
+            raise self.error(at, f"expected a mapping with {', '.join(allowed)}, got {type(value).__name__}")
+        unknown = [k for k in value if k not in allowed]
+        if unknown:
+            raise self.error(f"{at}.{unknown[0]}", f"unknown key (allowed: {', '.join(allowed)})")
+        return value
+
+    def sequence(self, value, at: str) -> list:
+        if not isinstance(value, list) or not value:
+            raise self.error(at, f"expected a non-empty list, got {value!r}")
+        return value
+
+    def string(self, mapping: dict, key: str, at: str, required: bool = True) -> str:
+        if key not in mapping:
+            if required:
+                raise self.error(at, f"missing required key '{key}'")
+            return ""
+        value = mapping[key]
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"{at}.{key}", f"expected a non-empty string, got {value!r}")
+        return value.strip()
+
+
+def _parse_slurm_yaml(path: Path, select: str | list[str] | None) -> SlurmTopology:
+    """The selected topologies of a Slurm topology.yaml (schema: topology.yaml(5)): by name, or
+    the first with `cluster_default: true`, else the first, as slurmctld picks its default."""
+    doc = _YamlDoc(path)
+    entries = doc.data
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"{path}: expected a list of topologies (- topology: NAME, then tree:, block: or flat:)")
+    allowed = ("topology", "cluster_default", *YAML_TOPOLOGY_TYPES, *YAML_OTHER_TYPES)
+    by_name: dict[str, tuple[str, dict, str]] = {}
+    order: list[str] = []
+    default = None
+    for i, raw in enumerate(entries):
+        at = f"[{i}]"
+        entry = doc.mapping(raw, at, allowed)
+        name = doc.string(entry, "topology", at)
+        if name in by_name:
+            raise doc.error(f"{at}.topology", f"topology '{name}' already defined at {by_name[name][2]}")
+        kinds = [k for k in (*YAML_TOPOLOGY_TYPES, *YAML_OTHER_TYPES) if k in entry]
+        if len(kinds) != 1:
+            raise doc.error(at, f"topology '{name}' must define exactly one of {', '.join(YAML_TOPOLOGY_TYPES + YAML_OTHER_TYPES)}, got {', '.join(kinds) or 'none'}")
+        flag = entry.get("cluster_default", False)
+        if not isinstance(flag, bool):
+            raise doc.error(f"{at}.cluster_default", f"expected true or false, got {flag!r}")
+        if flag and default is None:
+            default = name
+        by_name[name] = (kinds[0], entry, at)
+        order.append(name)
+    if select is None:
+        chosen = [default or order[0]]
+    else:
+        chosen = [select] if isinstance(select, str) else list(select)
+        for name in chosen:
+            if name not in by_name:
+                raise ValueError(f"{path}: no topology named '{name}' (defined: {', '.join(order)})")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"{path}: topology '{chosen[0]}' selected twice")
+
+    switches: list[SlurmSwitch] = []
+    blocks: list[SlurmBlock] = []
+    sizes: tuple[int, ...] = ()
+    sizes_where = ""
+    seen: dict[str, str] = {}
+    for name in chosen:
+        kind, entry, at = by_name[name]
+        if kind in YAML_OTHER_TYPES:
+            raise doc.error(f"{at}.{kind}", f"topology '{name}' is a {kind} topology; only tree and block topologies are imported")
+        if kind == "flat":
+            raise doc.error(f"{at}.flat", f"topology '{name}' is flat: it lists no switches or blocks to import (select a tree or block topology by name)")
+        if kind in seen:
+            raise ValueError(f"{path}: topologies '{seen[kind]}' and '{name}' are both {kind} topologies; select at most one tree and one block topology")
+        seen[kind] = name
+        body_at = f"{at}.{kind}"
+        if kind == "tree":
+            body = doc.mapping(entry[kind], body_at, ("switches",))
+            if "switches" not in body:
+                raise doc.error(body_at, "missing required key 'switches'")
+            for j, raw in enumerate(doc.sequence(body["switches"], f"{body_at}.switches")):
+                sat = f"{body_at}.switches[{j}]"
+                spec = doc.mapping(raw, sat, ("switch", "children", "nodes"))
+                sname = doc.string(spec, "switch", sat)
+                if not _NAME.fullmatch(sname):
+                    raise doc.error(f"{sat}.switch", f"switch '{sname}' must not contain ',', '[' or ']'")
+                nodes_expr = doc.string(spec, "nodes", sat, required=False)
+                children_expr = doc.string(spec, "children", sat, required=False)
+                if not nodes_expr and not children_expr:
+                    raise doc.error(sat, f"switch '{sname}' has neither nodes nor children")
+                where = doc.where(sat)
+                nodes = _expand(nodes_expr, doc.where(f"{sat}.nodes")) if nodes_expr else ()
+                children = _expand(children_expr, doc.where(f"{sat}.children")) if children_expr else ()
+                switches.append(SlurmSwitch(sname, doc.lines[sat], nodes_expr, children_expr, nodes, children, where, f"line {doc.lines[sat]}, {sat}"))
+        else:
+            body = doc.mapping(entry[kind], body_at, ("block_sizes", "blocks"))
+            if "blocks" not in body:
+                raise doc.error(body_at, "missing required key 'blocks'")
+            if "block_sizes" in body:
+                raw_sizes = body["block_sizes"]
+                sizes_at = f"{body_at}.block_sizes"
+                if not isinstance(raw_sizes, list) or not raw_sizes or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in raw_sizes):
+                    raise doc.error(sizes_at, f"expected a list of node counts > 0, got {body['block_sizes']!r}")
+                sizes_where = doc.where(sizes_at)
+                sizes = _check_block_sizes(raw_sizes, sizes_where, "block_sizes")
+            for j, raw in enumerate(doc.sequence(body["blocks"], f"{body_at}.blocks")):
+                bat = f"{body_at}.blocks[{j}]"
+                spec = doc.mapping(raw, bat, ("block", "nodes"))
+                bname = doc.string(spec, "block", bat)
+                if not _NAME.fullmatch(bname):
+                    raise doc.error(f"{bat}.block", f"block '{bname}' must not contain ',', '[' or ']'")
+                if "nodes" not in spec:
+                    raise doc.error(bat, f"block '{bname}' has no nodes (an empty block)")
+                nodes_expr = doc.string(spec, "nodes", bat)
+                nodes = _expand(nodes_expr, doc.where(f"{bat}.nodes"))
+                blocks.append(SlurmBlock(bname, doc.lines[bat], nodes_expr, nodes, doc.where(bat), f"line {doc.lines[bat]}, {bat}"))
+    topo = SlurmTopology(path, switches, blocks, sizes, sizes_where, tuple(chosen))
+    _check_topology(topo)
+    return topo
+
+
+def _check_topology(topo: SlurmTopology) -> None:
+    """Tree: unique names, known children, each node under one switch, no cycles, some node.
+    Blocks: unique names, each node in one block, each block at least the base block size."""
+    path = topo.source
     by_name: dict[str, SlurmSwitch] = {}
     node_switch: dict[str, SlurmSwitch] = {}
-    for s in switches:
+    for s in topo.switches:
         if s.name in by_name:
-            raise ValueError(f"{path}:{s.line}: switch '{s.name}' already defined on line {by_name[s.name].line}")
+            raise ValueError(f"{s.where}: switch '{s.name}' already defined on {by_name[s.name].ref}")
         by_name[s.name] = s
         for n in s.nodes:
             if n in node_switch:
-                raise ValueError(f"{path}:{s.line}: node '{n}' is already under switch '{node_switch[n].name}' (line {node_switch[n].line})")
+                raise ValueError(f"{s.where}: node '{n}' is already under switch '{node_switch[n].name}' ({node_switch[n].ref})")
             node_switch[n] = s
-    for s in switches:
+    for s in topo.switches:
         for c in s.switches:
             if c not in by_name:
-                raise ValueError(f"{path}:{s.line}: switch '{s.name}' lists unknown switch '{c}'")
+                raise ValueError(f"{s.where}: switch '{s.name}' lists unknown switch '{c}'")
 
     def visit(s: SlurmSwitch, seen: tuple[str, ...]) -> None:
         if s.name in seen:
-            raise ValueError(f"{path}:{s.line}: switch '{s.name}' is part of a cycle")
+            raise ValueError(f"{s.where}: switch '{s.name}' is part of a cycle")
         for c in s.switches:
             visit(by_name[c], seen + (s.name,))
 
-    for s in switches:
+    for s in topo.switches:
         visit(s, ())
-    if not node_switch:
-        raise ValueError(f"{path}: no switch lists any Nodes=")
-    return switches
+    if topo.switches and not node_switch:
+        raise ValueError(f"{path}: no switch lists any nodes")
+
+    block_names: dict[str, SlurmBlock] = {}
+    node_block: dict[str, SlurmBlock] = {}
+    for b in topo.blocks:
+        if b.name in block_names:
+            raise ValueError(f"{b.where}: block '{b.name}' already defined on {block_names[b.name].ref}")
+        block_names[b.name] = b
+        for n in b.nodes:
+            if n in node_block:
+                raise ValueError(f"{b.where}: node '{n}' is already in block '{node_block[n].name}' ({node_block[n].ref})")
+            node_block[n] = b
+    if topo.blocks:
+        base = topo.block_sizes[0] if topo.block_sizes else len(topo.blocks[0].nodes)
+        for b in topo.blocks:
+            if len(b.nodes) < base:
+                origin = "BlockSizes" if topo.block_sizes else f"the first block '{topo.blocks[0].name}' (no BlockSizes given)"
+                raise ValueError(f"{b.where}: block '{b.name}' has {len(b.nodes)} nodes, fewer than the base block size {base} set by {origin}")
+    if topo.switches and topo.blocks:
+        for b in topo.blocks:
+            for n in b.nodes:
+                if n not in node_switch:
+                    raise ValueError(f"{b.where}: node '{n}' of block '{b.name}' is under no switch of the tree")
+
+
+def read_slurm_topology(path: str | Path, *, topology: str | list[str] | None = None) -> SlurmTopology:
+    """A Slurm topology file, checked: topology.conf (tree lines, block lines or both), or
+    topology.yaml (a `.yaml`/`.yml` file; `topology` names the topologies to read, at most one
+    tree and one block; by default slurmctld's default one). Raises ValueError naming file:line
+    (and, in topology.yaml, the path of the entry)."""
+    path = Path(path)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return _parse_slurm_yaml(path, topology)
+    if topology is not None:
+        raise ValueError(f"{path}: a topology name is given, but only topology.yaml (a .yaml file) names its topologies")
+    return _parse_slurm_conf(path)
+
+
+def parse_slurm_topology(path: str | Path) -> list[SlurmSwitch]:
+    """The switches of a Slurm tree `topology.conf`, checked: unique names, known children, each
+    node under one switch, no cycles. Raises ValueError naming file:line."""
+    topo = read_slurm_topology(path)
+    if not topo.switches:
+        raise ValueError(f"{path}: no SwitchName= line (a topology/block file: read it with read_slurm_topology)")
+    return topo.switches
 
 
 def node_type_dict(node_type: NodeType) -> dict:
@@ -135,34 +479,128 @@ def node_type_dict(node_type: NodeType) -> dict:
     return d
 
 
-def cluster_dict_from_slurm(
-    topology_path: str | Path, node_type: NodeType, *, name: str | None = None, oversubscription: float = 1.0
-) -> dict:
-    """Cluster YAML mapping of a Slurm tree topology whose nodes are all of `node_type`.
+def _has_nvswitch(node_type: NodeType, gpu_types: dict | None) -> bool:
+    catalogue = {**{k: v.nvlink_GBps for k, v in GPU_CATALOGUE.items()}, **{k: float(v.get("nvlink_GBps", 0.0)) for k, v in (gpu_types or {}).items()}}
+    return node_type.intra_node == "nvswitch" and catalogue.get(node_type.gpu_type, 0.0) > 0
 
-    `oversubscription` (>= 1) is set on every switch that has a parent switch.
+
+def _block_fabric(blocks: list[SlurmBlock], levels: list[int], leaves_are_blocks: bool) -> tuple[list[dict], set[str]]:
+    """Switches for a block topology: the first materialised level's groups of consecutive base
+    blocks hold the nodes; each higher level's groups hold the switches below them (a group with
+    one member adds no switch); one more switch joins what is left when the top level has several
+    groups. Returns the switches and the names of those that have a parent."""
+    materialised = levels if leaves_are_blocks else (levels[1:] or [1])
+
+    def name(lo: int, hi: int) -> str:
+        return blocks[lo].name if lo == hi else f"{blocks[lo].name}..{blocks[hi].name}"
+
+    switches: list[dict] = []
+    has_parent: set[str] = set()
+    size = materialised[0]
+    current: list[tuple[int, int, str]] = []
+    for lo in range(0, len(blocks), size):
+        hi = min(lo + size, len(blocks)) - 1
+        switches.append({"name": name(lo, hi), "nodes": [b.nodes_expr for b in blocks[lo : hi + 1]]})
+        current.append((lo, hi, name(lo, hi)))
+    for size in materialised[1:] + ([len(blocks)] if len(blocks) > materialised[-1] else []):
+        grouped: list[tuple[int, int, str]] = []
+        for lo in range(0, len(blocks), size):
+            members = [c for c in current if lo <= c[0] and c[1] < lo + size]
+            if len(members) == 1:
+                grouped.append(members[0])
+                continue
+            hi = members[-1][1]
+            switches.append({"name": name(lo, hi), "switches": [c[2] for c in members]})
+            has_parent.update(c[2] for c in members)
+            grouped.append((lo, hi, name(lo, hi)))
+        current = grouped
+    return switches, has_parent
+
+
+def cluster_dict_from_slurm(
+    topology_path: str | Path,
+    node_type: NodeType,
+    *,
+    name: str | None = None,
+    oversubscription: float = 1.0,
+    topology: str | list[str] | None = None,
+    blocks_as_leaves: bool = False,
+    gpu_types: dict | None = None,
+) -> dict:
+    """Cluster YAML mapping of a Slurm topology (topology.conf or topology.yaml, tree, block or
+    both) whose nodes are all of `node_type`.
+
+    Tree: each switch as written. Blocks: each base block of two or more nodes is an NVLink
+    domain (the node type must have NVSwitch); the fabric between blocks comes from the tree when
+    the file has one, else from the block levels (`_block_fabric`). `blocks_as_leaves` instead
+    makes each base block a leaf switch, for blocks that are not NVLink fabrics.
+    `oversubscription` (>= 1) is set on every switch that has a parent switch. `gpu_types`: the
+    `gpu_types:` section to carry, when `node_type` uses a GPU type defined there.
     """
     if oversubscription < 1.0:
         raise ValueError(f"oversubscription must be >= 1, got {oversubscription}")
-    switches = parse_slurm_topology(topology_path)
-    has_parent = {c for s in switches for c in s.switches}
-    switch_entries = []
-    for s in switches:
-        entry: dict = {"name": s.name}
-        if s.nodes_expr:
-            entry["nodes"] = s.nodes_expr
-        if s.switches_expr:
-            entry["switches"] = s.switches_expr
-        if s.name in has_parent and oversubscription != 1.0:
+    topo = read_slurm_topology(topology_path, topology=topology)
+    source = Path(topology_path).name
+    domains: list[dict] = []
+    if topo.switches:
+        if topo.blocks and blocks_as_leaves:
+            raise ValueError(f"{topology_path}: the file has switches, so its blocks cannot also be leaf switches; import without blocks_as_leaves (blocks become NVLink domains)")
+        has_parent = {c for s in topo.switches for c in s.switches}
+        switch_entries = []
+        for s in topo.switches:
+            entry: dict = {"name": s.name}
+            if s.nodes_expr:
+                entry["nodes"] = s.nodes_expr
+            if s.switches_expr:
+                entry["switches"] = s.switches_expr
+            switch_entries.append(entry)
+        node_exprs = [s.nodes_expr for s in topo.switches if s.nodes_expr]
+        described = f"Slurm {source} (tree{' and blocks' if topo.blocks else ''})"
+    else:
+        levels = topo.block_levels()
+        switch_entries, has_parent = _block_fabric(topo.blocks, levels, blocks_as_leaves)
+        node_exprs = [b.nodes_expr for b in topo.blocks]
+        base = topo.block_sizes[0] if topo.block_sizes else len(topo.blocks[0].nodes)
+        sizes = ",".join(str(level * base) for level in levels)
+        described = f"Slurm {source} (topology/block: {len(topo.blocks)} base blocks, levels of {sizes} nodes)"
+    if topo.blocks and not blocks_as_leaves:
+        if not _has_nvswitch(node_type, gpu_types):
+            b = topo.blocks[0]
+            raise ValueError(
+                f"{b.where}: block '{b.name}' is read as an NVLink domain, but node type '{node_type.name}' "
+                f"({node_type.gpu_type}, intra_node {node_type.intra_node}) has no NVSwitch; give an NVSwitch node type, "
+                "or read the blocks as leaf switches (--blocks-as-leaves)"
+            )
+        domains = [{"name": b.name, "nodes": b.nodes_expr} for b in topo.blocks if len(b.nodes) >= 2]
+    for entry in switch_entries:
+        if entry["name"] in has_parent and oversubscription != 1.0:
             entry["oversubscription"] = oversubscription
-        switch_entries.append(entry)
-    return {
-        "name": name or Path(topology_path).stem,
-        "description": f"imported from Slurm {Path(topology_path).name}",
-        "node_types": {node_type.name: node_type_dict(node_type)},
-        "nodes": [{"names": s.nodes_expr, "type": node_type.name} for s in switches if s.nodes_expr],
-        "switches": switch_entries,
-    }
+    data: dict = {"name": name or Path(topology_path).stem, "description": f"imported from {described}"}
+    used_gpu_types = {k: v for k, v in (gpu_types or {}).items() if k == node_type.gpu_type}
+    if used_gpu_types:
+        data["gpu_types"] = used_gpu_types
+    data["node_types"] = {node_type.name: node_type_dict(node_type)}
+    data["nodes"] = [{"names": expr, "type": node_type.name} for expr in node_exprs]
+    if domains:
+        data["nvlink_domains"] = domains
+    data["switches"] = switch_entries
+    return data
+
+
+def node_type_from_cluster(path_or_name: str | Path, type_name: str | None = None) -> tuple[NodeType, dict]:
+    """A node type of an existing cluster config (its name, or the only one), with the
+    `gpu_types:` section it may need. The config is validated first."""
+    path = resolve_config(path_or_name, "clusters")
+    load_cluster(path)
+    data = yaml.safe_load(path.read_text())
+    types = data["node_types"]
+    if type_name is None:
+        if len(types) != 1:
+            raise ValueError(f"{path}: node_types: {len(types)} node types ({', '.join(types)}); name one")
+        type_name = next(iter(types))
+    if type_name not in types:
+        raise ValueError(f"{path}: node_types: no node type '{type_name}' (defined: {', '.join(types)})")
+    return NodeType(type_name, **types[type_name]), data.get("gpu_types") or {}
 
 
 def _cells(line: str) -> list[str]:
@@ -321,22 +759,33 @@ def alibaba_cluster_dict(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m envs.topology_import", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--slurm", type=Path, help="Slurm topology.conf (tree plugin)")
+    source.add_argument("--slurm", type=Path, help="Slurm topology.conf (tree, block or both) or topology.yaml (a .yaml file)")
     source.add_argument("--alibaba-nodes", type=Path, help="Alibaba openb node list CSV")
-    parser.add_argument("--nvidia-smi", type=Path, help="`nvidia-smi topo -m` output of one node (with --slurm)")
+    parser.add_argument("--topology", action="append", metavar="NAME",
+                        help="topology.yaml: the topology to read (repeat for one tree and one block; default: slurmctld's default)")
+    parser.add_argument("--blocks-as-leaves", action="store_true", help="read base blocks as leaf switches, not NVLink domains (with --slurm)")
+    node = parser.add_mutually_exclusive_group()
+    node.add_argument("--nvidia-smi", type=Path, help="`nvidia-smi topo -m` output of one node (with --slurm)")
+    node.add_argument("--node-type-from", metavar="CLUSTER", help="take the node type from a cluster config (name or YAML path; with --slurm)")
     parser.add_argument("--gpu-type", default="H100-80GB", choices=sorted(GPU_CATALOGUE), help="GPU type of the nodes (with --slurm)")
-    parser.add_argument("--node-type-name", default="imported-node", help="name of the node type (with --slurm)")
+    parser.add_argument("--node-type-name", default=None, help="name of the node type (with --slurm; with --node-type-from, which of its types)")
     parser.add_argument("--name", help="cluster name (default: the input file's stem)")
     parser.add_argument("--oversubscription", type=float, default=None, help="uplink oversubscription of non-top switches (default 1 for Slurm, 2 for Alibaba)")
     parser.add_argument("--out", type=Path, required=True, help="cluster YAML to write")
     args = parser.parse_args(argv)
     try:
         if args.slurm is not None:
-            if args.nvidia_smi is not None:
-                node_type = node_type_from_nvidia_smi(args.nvidia_smi, gpu_type=args.gpu_type, name=args.node_type_name)
+            gpu_types: dict = {}
+            if args.node_type_from is not None:
+                node_type, gpu_types = node_type_from_cluster(args.node_type_from, args.node_type_name)
+            elif args.nvidia_smi is not None:
+                node_type = node_type_from_nvidia_smi(args.nvidia_smi, gpu_type=args.gpu_type, name=args.node_type_name or "imported-node")
             else:
-                node_type = NodeType(args.node_type_name, args.gpu_type)
-            data = cluster_dict_from_slurm(args.slurm, node_type, name=args.name, oversubscription=args.oversubscription or 1.0)
+                node_type = NodeType(args.node_type_name or "imported-node", args.gpu_type)
+            data = cluster_dict_from_slurm(
+                args.slurm, node_type, name=args.name, oversubscription=args.oversubscription or 1.0,
+                topology=args.topology, blocks_as_leaves=args.blocks_as_leaves, gpu_types=gpu_types,
+            )  # fmt: skip
         else:
             over = 2.0 if args.oversubscription is None else args.oversubscription
             data = alibaba_cluster_dict(args.alibaba_nodes, oversubscription=over, name=args.name or args.alibaba_nodes.stem)
