@@ -250,10 +250,13 @@ class _YamlDoc:
             problem = getattr(e, "problem", None) or str(e)
             raise ValueError(f"{path}{line}: not valid YAML: {problem}") from None
 
-    def _convert(self, loader: yaml.SafeLoader, node: yaml.Node, at: str):
+    def _convert(self, loader: yaml.SafeLoader, node: yaml.Node, at: str, inside: tuple[int, ...] = ()):
         self.lines[at] = node.start_mark.line + 1
+        if id(node) in inside:
+            raise self.error(at, "an alias that contains itself")
+        inside = inside + (id(node),)
         if isinstance(node, yaml.SequenceNode):
-            return [self._convert(loader, item, f"{at}[{i}]") for i, item in enumerate(node.value)]
+            return [self._convert(loader, item, f"{at}[{i}]", inside) for i, item in enumerate(node.value)]
         if isinstance(node, yaml.MappingNode):
             out: dict = {}
             for key_node, value_node in node.value:
@@ -265,7 +268,7 @@ class _YamlDoc:
                 if key in out:
                     self.lines[sub] = key_node.start_mark.line + 1
                     raise self.error(sub, "given twice")
-                out[key] = self._convert(loader, value_node, sub)
+                out[key] = self._convert(loader, value_node, sub, inside)
             return out
         return loader.construct_object(node, deep=True)
 

@@ -287,6 +287,7 @@ YAML_ERRORS = {
     "- topology: t\n  tree:\n    switches:\n      - switch: s0\n        nodes: n[0-1]\n        link_speed: 5\n": r":6: \[0\]\.tree\.switches\[0\]\.link_speed: unknown key",
     "- topology: t\n  flat: true\n- topology: t\n  flat: true\n": r":3: \[1\]\.topology: topology 't' already defined at \[0\]",
     "- topology: t\n  cluster_default: yes please\n  flat: true\n": r":2: \[0\]\.cluster_default: expected true or false",
+    "- &a\n  topology: t\n  tree: {switches: [*a]}\n": r":1: \[0\]\.tree\.switches\[0\]: an alias that contains itself",
 }  # fmt: skip
 
 
