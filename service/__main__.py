@@ -5,6 +5,10 @@
                       [--gang-ttl-s 600] [--kube-api none|in-cluster|KUBECONFIG] [--log-level info]
                       [--auth-token-file F | --insecure-no-auth] [--tls-cert F --tls-key F [--tls-client-ca F]]
                       [--health-port P]
+                      [--watch [--watch-resync-s 300] [--watch-timeout-s 300] [--topology-labels L1,L2]]
+                      [--leader-elect [--leader-elect-lease NAMESPACE/NAME] [--leader-elect-identity ID]
+                       [--leader-elect-lease-duration-s 15] [--leader-elect-renew-deadline-s 10]
+                       [--leader-elect-retry-period-s 2]]
                       [--wait-guard K|overdue_factor=K,min_wait_s=S|off]
     python -m service --policy lookahead --cluster NAME_OR_PATH [--scenario default]
                       [--lookahead-k K] [--lookahead-preempt-k K] [--lookahead-samples N]
@@ -25,6 +29,10 @@ The bound on WAIT of the served masks is the model's (policy.json `wait_guard`) 
 --wait-guard is given. On a cluster that policy.json's `clusters` does not list (the clusters
 agents.deploy validated the model on), the model's anchor baseline is served instead, with a
 warning.
+
+`--watch` (with `--kube-api`) takes the occupancy from the API server: Nodes and Pods listed
+and watched (service.watch); `PUT /v1/state` is then refused. `--leader-elect` (with `--watch`)
+runs several replicas of which only the Lease holder binds (service.leader).
 """
 
 from __future__ import annotations
@@ -74,6 +82,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "tlsConfig certFile/keyFile): such connections need no bearer token")
     p.add_argument("--health-port", type=int, default=None,
                    help="also serve GET /healthz, /readyz and /metrics (only) over plain HTTP on this port, for probes")
+    p.add_argument("--watch", action="store_true",
+                   help="take the occupancy from the API server (needs --kube-api): list and watch Nodes and Pods, "
+                        "running jobs from bound GPU pods; PUT /v1/state is then refused")
+    p.add_argument("--watch-resync-s", type=float, default=300.0,
+                   help="with --watch: list Nodes and Pods again this often, a safety net for a lost event (0: never)")
+    p.add_argument("--watch-timeout-s", type=float, default=300.0,
+                   help="with --watch: each watch call lasts a random time in [this, twice this] and is resumed "
+                        "from its last resourceVersion (client-go's minWatchTimeout)")
+    p.add_argument("--topology-labels", default="cloud.provider.com/topology-rack,cloud.provider.com/topology-block",
+                   help="with --watch: node labels, in order, whose value names a switch of the topology; a node not "
+                        "named like a topology node takes a free topology node of its GPU type and count under it")
+    p.add_argument("--leader-elect", action="store_true",
+                   help="run as one of several replicas (needs --watch): the holder of a coordination.k8s.io Lease "
+                        "binds, the others are followers (/readyz 503) ready to take over")
+    p.add_argument("--leader-elect-lease", default="gangsched-system/gangsched", metavar="NAMESPACE/NAME",
+                   help="the Lease object")
+    p.add_argument("--leader-elect-identity", default=None,
+                   help="this replica's holderIdentity (default: the host name and a random suffix, as kube-scheduler)")
+    p.add_argument("--leader-elect-lease-duration-s", type=float, default=15.0,
+                   help="a follower takes the lease after this long without seeing it renewed")
+    p.add_argument("--leader-elect-renew-deadline-s", type=float, default=10.0,
+                   help="the leader stops binding when it could not renew for this long (< the lease duration)")
+    p.add_argument("--leader-elect-retry-period-s", type=float, default=2.0,
+                   help="how often replicas try to acquire or renew the lease")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     p.add_argument("--wait-guard", default=None, metavar="K|overdue_factor=K,min_wait_s=S|off",
                    help="bound on WAIT of the served masks (default: the model's policy.json wait_guard, else none)")
@@ -184,6 +216,34 @@ def main(argv: list[str] | None = None) -> int:
             return fail(str(e))
     import os
 
+    watch = leader = None
+    if args.watch or args.leader_elect:
+        if kube is None:
+            return fail(f"--{'watch' if args.watch else 'leader-elect'} needs --kube-api (in-cluster or a kubeconfig)")
+        if args.leader_elect and not args.watch:
+            return fail("--leader-elect needs --watch: a follower must keep its state from the API server to take over")
+        if args.watch_resync_s < 0 or not args.watch_timeout_s >= 1:
+            return fail("--watch-resync-s must be >= 0 and --watch-timeout-s >= 1")
+        from service.watch import ClusterWatch
+
+        labels = tuple(x.strip() for x in args.topology_labels.split(",") if x.strip())
+        watch = ClusterWatch(kube, cluster, resync_s=args.watch_resync_s, watch_timeout_s=args.watch_timeout_s,
+                             topology_labels=labels)
+        if args.leader_elect:
+            import socket
+            import uuid
+
+            from service.leader import LeaderElector
+
+            ns, _, name = args.leader_elect_lease.partition("/")
+            if not ns or not name or "/" in name:
+                return fail(f"--leader-elect-lease {args.leader_elect_lease!r}: must be NAMESPACE/NAME")
+            identity = args.leader_elect_identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+            try:
+                leader = LeaderElector(kube, ns, name, identity, args.leader_elect_lease_duration_s,
+                                       args.leader_elect_renew_deadline_s, args.leader_elect_retry_period_s)
+            except ValueError as e:
+                return fail(f"--leader-elect: {e}")
     token = None
     if args.auth_token_file:
         try:
@@ -215,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     scorer = Scorer(served, model, info, planner=planner, **guard)
     app = create_app(cluster, scorer, queue_window, int(args.max_body_mb * (1 << 20)), args.body_timeout_s,
                      args.gang_ttl_s, kube, auth_token=token, client_certs=bool(args.tls_client_ca),
-                     insecure_no_auth=args.insecure_no_auth)
+                     insecure_no_auth=args.insecure_no_auth, watch=watch, leader=leader)
     scheme = "https" if args.tls_cert else "http"
     logging.getLogger("gangsched.service").info("serving %s on %s (%d GPUs), queue window %d, wait guard %s, at %s://%s:%d",
                                                 scorer.policy_name, cluster.name, cluster.num_gpus, queue_window,

@@ -5,12 +5,17 @@ Contract (docs/service.md has the full API):
   candidates (service.scoring.describe). Stateless. A state that is not valid -> 422 whose
   `detail` names the field (`body.state.running[3].gpus: GPU 70 does not exist ...`).
 * `PUT /v1/state`, `GET /v1/state`, `DELETE /v1/bindings/{namespace}/{name}`: the extender's
-  occupancy (what runs where), see service.k8s.
+  occupancy (what runs where), see service.k8s. With the watch (`watch`, service.watch) the
+  occupancy comes from the API server: PUT and DELETE answer 409 and change nothing.
+* With leader election (`leader`, service.leader) only the leader binds, and `/readyz` answers
+  503 on a follower (so a Service routes kube-scheduler to the leader); followers keep their
+  state from the watch and answer everything else.
 * `POST /scheduler/{filter,prioritize,preempt,bind}`: the kube-scheduler extender verbs in their
   wire format. A body that is not JSON -> 400, a body whose parts are not valid objects -> 400
   with `{"Error": "<request part>: <why>"}` (filter and bind answer 200 with their own `Error`
   field set, as the protocol wants).
-* `GET /healthz` (alive), `GET /readyz` (policy loaded and a warm-up decision made),
+* `GET /healthz` (alive), `GET /readyz` (policy loaded and a warm-up decision made; with the
+  watch, Nodes and Pods listed once; with leader election, this replica leads),
   `GET /metrics` (Prometheus), `GET /v1/info` (policy, the planner's settings when it is served,
   cluster, and whether torch is imported: it never is), `GET /docs` (OpenAPI).
 * Every request body is read by `BodyGuard` first: more than `max_body_bytes` -> 413, not all
@@ -64,6 +69,38 @@ VERBS = {
 class ScoreRequest(BaseModel):
     state: dict[str, Any] = Field(description="A cluster state in the plain-data form of envs.state (docs/state.md)")
     queue_window: int | None = Field(None, ge=1, le=MAX_QUEUE_WINDOW, description="Queued jobs considered (default: the service's)")
+
+
+class WatchCollector:
+    """Prometheus metrics of the watch and the leader election, read when scraped."""
+
+    def __init__(self, watch, leader):
+        self.watch, self.leader = watch, leader
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        if self.watch is not None:
+            synced = GaugeMetricFamily("gangsched_watch_synced", "1 once the resource was listed from the API server",
+                                       labels=["resource"])
+            healthy = GaugeMetricFamily("gangsched_watch_healthy", "1 while the last list or watch call succeeded",
+                                        labels=["resource"])
+            lists = CounterMetricFamily("gangsched_watch_lists", "Lists of the resource by reason (initial, expired: "
+                                        "410 Gone on the watch, resync, error: after a failure)", labels=["resource", "reason"])
+            events = CounterMetricFamily("gangsched_watch_events", "Watch events received by type", labels=["resource", "type"])
+            for inf in (self.watch.nodes, self.watch.pods):
+                i = inf.info()
+                synced.add_metric([inf.resource], 1.0 if i["listed"] else 0.0)
+                healthy.add_metric([inf.resource], 1.0 if i["healthy"] else 0.0)
+                for reason, n in sorted(i["lists"].items()):
+                    lists.add_metric([inf.resource, reason], n)
+                for kind, n in sorted(i["events"].items()):
+                    events.add_metric([inf.resource, kind], n)
+            yield from (synced, healthy, lists, events)
+        if self.leader is not None:
+            g = GaugeMetricFamily("gangsched_leader", "1 while this replica holds the lease", labels=["identity"])
+            g.add_metric([self.leader.identity], 1.0 if self.leader.is_leader() else 0.0)
+            yield g
 
 
 class Metrics:
@@ -237,14 +274,17 @@ def health_app(app: FastAPI):
 
 def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body_bytes: int = 16 << 20,
                body_timeout_s: float = 10.0, gang_ttl_s: float = 600.0, kube: KubeAPI | None = None,
-               auth_token: str | None = None, client_certs: bool = False, insecure_no_auth: bool = True) -> FastAPI:
+               auth_token: str | None = None, client_certs: bool = False, insecure_no_auth: bool = True,
+               watch=None, leader=None) -> FastAPI:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
+    if watch is not None or leader is not None:
+        registry.register(WatchCollector(watch, leader))
     scorer.on_fallback = lambda reason: metrics.fallbacks.labels(reason).inc()
     info = scorer.model_info
     metrics.model.labels(scorer.policy_name, info.sha256 if info else "", str(info.feature_schema_version) if info else "",
                          scorer.baseline_name, cluster.name).set(1)
-    extender = Extender(cluster, scorer, queue_window, gang_ttl_s, kube)
+    extender = Extender(cluster, scorer, queue_window, gang_ttl_s, kube, watch=watch, leader=leader)
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
     ready = {"ok": False, "why": "warming up"}
 
@@ -265,8 +305,16 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
+        if watch is not None:
+            watch.start()
+        if leader is not None:
+            leader.start()
         await warm_up()
         yield
+        if leader is not None:  # give the lease up so a follower takes over at once
+            await asyncio.get_running_loop().run_in_executor(None, leader.release)
+        if watch is not None:
+            watch.stop()
         worker.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="gangsched scoring service",
@@ -294,9 +342,15 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
 
     @app.get("/readyz", tags=["health"])
     async def readyz():
-        if ready["ok"]:
-            return {"status": "ready", "policy": scorer.policy_name}
-        return _json({"status": "not ready", "detail": ready["why"]}, 503)
+        if not ready["ok"]:
+            return _json({"status": "not ready", "detail": ready["why"]}, 503)
+        if watch is not None and not watch.synced:
+            return _json({"status": "not ready", "detail": "Nodes and Pods not yet listed from the API server (--watch)"}, 503)
+        if leader is not None and not leader.is_leader():
+            return _json({"status": "not ready", "detail": f"a follower: the lease {leader.namespace}/{leader.name} is held by "
+                                                           f"{leader.holder() or 'nobody'} (only the leader takes requests)",
+                          "role": "follower"}, 503)
+        return {"status": "ready", "policy": scorer.policy_name, **({"role": "leader"} if leader is not None else {})}
 
     @app.get("/metrics", tags=["health"])
     async def prometheus() -> Response:
@@ -311,6 +365,9 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
                 "planner": None if scorer.planner is None else scorer.planner.describe(),
                 "model": None if info is None else {"directory": info.directory, "onnx_sha256": info.sha256,
                                                     "feature_schema_version": info.feature_schema_version},
+                "state_source": "watch" if watch is not None else "push",
+                "watch": None if watch is None else watch.info(),
+                "leader_election": None if leader is None else leader.info(),
                 "torch_imported": "torch" in sys.modules, "python": sys.version.split()[0]}
 
     def score_sync(data: dict, qw: int) -> tuple[int, dict]:
@@ -341,7 +398,12 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
         status, body = await run(score_sync, req.state, req.queue_window or queue_window)
         return _json(body, status)
 
+    watched = ("this service takes its state from the API server (--watch): PUT /v1/state and DELETE /v1/bindings "
+               "are refused; bound pods, deleted pods and nodes are read from the watch")
+
     def put_state_sync(data: Any) -> tuple[int, dict]:
+        if watch is not None:
+            return 409, {"detail": watched}
         if isinstance(data, dict) and set(data) == {"state"}:
             data = data["state"]
         try:
@@ -366,12 +428,23 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
 
     @app.get("/v1/state", tags=["extender"], summary="The extender's occupancy in plain data (synced state + binds + gang plans)")
     async def get_state() -> Response:
-        return _json(await run(lambda: dict(extender.occupancy_dict(),
-                                            gang_plans={g: {"slots": p.slots, "domain": p.domain, "gpus_per_pod": p.gpus_per_pod}
-                                                        for g, p in extender._live_plans().items()})))
+        def snapshot():
+            try:
+                extender.sync()
+            except ExtenderError as e:
+                return 503, {"detail": str(e)}
+            return 200, dict(extender.occupancy_dict(),
+                             source="watch" if watch is not None else "push",
+                             gang_plans={g: {"slots": p.slots, "domain": p.domain, "gpus_per_pod": p.gpus_per_pod}
+                                         for g, p in extender._live_plans().items()})
+
+        status, body = await run(snapshot)
+        return _json(body, status)
 
     @app.delete("/v1/bindings/{namespace}/{name}", tags=["extender"], summary="Forget a bound pod (it finished or was deleted)")
     async def release(namespace: str, name: str) -> Response:
+        if watch is not None:
+            return _json({"detail": watched}, 409)
         found = await run(extender.release, f"{namespace}/{name}")
         return _json({"released": found}, 200 if found else 404)
 

@@ -78,6 +78,17 @@ SHAPE_TTL_S = 1.0  # how long a decision serves other pods of the same shape (ou
 API_CACHE_S = 30.0  # how long a Node or PodGroup read from the API server is reused
 STATE_CACHE_S = 1.0  # how long the occupancy's ClusterState is reused (its clock is at most this old)
 MAX_PLANS = 1024  # gang plans kept at once (the oldest is dropped first)
+BIND_GRACE_S = 60.0  # with the watch: the longest a bind recorded here stands in for the pod the watch has not shown bound
+
+
+def claimed_index(node_index: dict[str, int], labels: dict[str, str]) -> int | None:
+    """The topology node a Kubernetes node's labels name: `gangsched.io/topology-node`, else
+    `kubernetes.io/hostname` (the first that names a topology node), else None."""
+    for label in (TOPOLOGY_NODE_LABEL, "kubernetes.io/hostname"):
+        i = node_index.get(labels.get(label, ""))
+        if i is not None:
+            return i
+    return None
 
 
 def plan_key(pod: PodInfo) -> str | None:
@@ -131,13 +142,16 @@ class Occupancy:
 
 class Extender:
     def __init__(self, cluster: Cluster, scorer: Scorer, queue_window: int = 8, gang_ttl_s: float = 600.0,
-                 kube: KubeAPI | None = None, clock=time.monotonic):
+                 kube: KubeAPI | None = None, clock=time.monotonic, watch=None, leader=None):
         self.cluster = cluster
         self.scorer = scorer
         self.queue_window = queue_window
         self.gang_ttl_s = gang_ttl_s
         self.kube = kube
         self.clock = clock
+        self.watch = watch  # service.watch.ClusterWatch: the occupancy comes from the API server
+        self.leader = leader  # service.leader.LeaderElector: only its leader binds
+        self.snap = None  # the watch's last snapshot taken (service.watch.WatchSnapshot)
         self.node_index = {n: i for i, n in enumerate(cluster.node_names)}
         self.occ = Occupancy(base_clock=clock())
         self.seen: OrderedDict[str, PodInfo] = OrderedDict()
@@ -159,6 +173,26 @@ class Extender:
 
     def now_s(self) -> float:
         return float(self.occ.base.get("time_s", 0.0)) + (self.clock() - self.occ.base_clock)
+
+    def sync(self) -> None:
+        """With the watch: its latest state becomes the occupancy's base (running jobs from bound
+        pods); a pod bound here is kept on top of it until the watch shows it bound, or shows
+        it gone, or for BIND_GRACE_S at most. Raises ExtenderError before the first list."""
+        if self.watch is None:
+            return
+        snap = self.watch.snapshot()
+        if snap is None:
+            raise ExtenderError("the service has not yet listed Nodes and Pods from the API server (--watch): "
+                                "no decision before it has; see /v1/info watch")
+        if snap is not self.snap:
+            self.snap = snap
+            self.occ.base, self.occ.base_clock = snap.base, snap.clock
+            self.version += 1
+        now = self.now_s()
+        for key, b in list(self.occ.bound.items()):
+            age = now - b.time_s
+            if key in snap.bound or (key not in snap.all_keys and age > 5.0) or age > BIND_GRACE_S:
+                self.release(key)
 
     def put_state(self, data: Any) -> ClusterState:
         """Replace the occupancy by a plain-data state (authoritative: binds recorded before and
@@ -202,6 +236,9 @@ class Extender:
         base = self.occ.base
         running = list(base.get("running", []))
         ids = {r.get("id") for s in ("running", "checkpointing", "reserved", "queued") for r in base.get(s, []) if isinstance(r, dict)}
+        members = self.snap.members if self.snap is not None else {}
+        if self.snap is not None:
+            ids |= self.snap.bound.keys()  # pods the watch shows bound (inside their jobs)
         used: set[int] = set()
         for s in ("running", "checkpointing", "reserved"):
             for r in base.get(s, []):
@@ -216,7 +253,10 @@ class Extender:
             running.append(job)
             used.update(b.gpus)
         if victims is not None:
-            running = [r if not isinstance(r, dict) or r.get("id") in victims else dict(r, preemptible=False) for r in running]
+            def offered(r) -> bool:  # the job or one of its pods (a gang's job: any member) is an offered victim
+                return r.get("id") in victims or any(k in victims for k, _ in members.get(r.get("id"), ()))
+
+            running = [r if not isinstance(r, dict) or offered(r) else dict(r, preemptible=False) for r in running]
         reserved = list(base.get("reserved", []))
         c = self.cluster
         first, count = c.node_first_gpu.tolist(), c.node_gpus.tolist()
@@ -288,15 +328,13 @@ class Extender:
         i = self.node_index.get(name)
         if i is not None:
             return i
+        if self.snap is not None and name in self.snap.nodes:  # the watch's mapping is authoritative
+            return self.snap.aliases.get(name)
         if info is None and self.kube is not None:
             info = self._api_node(name)
         if info is None:
             return self.aliases.get(name)
-        claimed = None
-        for label in (TOPOLOGY_NODE_LABEL, "kubernetes.io/hostname"):
-            claimed = self.node_index.get(info.labels.get(label, ""))
-            if claimed is not None:
-                break
+        claimed = claimed_index(self.node_index, info.labels)
         if claimed is None:
             old = self.aliases.pop(name, None)
             if old is not None and self.alias_of.get(old) == name:
@@ -321,6 +359,8 @@ class Extender:
 
     def _api_node(self, name: str) -> NodeInfo | None:
         """The Node read from the API server (names-only requests), cached for API_CACHE_S."""
+        if self.snap is not None and name in self.snap.nodes:
+            return self.snap.nodes[name]
         now = self.clock()
         hit = self._api_nodes.get(name)
         if hit is None or now - hit[0] > API_CACHE_S:
@@ -359,7 +399,7 @@ class Extender:
         if t is not None and t.memory_gb < pod.mem_per_gpu_gb:
             return Verdict(UNRESOLVABLE, 0, f"{t.name} has {t.memory_gb:g} GB per GPU, the pod needs {pod.mem_per_gpu_gb:g} GB")
         total = info.allocatable_gpus or 0
-        free = total - self.occ.unknown_used.get(name, 0)
+        free = total - self.occ.unknown_used.get(name, 0) - (self.snap.unknown_used.get(name, 0) if self.snap is not None else 0)
         if total < pod.gpus:
             return Verdict(UNRESOLVABLE, 0, f"{total} GPUs by its labels, the pod asks for {pod.gpus}")
         if free < pod.gpus:
@@ -412,12 +452,13 @@ class Extender:
             name = pod.gang.split("/", 1)[1]
             min_member = self.kube.pod_group_min_member(pod.gang_key, pod.namespace, name)
             listed = []
-            for raw in self.kube.group_pods(pod.namespace, pod.gang_key, name) or []:
+            group = None if self.snap is None else self.snap.gang_pods.get(pod.gang, [])
+            for raw in (self.kube.group_pods(pod.namespace, pod.gang_key, name) or []) if group is None else []:
                 try:
                     listed.append(parse_pod(raw, "group pod").gpus)
                 except WireError:
                     continue
-            hit = self._pod_groups[pod.gang] = (now, min_member, listed)
+            hit = self._pod_groups[pod.gang] = (now, min_member, listed if group is None else group)
             self._pod_groups.move_to_end(pod.gang)
             while len(self._pod_groups) > MAX_PLANS:
                 self._pod_groups.popitem(last=False)
@@ -485,6 +526,7 @@ class Extender:
         members = 1
         if pkey:
             done = sum(1 for b in self.occ.bound.values() if plan_key(b.pod) == pkey)
+            done += self.snap.gang_bound.get(pkey, 0) if self.snap is not None else 0
             members = max(1, pod.gang_size - done)
         offered = set(topo.values())
         blocked = set(range(self.cluster.num_nodes)) - offered
@@ -560,9 +602,11 @@ class Extender:
         nodes, names = node_list(args, envelope)
         if nodes is None and names is None:
             raise WireError(f"{envelope}: neither Nodes nor NodeNames given")
+        self.sync()
         if nodes is not None:
             return pod, [n.name for n in nodes], {n.name: n for n in nodes}, True
-        return pod, list(names), {}, False
+        known = self.snap.nodes if self.snap is not None else {}  # names only: the watch's Node objects
+        return pod, list(names), {n: known[n] for n in names if n in known}, False
 
     def filter(self, args: Any) -> dict:
         pod, names, infos, with_nodes = self._pod_and_nodes(args, "ExtenderArgs")
@@ -602,6 +646,8 @@ class Extender:
                 info = self.occ.bound[key].pod if key in self.occ.bound else self.seen.get(key) if key else None
                 if info is not None and info.uid != uid:
                     info = None
+                if info is None and self.snap is not None:
+                    info = self.snap.by_uid.get(uid)
                 if info is None and self.kube is not None:
                     if listed is None:
                         listed = {}
@@ -634,7 +680,9 @@ class Extender:
         env = "ExtenderPreemptionArgs"
         if not isinstance(args, dict):
             raise WireError(f"{env}: must be a JSON object, got {type(args).__name__}")
-        pod = self.resolve_gang(parse_pod(get(args, "Pod", env), f"{env}.Pod"))
+        pod = parse_pod(get(args, "Pod", env), f"{env}.Pod")
+        self.sync()
+        pod = self.resolve_gang(pod)
         self.remember(pod)
         full = get(args, "NodeNameToVictims", env)
         if full is None:
@@ -695,9 +743,14 @@ class Extender:
         if cd.rule != PREEMPT or cd.job_id != j:
             return None
         chosen = {state.name_of(v) for v in cd.victims}
+        members = self.snap.members if self.snap is not None else {}
         for i in np.unique(self.cluster.gpu_node[cd.gpus]).tolist():
             for n in options:
-                if self.topology_index(n, None) == i and chosen <= {p.key for _, p in options[n][0] if p is not None}:
+                if self.topology_index(n, None) != i:
+                    continue
+                # the chosen jobs' pods on this node (a gang's job: its members bound there)
+                need = {k for j in chosen for k in ([k for k, at in members[j] if at == n] if j in members else [j])}
+                if need <= {p.key for _, p in options[n][0] if p is not None}:
                     return n
         return None
 
@@ -715,6 +768,10 @@ class Extender:
         if not name or not node:
             raise WireError(f"{env}: PodName and Node are required")
         key = f"{ns}/{name}"
+        if self.leader is not None and not self.leader.is_leader():
+            return {"Error": f"bind {key}: this replica is a follower (the lease {self.leader.namespace}/{self.leader.name} "
+                             f"is held by {self.leader.holder() or 'nobody'}): not bound; the leader binds"}
+        self.sync()
         if self.kube is None:
             return {"Error": f"bind {key}: this service creates no Bindings: it was started without --kube-api "
                              "(start it with --kube-api in-cluster, or remove bindVerb from the extender config)"}

@@ -3,7 +3,8 @@
     with ServiceProcess(["--cluster", "mixed-64gpu"]) as svc:
         httpx.post(svc.url + "/v1/score", json={...})
 
-`python -m service ...` runs as a subprocess; the context waits for `GET /readyz` to answer 200
+`python -m service ...` runs as a subprocess; the context waits for `GET /readyz` (or
+`ready_path`: `/healthz` for a replica that may be a follower) to answer 200
 (or the process to exit, raising with its output) and stops the process on exit. Unless the
 arguments give credentials (`--auth-token-file`, `--tls-client-ca`) or `secure=True`, the
 service is started with `--insecure-no-auth` (tests on loopback). With `--tls-cert`, readiness
@@ -35,7 +36,8 @@ def free_port() -> int:
 
 
 class ServiceProcess:
-    def __init__(self, args: list[str], startup_timeout_s: float = 60.0, secure: bool = False, env: dict | None = None):
+    def __init__(self, args: list[str], startup_timeout_s: float = 60.0, secure: bool = False, env: dict | None = None,
+                 ready_path: str = "/readyz"):
         self.args = list(args)
         if not secure and not {"--auth-token-file", "--tls-client-ca", "--insecure-no-auth"} & set(self.args):
             self.args.append("--insecure-no-auth")
@@ -46,6 +48,7 @@ class ServiceProcess:
         if "--health-port" in self.args:
             self.health_url = f"http://127.0.0.1:{self.args[self.args.index('--health-port') + 1]}"
         self.startup_timeout_s = startup_timeout_s
+        self.ready_path = ready_path
         self.proc: subprocess.Popen | None = None
         self._log = tempfile.TemporaryFile()
 
@@ -69,7 +72,7 @@ class ServiceProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{' '.join(cmd)} exited with {self.proc.returncode}:\n{self.output()}")
             try:
-                if self.get("/readyz")[0] == 200:
+                if self.get(self.ready_path)[0] == 200:
                     return self
             except (urllib.error.URLError, ConnectionError, OSError):
                 pass
@@ -92,21 +95,37 @@ class ServiceProcess:
 
 class FakeAPIServer:
     """A small in-process Kubernetes API server for tests: the real wire format (JSON, `Status`
-    errors, `PodList`) for the objects the service uses, driven by the official `kubernetes`
-    client exactly as in production (through a kubeconfig, `write_kubeconfig`).
+    errors, `PodList`/`NodeList`, watch event streams) for the objects the service uses, driven
+    by the official `kubernetes` client exactly as in production (through a kubeconfig,
+    `write_kubeconfig`).
 
     Serves, with `Authorization: Bearer <token>` required when `token` is set (401 otherwise):
-    * `POST /api/v1/namespaces/{ns}/pods` (create; a UID is assigned) and `GET .../pods/{name}`;
-    * `GET /api/v1/namespaces/{ns}/pods?labelSelector=k=v[,k=v]` and `GET /api/v1/pods?fieldSelector=spec.nodeName=N`;
+    * Pods: `POST /api/v1/namespaces/{ns}/pods` (create; a UID is assigned), `GET .../pods/{name}`,
+      `DELETE .../pods/{name}`; lists `GET /api/v1/pods` and `GET /api/v1/namespaces/{ns}/pods`
+      with `labelSelector=k=v[,k=v]` and `fieldSelector=spec.nodeName=N`;
     * `POST /api/v1/namespaces/{ns}/pods/{name}/binding`: 404 for a pod that does not exist, 409
       for a UID precondition that does not match or a pod already assigned to a node, 400 for a
       Binding whose name is not the pod's; else sets `spec.nodeName` and answers a Success Status (201);
-    * `GET /api/v1/nodes/{name}` for the Nodes added with `add_node`;
+    * Nodes: `GET /api/v1/nodes` (list) and `GET /api/v1/nodes/{name}`;
+    * watches: `GET /api/v1/nodes?watch=true` and `GET /api/v1/pods?watch=true` from a
+      `resourceVersion`: every change after it, one JSON event a line (`ADDED`, `MODIFIED`,
+      `DELETED`, with the object at its new resourceVersion), until `timeoutSeconds` or
+      `end_watches()`; a resourceVersion older than the history kept (`compact()`) answers an
+      `ERROR` event carrying a 410 `Expired` Status, as the real server does, and
+      `expire_watches()` ends the open watches so; `list_gate` cleared holds lists back;
+    * one resourceVersion counter for every object, as etcd's revision; lists carry the current one;
+    * Leases (`coordination.k8s.io/v1`): `GET`, `POST` (409 AlreadyExists) and `PUT` of
+      `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`, a PUT whose
+      `metadata.resourceVersion` is not the stored one answering 409 Conflict (optimistic
+      concurrency; a PUT without one is an unconditional update, as on the real server);
     * `GET /apis/{group}/{version}/namespaces/{ns}/podgroups/{name}` for the PodGroups added with `add_pod_group`.
-    Does not emulate: watch, resourceVersion conflicts on update, admission, RBAC beyond the one
-    token, node existence checks on binding, field selectors other than spec.nodeName."""
+    Does not emulate: admission, RBAC beyond the one token, node existence checks on binding,
+    field selectors other than spec.nodeName, label selectors other than equality, list
+    pagination (`limit`/`continue`) and lists at an older resourceVersion (a list always serves
+    the latest), watch bookmarks, PATCH, the pod lifecycle (phases change only when a test sets them),
+    and server-side timestamps on Leases (the client writes renewTime)."""
 
-    def __init__(self, token: str | None = "test-token"):
+    def __init__(self, token: str | None = "test-token", history: int = 10_000):
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -114,8 +133,20 @@ class FakeAPIServer:
         self.pods: dict[tuple[str, str], dict] = {}
         self.pod_groups: dict[tuple[str, str, str], dict] = {}
         self.nodes: dict[str, dict] = {}
+        self.leases: dict[tuple[str, str], dict] = {}
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.rv = 0  # the resourceVersion of the last change
+        self.history: list[tuple[int, str, str, dict]] = []  # (rv, "pods"|"nodes", event type, object)
+        self.history_limit = history
+        self.oldest_rv = 0  # watches from before this answer 410 Gone
+        self.watch_epoch = 0  # end_watches() ends every open watch
+        self.expire_epoch = 0  # expire_watches() ends every open watch with 410 Expired
+        self.list_gate = threading.Event()  # cleared: lists of Nodes and Pods wait until it is set again
+        self.list_gate.set()
+        self.refuse_leases = False  # lease calls answer 503 (an API server the leader cannot reach)
+        self.closed = False
         self._uid = 0
         server = self
 
@@ -149,6 +180,11 @@ class FakeAPIServer:
                     return self._status(401, "Unauthorized", "Unauthorized")
                 parts = [p for p in url.path.split("/") if p]
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                if method == "GET" and str(query.get("watch")).lower() in ("true", "1") and parts[:2] == ["api", "v1"] \
+                        and parts[2:] in (["nodes"], ["pods"]):
+                    return server._watch(self, parts[2], query)
+                if method == "GET" and parts[:2] == ["api", "v1"] and parts[2:] in (["nodes"], ["pods"]):
+                    server.list_gate.wait(60)
                 with server.lock:
                     return server._route(self, method, parts, query, body)
 
@@ -158,7 +194,14 @@ class FakeAPIServer:
             def do_POST(self):
                 self._handle("POST")
 
+            def do_PUT(self):
+                self._handle("PUT")
+
+            def do_DELETE(self):
+                self._handle("DELETE")
+
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -167,6 +210,9 @@ class FakeAPIServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        with self.lock:
+            self.closed = True
+            self.changed.notify_all()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -181,6 +227,41 @@ class FakeAPIServer:
         Path(path).write_text(yaml.safe_dump(doc))
         return str(path)
 
+    # ------------------------------------------------------------------ changes (lock held)
+
+    def _record(self, kind: str, event: str, obj: dict) -> None:
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        self.history.append((self.rv, kind, event, json.loads(json.dumps(obj))))
+        if len(self.history) > self.history_limit:
+            drop = len(self.history) - self.history_limit
+            self.oldest_rv = self.history[drop - 1][0]
+            del self.history[:drop]
+        self.changed.notify_all()
+
+    def compact(self) -> int:
+        """Forget the change history, as etcd compaction does: a watch from any resourceVersion
+        before now answers 410 Gone (the client must list again). Returns the current resourceVersion."""
+        with self.lock:
+            self.history.clear()
+            self.oldest_rv = self.rv
+            return self.rv
+
+    def expire_watches(self) -> None:
+        """End every open watch with an ERROR event carrying 410 Expired, as the server does for a
+        watcher whose resourceVersion was compacted away; the client must list again."""
+        with self.lock:
+            self.expire_epoch += 1
+            self.history.clear()
+            self.oldest_rv = self.rv
+            self.changed.notify_all()
+
+    def end_watches(self) -> None:
+        """End every open watch stream (as the server does at its timeout or on restart)."""
+        with self.lock:
+            self.watch_epoch += 1
+            self.changed.notify_all()
+
     def add_pod(self, pod: dict) -> dict:
         pod = json.loads(json.dumps(pod))
         meta = pod.setdefault("metadata", {})
@@ -189,13 +270,42 @@ class FakeAPIServer:
             if not meta.get("uid"):
                 self._uid += 1
                 meta["uid"] = f"00000000-0000-0000-0000-{self._uid:012d}"
-            meta["resourceVersion"] = str(len(self.requests) + 1)
-            self.pods[(meta["namespace"], meta["name"])] = pod
-        return pod
+            key = (meta["namespace"], meta["name"])
+            event = "MODIFIED" if key in self.pods else "ADDED"
+            meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            self.pods[key] = pod
+            self._record("pods", event, pod)
+        return json.loads(json.dumps(pod))
+
+    def update_pod(self, namespace: str, name: str, fn) -> dict:
+        """Apply fn to the stored pod (e.g. set status.phase) and record the change."""
+        with self.lock:
+            pod = self.pods[(namespace, name)]
+            fn(pod)
+            self._record("pods", "MODIFIED", pod)
+            return json.loads(json.dumps(pod))
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        with self.lock:
+            pod = self.pods.pop((namespace, name), None)
+            if pod is not None:
+                self._record("pods", "DELETED", pod)
+            return pod is not None
 
     def add_node(self, node: dict) -> None:
+        node = json.loads(json.dumps(node))
         with self.lock:
-            self.nodes[node["metadata"]["name"]] = json.loads(json.dumps(node))
+            name = node["metadata"]["name"]
+            event = "MODIFIED" if name in self.nodes else "ADDED"
+            self.nodes[name] = node
+            self._record("nodes", event, node)
+
+    def delete_node(self, name: str) -> bool:
+        with self.lock:
+            node = self.nodes.pop(name, None)
+            if node is not None:
+                self._record("nodes", "DELETED", node)
+            return node is not None
 
     def add_pod_group(self, group: str, version: str, namespace: str, name: str, min_member: int, **spec) -> None:
         with self.lock:
@@ -203,6 +313,11 @@ class FakeAPIServer:
                 "apiVersion": f"{group}/{version}", "kind": "PodGroup",
                 "metadata": {"name": name, "namespace": namespace, "uid": f"pg-{name}"},
                 "spec": {"minMember": min_member, **spec}, "status": {}}
+
+    def lease(self, namespace: str, name: str) -> dict | None:
+        with self.lock:
+            lease = self.leases.get((namespace, name))
+            return None if lease is None else json.loads(json.dumps(lease))
 
     def node_of(self, namespace: str, name: str) -> str | None:
         with self.lock:
@@ -213,9 +328,76 @@ class FakeAPIServer:
         with self.lock:
             return [p for m, p in self.requests if m == "POST" and p.endswith("/binding")]
 
+    def count(self, method: str, prefix: str, query: str = "") -> int:
+        """Requests seen of this method whose path starts with prefix and contains query."""
+        with self.lock:
+            return sum(1 for m, p in self.requests if m == method and p.startswith(prefix) and query in p)
+
+    # ------------------------------------------------------------------ serving
+
+    def _watch(self, h, kind: str, query: dict) -> None:
+        """A watch stream: the events after `resourceVersion`, then new ones as they happen."""
+        try:
+            since = int(query.get("resourceVersion") or 0)
+        except ValueError:
+            return h._status(400, "BadRequest", f"invalid resourceVersion {query.get('resourceVersion')!r}")
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        deadline = time.monotonic() + timeout
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def write(obj: dict) -> None:
+            line = json.dumps(obj).encode() + b"\n"
+            h.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            h.wfile.flush()
+
+        try:
+            with self.lock:
+                epoch, expire = self.watch_epoch, self.expire_epoch
+                if since and since < self.oldest_rv:
+                    write({"type": "ERROR", "object": {
+                        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Expired",
+                        "code": 410, "message": f"too old resource version: {since} ({self.oldest_rv})"}})
+                    h.wfile.write(b"0\r\n\r\n")
+                    return
+                if not since:  # no resourceVersion: the current objects as ADDED, then changes
+                    store = self.nodes if kind == "nodes" else self.pods
+                    pending = [("ADDED", json.loads(json.dumps(o))) for o in store.values()]
+                    since = self.rv
+                else:
+                    pending = []
+            while True:
+                for event, obj in pending:
+                    write({"type": event, "object": obj})
+                with self.lock:
+                    while True:
+                        if self.closed or self.watch_epoch != epoch or time.monotonic() >= deadline:
+                            h.wfile.write(b"0\r\n\r\n")
+                            return
+                        if since < self.oldest_rv or self.expire_epoch != expire:  # compacted under an open watch
+                            pending = None
+                            break
+                        pending = [(e, o) for rv, k, e, o in self.history if rv > since and k == kind]
+                        if self.rv > since:
+                            since = self.rv
+                        if pending:
+                            break
+                        self.changed.wait(min(0.5, max(0.01, deadline - time.monotonic())))
+                if pending is None:
+                    write({"type": "ERROR", "object": {
+                        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Expired",
+                        "code": 410, "message": f"too old resource version: {since} ({self.oldest_rv})"}})
+                    h.wfile.write(b"0\r\n\r\n")
+                    return
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
     def _route(self, h, method: str, parts: list[str], query: dict, body):
-        def pod_list(pods):
-            return h._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": pods})
+        def listing(kind: str, items):
+            return h._send(200, {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
+                                 "items": list(items)})
 
         def selected(pod: dict) -> bool:
             labels = (pod.get("metadata") or {}).get("labels") or {}
@@ -231,17 +413,19 @@ class FakeAPIServer:
                 return (pod.get("spec") or {}).get("nodeName") == v
             return True
 
+        if parts == ["api", "v1", "nodes"] and method == "GET":
+            return listing("NodeList", self.nodes.values())
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4 and method == "GET":
             if parts[3] not in self.nodes:
                 return h._status(404, "NotFound", f'nodes "{parts[3]}" not found')
             return h._send(200, self.nodes[parts[3]])
         if parts[:2] == ["api", "v1"] and parts[2:3] == ["pods"] and method == "GET":
-            return pod_list([p for p in self.pods.values() if selected(p)])
+            return listing("PodList", [p for p in self.pods.values() if selected(p)])
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 5 and parts[4] == "pods":
             ns = parts[3]
             if len(parts) == 5:
                 if method == "GET":
-                    return pod_list([p for (n, _), p in self.pods.items() if n == ns and selected(p)])
+                    return listing("PodList", [p for (n, _), p in self.pods.items() if n == ns and selected(p)])
                 if method == "POST":
                     body.setdefault("metadata", {})["namespace"] = ns
                     self.lock.release()
@@ -251,9 +435,12 @@ class FakeAPIServer:
                         self.lock.acquire()
             name = parts[5]
             pod = self.pods.get((ns, name))
-            if len(parts) == 6 and method == "GET":
+            if len(parts) == 6 and method in ("GET", "DELETE"):
                 if pod is None:
                     return h._status(404, "NotFound", f'pods "{name}" not found')
+                if method == "DELETE":
+                    del self.pods[(ns, name)]
+                    self._record("pods", "DELETED", pod)
                 return h._send(200, pod)
             if len(parts) == 7 and parts[6] == "binding" and method == "POST":
                 if pod is None:
@@ -270,7 +457,41 @@ class FakeAPIServer:
                     return h._status(409, "Conflict", f"Operation cannot be fulfilled on pods/binding \"{name}\": "
                                                       f"pod {name} is already assigned to node \"{spec['nodeName']}\"")
                 spec["nodeName"] = ((body or {}).get("target") or {}).get("name")
+                self._record("pods", "MODIFIED", pod)
                 return h._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+        if parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and len(parts) >= 6 and parts[5] == "leases":
+            if self.refuse_leases:
+                return h._status(503, "ServiceUnavailable", "the server is currently unable to handle the request")
+            ns = parts[4]
+            if len(parts) == 6 and method == "POST":
+                name = ((body or {}).get("metadata") or {}).get("name")
+                if (ns, name) in self.leases:
+                    return h._status(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists')
+                lease = dict(body, apiVersion="coordination.k8s.io/v1", kind="Lease")
+                lease["metadata"] = dict(lease.get("metadata") or {}, namespace=ns)
+                self._uid += 1
+                self.rv += 1
+                lease["metadata"].update(uid=f"lease-{self._uid}", resourceVersion=str(self.rv))
+                self.leases[(ns, name)] = lease
+                return h._send(201, lease)
+            if len(parts) == 7:
+                name = parts[6]
+                lease = self.leases.get((ns, name))
+                if lease is None:
+                    return h._status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
+                if method == "GET":
+                    return h._send(200, lease)
+                if method == "PUT":
+                    want = ((body or {}).get("metadata") or {}).get("resourceVersion")
+                    if want is not None and want != lease["metadata"]["resourceVersion"]:  # none: an unconditional update
+                        return h._status(409, "Conflict", f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": '
+                                                          "the object has been modified; please apply your changes to the "
+                                                          "latest version and try again")
+                    self.rv += 1
+                    new = dict(body, apiVersion="coordination.k8s.io/v1", kind="Lease")
+                    new["metadata"] = dict(lease["metadata"], resourceVersion=str(self.rv))
+                    self.leases[(ns, name)] = new
+                    return h._send(200, new)
         if parts[:1] == ["apis"] and len(parts) == 7 and parts[5] == "podgroups" and method == "GET":
             pg = self.pod_groups.get((parts[1], parts[4], parts[6]))
             if pg is None or pg["apiVersion"] != f"{parts[1]}/{parts[2]}":

@@ -1,0 +1,420 @@
+"""The cluster's state from the API server: Nodes and Pods listed and watched with the official
+`kubernetes` client, informer-style, and the extender's occupancy derived from them.
+
+Contract:
+* `Informer` keeps one resource kind (Nodes, or Pods of all namespaces) as client-go's Reflector
+  does (`k8s.io/client-go/tools/cache/reflector.go`): LIST, then WATCH from the list's
+  `resourceVersion`; a watch that ends normally (its `timeoutSeconds`, random in [t, 2t) as the
+  Reflector's minWatchTimeout) is resumed from the last resourceVersion seen; a watch answered
+  410 Gone / `Expired` ("too old resource version") is followed by a fresh LIST (the cache is
+  replaced only when that list arrives, so nothing is lost meanwhile); any other failure backs
+  off (0.8 s doubling to 30 s) and lists again. Every `resync_s` the kind is listed again as a
+  safety net against a lost event. (client-go's resync period re-delivers the cache to the
+  handlers without calling the API server; here the state is derived from the cache on every
+  change, so the only resync that can correct anything is a re-list.)
+* Objects are kept trimmed to the fields the extender reads (names, labels, annotations, UID,
+  GPU requests, priority, nodeName, phase, times; a node's GPU allocatable).
+* `ClusterWatch` runs the two informers on daemon threads and derives, on demand and only after
+  a change (`snapshot()`), a `WatchSnapshot`:
+  - nodes mapped to the topology (`map_nodes`): by name, else by the `gangsched.io/topology-node`
+    or `kubernetes.io/hostname` label (the extender's own rule, `service.k8s.claimed_index`),
+    else by a topology label (`--topology-labels`, default Kueue's
+    `cloud.provider.com/topology-rack` then `cloud.provider.com/topology-block`) naming a switch
+    of the topology: the node takes the first topology node under that switch not claimed by
+    another, with the same GPU type (GFD `nvidia.com/gpu.product`) and GPU count (allocatable,
+    else GFD `nvidia.com/gpu.count`), nodes taken in name order. One Kubernetes node per topology node.
+  - occupancy from bound pods: a pod with `spec.nodeName`, a GPU request and a phase other than
+    Succeeded / Failed holds its GPUs. Pods of one group (the extender's group keys) asking the
+    same GPU count form one running job (id `namespace/group@g`, the extender's plan key); any
+    other pod is its own running job (id `namespace/name`). On a topology node a pod gets GPU ids
+    there (kept while it stays, new pods take the lowest free); on a node outside the topology
+    its GPUs are counted per node for the label-scored verdicts.
+  - for the extender: the pods by UID (victims sent by UID), the group members' GPU counts (a
+    gang's members of another count), and the bound members of each gang plan key.
+* `snapshot()` is None until both kinds have been listed once. `info()` says what runs and how
+  it fares (listed, resourceVersion, events, re-lists by reason, last error) for `/v1/info` and `/metrics`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from service.wire import NodeInfo, PodInfo, WireError, parse_node, parse_pod
+
+log = logging.getLogger("gangsched.service")
+DEFAULT_TOPOLOGY_LABELS = ("cloud.provider.com/topology-rack", "cloud.provider.com/topology-block")
+BACKOFF_S = (0.8, 30.0)
+
+
+def _trim_pod(p: dict) -> dict:
+    m, s, st = p.get("metadata") or {}, p.get("spec") or {}, p.get("status") or {}
+
+    def containers(key: str) -> list:
+        return [{"resources": c.get("resources") or {}} for c in (s.get(key) or []) if isinstance(c, dict)]
+
+    return {"metadata": {k: m.get(k) for k in ("name", "namespace", "uid", "labels", "annotations", "resourceVersion",
+                                                "creationTimestamp", "deletionTimestamp") if m.get(k) is not None},
+            "spec": {"nodeName": s.get("nodeName"), "priority": s.get("priority"), "containers": containers("containers"),
+                     "initContainers": containers("initContainers")},
+            "status": {"phase": st.get("phase"), "startTime": st.get("startTime")}}
+
+
+def _trim_node(n: dict) -> dict:
+    m, st = n.get("metadata") or {}, n.get("status") or {}
+    alloc = (st.get("allocatable") or {}).get("nvidia.com/gpu")
+    return {"metadata": {k: m.get(k) for k in ("name", "labels", "resourceVersion") if m.get(k) is not None},
+            "status": {"allocatable": {} if alloc is None else {"nvidia.com/gpu": alloc}}}
+
+
+def _key(obj: dict) -> str:
+    m = obj.get("metadata") or {}
+    return f"{m['namespace']}/{m['name']}" if m.get("namespace") else str(m.get("name"))
+
+
+def _epoch(stamp) -> float | None:
+    if not stamp:
+        return None
+    if isinstance(stamp, datetime):
+        return stamp.timestamp()
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class Informer:
+    """One resource kind listed and watched (see the module docstring)."""
+
+    def __init__(self, resource: str, list_call, trim, on_change, resync_s: float = 300.0, watch_timeout_s: float = 300.0,
+                 request_timeout_s: float = 30.0):
+        self.resource = resource
+        self.list_call = list_call  # the client's list function (core.list_node, core.list_pod_for_all_namespaces)
+        self.trim = trim
+        self.on_change = on_change
+        self.resync_s = resync_s
+        self.watch_timeout_s = watch_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.store: dict[str, dict] = {}
+        self.lock = threading.Lock()
+        self.resource_version = ""
+        self.listed = False  # listed at least once
+        self.lists: dict[str, int] = {}  # reason (initial, expired, resync, error) -> count
+        self.events: dict[str, int] = {}  # event type -> count
+        self.last_error = ""
+        self.last_error_at = 0.0
+        self.healthy = False  # the last list or watch succeeded
+        self._watch = None
+
+    def _list(self, reason: str) -> None:
+        import json
+
+        r = self.list_call(_preload_content=False, _request_timeout=self.request_timeout_s)
+        doc = json.loads(r.data)
+        items = {}
+        for obj in doc.get("items") or []:
+            t = self.trim(obj)
+            items[_key(t)] = t
+        with self.lock:
+            self.store = items  # replaced whole: nothing is lost between the old and the new list
+            self.resource_version = str((doc.get("metadata") or {}).get("resourceVersion") or "")
+            self.listed = True
+            self.healthy = True
+            self.lists[reason] = self.lists.get(reason, 0) + 1
+        log.info("watch %s: listed %d at resourceVersion %s (%s)", self.resource, len(items), self.resource_version, reason)
+        self.on_change()
+
+    def _watch_once(self, timeout_s: float, stop: threading.Event) -> None:
+        from kubernetes import watch
+
+        w = self._watch = watch.Watch()
+        stream = w.stream(self.list_call, resource_version=self.resource_version, timeout_seconds=max(1, int(timeout_s)),
+                          allow_watch_bookmarks=True, _request_timeout=(self.request_timeout_s, timeout_s + self.request_timeout_s))
+        for event in stream:
+            kind, raw = event.get("type"), event.get("raw_object") or {}
+            rv = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+            with self.lock:
+                self.events[kind] = self.events.get(kind, 0) + 1
+                if kind in ("ADDED", "MODIFIED"):
+                    t = self.trim(raw)
+                    self.store[_key(t)] = t
+                elif kind == "DELETED":
+                    self.store.pop(_key(raw), None)
+                if rv:
+                    self.resource_version = rv
+                self.healthy = True
+            if kind != "BOOKMARK":
+                self.on_change()
+            if stop.is_set():
+                w.stop()
+
+    def run(self, stop: threading.Event) -> None:
+        from kubernetes.client.rest import ApiException
+
+        reason, backoff = "initial", BACKOFF_S[0]
+        while not stop.is_set():
+            try:
+                self._list(reason)
+                backoff = BACKOFF_S[0]
+                resync_at = time.monotonic() + self.resync_s if self.resync_s > 0 else float("inf")
+                reason = "resync"
+                while not stop.is_set():
+                    left = resync_at - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._watch_once(min(left, self.watch_timeout_s * (1 + random.random())), stop)
+            except ApiException as e:
+                if e.status == 410:  # Gone / Expired: the resourceVersion is too old; list again now
+                    log.info("watch %s: resourceVersion %s expired (%s): listing again", self.resource,
+                             self.resource_version, e.reason)
+                    reason = "expired"
+                    continue
+                self._failed(f"the API server answered {e.status}: {e.reason}")
+                reason = "error"
+            except Exception as e:  # connection refused, timeout, a broken stream
+                self._failed(f"{type(e).__name__}: {e}")
+                reason = "error"
+            stop.wait(backoff)
+            backoff = min(BACKOFF_S[1], backoff * 2)
+
+    def _failed(self, why: str) -> None:
+        with self.lock:
+            self.healthy = False
+            self.last_error, self.last_error_at = why, time.time()
+        log.warning("watch %s: %s (the last state listed is kept; retrying)", self.resource, why)
+
+    def items(self) -> list[dict]:
+        with self.lock:
+            return list(self.store.values())
+
+    def info(self) -> dict:
+        with self.lock:
+            return {"listed": self.listed, "healthy": self.healthy, "objects": len(self.store),
+                    "resource_version": self.resource_version, "lists": dict(self.lists), "events": dict(self.events),
+                    "last_error": self.last_error, "last_error_at": self.last_error_at or None}
+
+
+@dataclass
+class WatchSnapshot:
+    version: int
+    clock: float  # monotonic seconds when derived
+    base: dict  # the occupancy as a plain-data state: time_s (Unix seconds) and running jobs
+    nodes: dict[str, NodeInfo]  # every Kubernetes node by name
+    aliases: dict[str, int]  # Kubernetes node name -> topology node index (mapped nodes only)
+    unknown_used: dict[str, int]  # GPUs held on nodes outside the topology
+    members: dict[str, list[tuple[str, str]]]  # running job id -> (pod key, node) of its pods
+    bound: dict[str, PodInfo]  # pod key -> pod, of the pods holding GPUs
+    by_uid: dict[str, PodInfo]  # every pod by UID
+    all_keys: set[str]  # every pod key
+    gang_pods: dict[str, list[int]]  # group (namespace/name) -> GPUs of each of its pods
+    gang_bound: dict[str, int] = field(default_factory=dict)  # plan key -> pods bound
+
+
+def map_nodes(cluster, nodes: dict[str, NodeInfo], topology_labels=DEFAULT_TOPOLOGY_LABELS) -> tuple[dict[str, int], list[str]]:
+    """Kubernetes node name -> topology node index, one node per topology node (see the module
+    docstring), and the warnings for nodes that could not be mapped although they claim to be."""
+    from service.k8s import claimed_index
+
+    node_index = {n: i for i, n in enumerate(cluster.node_names)}
+    out: dict[str, int] = {}
+    owner: dict[int, str] = {}
+    warnings = []
+    for name in sorted(nodes, key=lambda n: (n not in node_index, n)):  # exact names first
+        info = nodes[name]
+        i = node_index.get(name)
+        if i is None:
+            i = claimed_index(node_index, info.labels)
+        if i is None:
+            continue
+        if i in owner:
+            warnings.append(f"node {name} claims topology node {cluster.node_names[i]}, which {owner[i]} holds: not mapped")
+            continue
+        owner[i] = name
+        out[name] = i
+    switch_index = {s: k for k, s in enumerate(cluster.switch_names)}
+    for name in sorted(n for n in nodes if n not in out):
+        info = nodes[name]
+        for label in topology_labels:
+            s = switch_index.get(info.labels.get(label, ""))
+            if s is None:
+                continue
+            for i in map(int, cluster.node_under_switch[:, s].nonzero()[0]):
+                if i in owner:
+                    continue
+                t = cluster.gpu_types[int(cluster.node_gpu_type[i])]
+                if info.gpu_type is not None and info.gpu_type.name != t.name:
+                    continue
+                if info.allocatable_gpus is not None and info.allocatable_gpus != int(cluster.node_gpus[i]):
+                    continue
+                owner[i] = name
+                out[name] = i
+                break
+            else:
+                warnings.append(f"node {name}: {label}={info.labels[label]} has no free topology node of its GPU type and count")
+                continue
+            break
+    return out, warnings
+
+
+class ClusterWatch:
+    """Nodes and Pods from the API server and the occupancy derived from them."""
+
+    def __init__(self, kube, cluster, resync_s: float = 300.0, watch_timeout_s: float = 300.0,
+                 topology_labels=DEFAULT_TOPOLOGY_LABELS, clock=time.monotonic):
+        self.cluster = cluster
+        self.topology_labels = tuple(topology_labels)
+        self.clock = clock
+        self._changes = 0
+        self._derived: WatchSnapshot | None = None
+        self._lock = threading.Lock()
+        self._derive_lock = threading.Lock()  # one derivation at a time (the decision thread, /v1/info)
+        self._gpus: dict[str, list[int]] = {}  # pod key -> GPU ids assigned (kept while it stays)
+        self._warned: set[str] = set()
+        self.stop_event = threading.Event()
+        self.nodes = Informer("nodes", kube.core.list_node, _trim_node, self._changed, resync_s, watch_timeout_s)
+        self.pods = Informer("pods", kube.core.list_pod_for_all_namespaces, _trim_pod, self._changed, resync_s, watch_timeout_s)
+        self.threads: list[threading.Thread] = []
+
+    def _changed(self) -> None:
+        with self._lock:
+            self._changes += 1
+
+    def start(self) -> None:
+        for inf in (self.nodes, self.pods):
+            t = threading.Thread(target=inf.run, args=(self.stop_event,), name=f"watch-{inf.resource}", daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    @property
+    def synced(self) -> bool:
+        return self.nodes.listed and self.pods.listed
+
+    def info(self) -> dict:
+        snap = self.snapshot()
+        return {"synced": self.synced, "nodes": self.nodes.info(), "pods": self.pods.info(),
+                "topology_labels": list(self.topology_labels),
+                "mapped_nodes": None if snap is None else len(snap.aliases),
+                "unmapped_nodes": None if snap is None else sorted(set(snap.nodes) - set(snap.aliases))[:50],
+                "pods_holding_gpus": None if snap is None else len(snap.bound),
+                "gpus_held": None if snap is None else sum(p.gpus for p in snap.bound.values())}
+
+    def snapshot(self) -> WatchSnapshot | None:
+        """The derived state; derived again only after a change. None until both kinds are listed."""
+        if not self.synced:
+            return None
+        with self._derive_lock:
+            with self._lock:
+                changes = self._changes
+            snap = self._derived
+            if snap is not None and snap.version == changes:
+                return snap
+            snap = self._derive(changes)
+            self._derived = snap
+            return snap
+
+    def _derive(self, version: int) -> WatchSnapshot:
+        c = self.cluster
+        nodes: dict[str, NodeInfo] = {}
+        for raw in self.nodes.items():
+            try:
+                info = parse_node(raw, f"Node {_key(raw)}")
+            except WireError as e:
+                self._warn(str(e))
+                continue
+            nodes[info.name] = info
+        aliases, warnings = map_nodes(c, nodes, self.topology_labels)
+        for w in warnings:
+            self._warn(w)
+        now = time.time()
+        by_uid: dict[str, PodInfo] = {}
+        bound: dict[str, tuple[PodInfo, str, dict]] = {}
+        gang_pods: dict[str, list[int]] = {}
+        all_keys: set[str] = set()
+        for raw in self.pods.items():
+            try:
+                pod = parse_pod(raw, f"Pod {_key(raw)}")
+            except WireError as e:
+                self._warn(str(e))
+                continue
+            all_keys.add(pod.key)
+            if pod.uid:
+                by_uid[pod.uid] = pod
+            if pod.gang:
+                gang_pods.setdefault(pod.gang, []).append(pod.gpus)
+            node = (raw.get("spec") or {}).get("nodeName")
+            if node and pod.gpus > 0 and (raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                bound[pod.key] = (pod, node, raw)
+        # GPU ids on topology nodes: kept for pods that stay, the lowest free for new ones
+        first, count = c.node_first_gpu.tolist(), c.node_gpus.tolist()
+        used: set[int] = set()
+        gpus_of: dict[str, list[int]] = {}
+        for key, (pod, node, _) in bound.items():
+            old = self._gpus.get(key)
+            i = aliases.get(node)
+            if old and i is not None and all(first[i] <= g < first[i] + count[i] for g in old) \
+                    and len(old) == pod.gpus and not used.intersection(old):
+                gpus_of[key] = old
+                used.update(old)
+        unknown_used: dict[str, int] = {}
+        for key in sorted(bound, key=lambda k: (_epoch(bound[k][2]["metadata"].get("creationTimestamp")) or 0.0, k)):
+            if key in gpus_of:
+                continue
+            pod, node, _ = bound[key]
+            i = aliases.get(node)
+            if i is None:
+                unknown_used[node] = unknown_used.get(node, 0) + pod.gpus
+                continue
+            free = [g for g in range(first[i], first[i] + count[i]) if g not in used][: pod.gpus]
+            if len(free) < pod.gpus:
+                self._warn(f"pod {key} on {node}: {pod.gpus} GPUs, {len(free)} left on topology node {c.node_names[i]}: not counted")
+                continue
+            gpus_of[key] = free
+            used.update(free)
+        self._gpus = gpus_of
+        # running jobs: a group's pods of one GPU count together, any other pod alone
+        jobs: dict[str, list[str]] = {}
+        for key in gpus_of:
+            pod = bound[key][0]
+            jid = f"{pod.gang}@{pod.gpus}" if pod.gang else key
+            jobs.setdefault(jid, []).append(key)
+        running, members = [], {}
+        for jid, keys in jobs.items():
+            keys.sort()
+            pods = [bound[k] for k in keys]
+            pod = pods[0][0]
+            created = [(_epoch(r["metadata"].get("creationTimestamp")) or now) for _, _, r in pods]
+            started = [(_epoch((r.get("status") or {}).get("startTime")) or now) for _, _, r in pods]
+            arrival, start = min(min(created), now), min(min(started), now)
+            elapsed = max(0.0, now - start)
+            n = len(keys)
+            comm = pod.comm_fraction if pod.comm_fraction is not None else (0.3 if n > 1 else 0.0)
+            running.append({"id": jid, "num_gpus": pod.gpus * n, "tp_degree": pod.gpus, "mem_per_gpu_gb": pod.mem_per_gpu_gb,
+                            "kind": pod.kind, "priority": pod.priority_class, "preemptible": pod.preemptible,
+                            "comm_fraction": comm, "tp_comm_share": 0.5 if n > 1 else 0.0, "estimate_s": pod.estimate_s,
+                            "gpus": [g for k in keys for g in gpus_of[k]], "arrival_s": arrival,
+                            "work_done_s": min(elapsed, 0.95 * pod.estimate_s), "attained_gpu_s": elapsed * pod.gpus * n})
+            members[jid] = [(k, bound[k][1]) for k in keys]
+        gang_bound: dict[str, int] = {}  # by the extender's plan key (plan_key: group@GPUs)
+        for pod, _, _ in bound.values():
+            if pod.gang:
+                gang_bound[f"{pod.gang}@{pod.gpus}"] = gang_bound.get(f"{pod.gang}@{pod.gpus}", 0) + 1
+        return WatchSnapshot(version=version, clock=self.clock(), base={"time_s": now, "running": running},
+                             nodes=nodes, aliases=aliases, unknown_used=unknown_used, members=members,
+                             bound={k: v[0] for k, v in bound.items()}, by_uid=by_uid, all_keys=all_keys,
+                             gang_pods=gang_pods, gang_bound=gang_bound)
+
+    def _warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            if len(self._warned) > 10_000:
+                self._warned.clear()
+            log.warning("watch: %s", message)
+
+
