@@ -124,6 +124,53 @@ def test_the_service_is_reached_where_it_listens_with_flags_it_has():
                        for m in sched_mounts)
 
 
+def grants(docs: list[dict], account: tuple[str, str], namespace: str | None, group: str, resource: str, verb: str,
+           name: str | None = None) -> bool:
+    """Whether the roles bound to the ServiceAccount (namespace, name) allow `verb` on `resource`
+    (of API `group`, named `name`) in `namespace` (None: cluster-scoped), by the manifests' own RBAC."""
+    for b in docs:
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(s["kind"] == "ServiceAccount" and (s["namespace"], s["name"]) == account for s in b["subjects"]):
+            continue
+        bound_ns = b["metadata"].get("namespace")  # a RoleBinding grants in its namespace only
+        if bound_ns is not None and bound_ns != namespace:
+            continue
+        ref = b["roleRef"]
+        role = next((d for d in docs if d["kind"] == ref["kind"] and d["metadata"]["name"] == ref["name"]
+                     and d["metadata"].get("namespace") == (bound_ns if ref["kind"] == "Role" else None)), None)
+        for rule in (role or {}).get("rules", []):
+            if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"] \
+                    and (not rule.get("resourceNames") or name in rule["resourceNames"]):
+                return True
+    return False
+
+
+def test_the_service_account_may_watch_and_hold_its_lease():
+    """--watch lists and watches Pods and Nodes cluster-wide; --leader-elect creates, reads and
+    updates its Lease in the lease's namespace; the pod name it uses as identity is in its env."""
+    from service.__main__ import parse_args
+
+    docs = objects()
+    dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gangsched")
+    pod = dep["spec"]["template"]["spec"]
+    account = (dep["metadata"]["namespace"], pod["serviceAccountName"])
+    container = pod["containers"][0]
+    a = parse_args(container["args"])
+    assert a.watch and a.leader_elect and dep["spec"]["replicas"] >= 2
+    for resource in ("pods", "nodes"):
+        for verb in ("list", "watch"):
+            assert grants(docs, account, None, "", resource, verb), (resource, verb)
+    assert grants(docs, account, None, "", "pods/binding", "create")
+    ns, _, name = a.leader_elect_lease.partition("/")
+    assert grants(docs, account, ns, "coordination.k8s.io", "leases", "create")
+    for verb in ("get", "update"):
+        assert grants(docs, account, ns, "coordination.k8s.io", "leases", verb, name), verb
+    assert not grants(docs, account, "kube-system", "coordination.k8s.io", "leases", "update", name)
+    env = {e["name"] for e in container["env"]}
+    assert a.leader_elect_identity == "$(POD_NAME)" and "POD_NAME" in env
+
+
 def test_the_images_requirements_pin_every_module_the_service_imports():
     out = subprocess.run([sys.executable, "-c", "import sys, service.app, service.kube, kubernetes.client; "
                           "print('\\n'.join(sorted({m.split('.')[0] for m in sys.modules})))"],
