@@ -280,3 +280,30 @@ def test_the_lease_is_written_with_optimistic_concurrency(tmp_path):
         api.refuse_leases = True
         b.step()
         assert not b.is_leader() and "503" in b.last_error
+
+
+def test_no_decision_before_the_first_list_and_the_last_state_serves_when_the_api_server_is_gone(tmp_path):
+    api = FakeAPIServer().__enter__()
+    try:
+        api.add_node(node("h100-0"))
+        api.add_pod(pod("busy", 8, node_name="h100-0"))
+        api.list_gate.clear()
+        kubeconfig = api.write_kubeconfig(tmp_path / "config")
+        with ServiceProcess(["--cluster", CLUSTER, "--kube-api", kubeconfig, "--watch", "--watch-timeout-s", "5"],
+                            ready_path="/healthz") as s, httpx.Client(base_url=s.url, timeout=30) as c:
+            assert s.get("/readyz")[0] == 503
+            res = c.post("/scheduler/filter", json=names_args(pod("early", 8), ["h100-0"])).json()
+            assert "not yet listed" in res["Error"] and res["NodeNames"] is None
+            assert c.post("/scheduler/prioritize", json=names_args(pod("early", 8), ["h100-0"])).status_code == 400
+            api.list_gate.set()
+            until(lambda: s.get("/readyz")[0] == 200)
+            assert "ml/busy" in held(c)
+            api.__exit__(None, None, None)  # the API server goes away
+            until(lambda: not c.get("/v1/info").json()["watch"]["pods"]["healthy"])
+            assert "gangsched_watch_healthy{resource=\"pods\"} 0.0" in c.get("/metrics").text
+            assert "ml/busy" in held(c) and s.get("/readyz")[0] == 200  # the last state keeps serving
+            res = c.post("/scheduler/filter", json=names_args(pod("late", 8), ["h100-0"])).json()
+            assert res["FailedNodes"].keys() == {"h100-0"}
+    finally:
+        api.list_gate.set()
+        api.__exit__(None, None, None)
