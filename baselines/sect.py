@@ -19,12 +19,11 @@ class ShortestExpectedCompletion(Baseline):
 
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
         pos = fifo_positions(state)
-        best: tuple[float, int] | None = None
-        index = -1
+        best: tuple[tuple[float, int], int] | None = None  # (key, candidate index)
         remaining = cset.remaining_estimates()
         for i in cset.valid_placements(preempting=False):
             cd = cset.candidates[i]
             key = (remaining[i // len(RULES)] / max(predicted_rate(state, cd), 1e-6), pos[cd.job_id])
-            if best is None or key < best:
-                best, index = key, i
-        return wait_or_any(cset) if best is None else index
+            if best is None or key < best[0]:
+                best = (key, i)
+        return wait_or_any(cset) if best is None else best[1]

@@ -26,8 +26,6 @@ class Tiresias(Baseline):
 
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
         window = cset.window
-        if not window:
-            return wait_or_any(cset)
         seq = state.enqueue_seq
         queue = las_queue(state, window).tolist()
         jobs = [j for _, _, j in sorted(zip(queue, seq[window].tolist(), window))]
