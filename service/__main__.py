@@ -91,8 +91,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="with --watch: each watch call lasts a random time in [this, twice this] and is resumed "
                         "from its last resourceVersion (client-go's minWatchTimeout)")
     p.add_argument("--topology-labels", default="cloud.provider.com/topology-rack,cloud.provider.com/topology-block",
-                   help="with --watch: node labels, in order, whose value names a switch of the topology; a node not "
-                        "named like a topology node takes a free topology node of its GPU type and count under it")
+                   help="node labels, most specific first: with --watch, a label whose value names a switch or an NVLink "
+                        "domain of the topology places a node not named like a topology node (after its nvidia.com/gpu.clique "
+                        "label) on a free topology node of its GPU type and count there; for Kueue topology requests, a "
+                        "level's value is qualified by the labels after it (a rack unique only inside its block)")
     p.add_argument("--leader-elect", action="store_true",
                    help="run as one of several replicas (needs --watch): the holder of a coordination.k8s.io Lease "
                         "binds, the others are followers (/readyz 503) ready to take over")
@@ -275,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     scorer = Scorer(served, model, info, planner=planner, **guard)
     app = create_app(cluster, scorer, queue_window, int(args.max_body_mb * (1 << 20)), args.body_timeout_s,
                      args.gang_ttl_s, kube, auth_token=token, client_certs=bool(args.tls_client_ca),
-                     insecure_no_auth=args.insecure_no_auth, watch=watch, leader=leader)
+                     insecure_no_auth=args.insecure_no_auth, watch=watch, leader=leader,
+                     topology_labels=tuple(x.strip() for x in args.topology_labels.split(",") if x.strip()))
     scheme = "https" if args.tls_cert else "http"
     logging.getLogger("gangsched.service").info("serving %s on %s (%d GPUs), queue window %d, wait guard %s, at %s://%s:%d",
                                                 scorer.policy_name, cluster.name, cluster.num_gpus, queue_window,

@@ -275,7 +275,7 @@ def health_app(app: FastAPI):
 def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body_bytes: int = 16 << 20,
                body_timeout_s: float = 10.0, gang_ttl_s: float = 600.0, kube: KubeAPI | None = None,
                auth_token: str | None = None, client_certs: bool = False, insecure_no_auth: bool = True,
-               watch=None, leader=None) -> FastAPI:
+               watch=None, leader=None, topology_labels: tuple[str, ...] | None = None) -> FastAPI:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     if watch is not None or leader is not None:
@@ -284,7 +284,11 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
     info = scorer.model_info
     metrics.model.labels(scorer.policy_name, info.sha256 if info else "", str(info.feature_schema_version) if info else "",
                          scorer.baseline_name, cluster.name).set(1)
-    extender = Extender(cluster, scorer, queue_window, gang_ttl_s, kube, watch=watch, leader=leader)
+    extender = Extender(cluster, scorer, queue_window, gang_ttl_s, kube, watch=watch, leader=leader,
+                        topology_labels=topology_labels)
+    Gauge("gangsched_topology_conflicts", "Nodes whose nvidia.com/gpu.clique label contradicts the topology file's "
+          "NVLink domains (listed in /v1/info topology_conflicts)", registry=registry
+          ).set_function(lambda: len(extender.topology_conflicts()))
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
     ready = {"ok": False, "why": "warming up"}
 
@@ -368,6 +372,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
                 "state_source": "watch" if watch is not None else "push",
                 "watch": None if watch is None else watch.info(),
                 "leader_election": None if leader is None else leader.info(),
+                "topology_conflicts": extender.topology_conflicts()[:50],
                 "torch_imported": "torch" in sys.modules, "python": sys.version.split()[0]}
 
     def score_sync(data: dict, qw: int) -> tuple[int, dict]:
@@ -435,7 +440,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
                 return 503, {"detail": str(e)}
             return 200, dict(extender.occupancy_dict(),
                              source="watch" if watch is not None else "push",
-                             gang_plans={g: {"slots": p.slots, "domain": p.domain, "gpus_per_pod": p.gpus_per_pod}
+                             gang_plans={g: {"slots": p.slots, "domain": p.domain, "gpus_per_pod": p.gpus_per_pod, "topology": p.topology}
                                          for g, p in extender._live_plans().items()})
 
         status, body = await run(snapshot)

@@ -37,6 +37,15 @@ members known to ask another count. The first member decides a placement for all
 job of members x g GPUs); the plan (pod slots per node) is kept and its GPUs held back from other
 pods. Later members pass filter only on the plan's nodes with free slots (score 10) and bind only
 into a slot. A plan ends when all its slots are bound, after `gang_ttl_s`, or on `put_state`.
+
+Topology requests (Kueue's `kueue.x-k8s.io/podset-required-topology` / `-preferred-topology`,
+whose value is a node label key naming a level: `nvidia.com/gpu.clique`, a rack or block label,
+`kubernetes.io/hostname`): the offered nodes are grouped by their domain at that level
+(`service.domains.level_key`), and the gang's plan is decided by the policy on one domain at a
+time, every other node held back, the smallest domain whose free GPUs hold the gang first (see
+`_in_one_domain`); members already bound confine it to their domain. Required and no domain
+holds it: no node passes filter (so no member binds) until one does. Preferred: the usual
+decision on all offered nodes.
 """
 
 from __future__ import annotations
@@ -54,10 +63,13 @@ from envs.candidates import build_candidates
 from envs.placement import PREEMPT, PREEMPT_RULES
 from envs.state import ClusterState, StateError
 from envs.topology import Cluster
+from service.domains import CLIQUE_LABEL, DEFAULT_TOPOLOGY_LABELS, clique_conflicts, describe_key, level_key
 from service.kube import POD_GROUP_APIS, KubeAPI
 from service.scoring import Scorer
 from service.wire import (
     GANG_SIZE_KEY,
+    PREFERRED_TOPOLOGY,
+    REQUIRED_TOPOLOGY,
     TOPOLOGY_NODE_LABEL,
     NodeInfo,
     PodInfo,
@@ -119,6 +131,7 @@ class GangPlan:
     domain: list[str]  # leaf switches of the plan's nodes
     created: float  # monotonic seconds
     size: int
+    topology: str = ""  # the Kueue topology request it keeps, in words ("" for none)
 
 
 @dataclass
@@ -142,7 +155,8 @@ class Occupancy:
 
 class Extender:
     def __init__(self, cluster: Cluster, scorer: Scorer, queue_window: int = 8, gang_ttl_s: float = 600.0,
-                 kube: KubeAPI | None = None, clock=time.monotonic, watch=None, leader=None):
+                 kube: KubeAPI | None = None, clock=time.monotonic, watch=None, leader=None,
+                 topology_labels: tuple[str, ...] | None = None):
         self.cluster = cluster
         self.scorer = scorer
         self.queue_window = queue_window
@@ -151,6 +165,9 @@ class Extender:
         self.clock = clock
         self.watch = watch  # service.watch.ClusterWatch: the occupancy comes from the API server
         self.leader = leader  # service.leader.LeaderElector: only its leader binds
+        # the order of the topology labels (most specific first): a level's value is qualified by those after it
+        self.topology_labels = tuple(topology_labels or getattr(watch, "topology_labels", None) or DEFAULT_TOPOLOGY_LABELS)
+        self.conflicts: OrderedDict[str, None] = OrderedDict()  # without the watch: clique conflicts seen in requests
         self.snap = None  # the watch's last snapshot taken (service.watch.WatchSnapshot)
         self.node_index = {n: i for i, n in enumerate(cluster.node_names)}
         self.occ = Occupancy(base_clock=clock())
@@ -476,7 +493,8 @@ class Extender:
         self.remember(pod)
         now = self.clock()
         shape = (pod.gpus, pod.mem_per_gpu_gb, pod.gpu_type.name if pod.gpu_type else None, pod.priority_class,
-                 pod.preemptible, pod.kind, pod.estimate_s, pod.comm_fraction, bool(infos))
+                 pod.preemptible, pod.kind, pod.estimate_s, pod.comm_fraction, bool(infos), pod.topology_level,
+                 pod.topology_required)
         keys = [(("pod", pod.key, pod.gang, pod.gang_size) + shape, DECISION_TTL_S)]
         if not (pod.gang and pod.gang_size > 1):
             keys.append((("shape",) + shape, SHAPE_TTL_S))
@@ -529,9 +547,59 @@ class Extender:
             done += self.snap.gang_bound.get(pkey, 0) if self.snap is not None else 0
             members = max(1, pod.gang_size - done)
         offered = set(topo.values())
-        blocked = set(range(self.cluster.num_nodes)) - offered
         job_id = f"pending:{pkey or pod.key}"
-        state = self.current_state(pending=self._job(pod, job_id, members, 0.0), blocked=blocked, skip_plan=pkey)
+        job = self._job(pod, job_id, members, 0.0)
+        state = self.current_state(pending=job, blocked=set(range(self.cluster.num_nodes)) - offered, skip_plan=pkey)
+        c = self.cluster
+        scores: dict[int, int] = {}
+        first_nodes: dict[int, int] = {}
+        policy, topology = "", ""
+        if pkey and pod.topology_level:
+            got, why = self._in_one_domain(pod, pkey, job, topo, infos, state.node_free)
+            if got is not None:
+                first_nodes, policy, topology = got
+            elif pod.topology_required:  # no member passes, on a node outside the topology neither
+                for n in names:
+                    if n in topo or verdicts[n].status == OK:
+                        verdicts[n] = Verdict(FAIL, 0, why)
+                log.info("%s", why)
+                return verdicts
+            else:
+                log.info("%s: placed by the usual rule (%s)", why, PREFERRED_TOPOLOGY)
+        if not first_nodes:
+            scores, first_nodes, policy = self._decide(state, job_id)
+        free = state.node_free
+        if pkey:
+            if not first_nodes:
+                for n in topo:
+                    verdicts[n] = Verdict(FAIL, 0, f"gang {pod.gang} ({members} pods x {pod.gpus} GPUs) does not fit "
+                                                   "the free GPUs of the offered nodes")
+                return verdicts
+            slots = {c.node_names[i]: k // pod.gpus for i, k in first_nodes.items()}
+            domain = sorted({c.switch_names[int(c.node_leaf[i])] for i in first_nodes if c.node_leaf[i] >= 0})
+            plan = GangPlan(pod.gang, pod.gpus, slots, domain, self.clock(), pod.gang_size, topology)
+            plans[pkey] = plan
+            while len(plans) > MAX_PLANS:  # the oldest plan goes first
+                plans.pop(next(iter(plans)))
+            self.version += 1
+            log.info("gang %s: %d pods x %d GPUs planned on %s (domain %s%s) by %s", pod.gang, members, pod.gpus,
+                     slots, ",".join(domain), f"; {topology}" if topology else "", policy)
+            return self._plan_verdicts(pod, plan, names, topo, verdicts)
+        for n, i in topo.items():
+            f = int(free[i])
+            info = infos.get(n)
+            if info is not None and info.allocatable_gpus is not None and info.allocatable_gpus < int(c.node_gpus[i]):
+                f = min(f, info.allocatable_gpus - (int(c.node_gpus[i]) - int(free[i])))  # GPUs the kubelet withholds
+            if f >= pod.gpus:
+                verdicts[n] = Verdict(OK, scores.get(i, 0), "")
+            else:
+                verdicts[n] = Verdict(FAIL, 0, f"{max(f, 0)} GPUs free, the pod asks for {pod.gpus}")
+        return verdicts
+
+    def _decide(self, state: ClusterState, job_id: str) -> tuple[dict[int, int], dict[int, int], str]:
+        """The policy's decision for the pending job queued first in `state`: a score per
+        topology node (10 for the nodes of its best placement, 1..9 for the next ones), the GPUs
+        per node of the best placement ({} when it makes none) and the policy's name."""
         cset = build_candidates(state, self.queue_window, wait_guard=self.scorer.wait_guard)
         j = int(state.queue[0]) if len(state.queue) and state.name_of(int(state.queue[0])) == job_id else -1
         restrict = np.array([cd.job_id == j and cd.rule not in PREEMPT_RULES for cd in cset.candidates]) if j >= 0 else np.zeros(len(cset.candidates), bool)
@@ -555,37 +623,88 @@ class Extender:
                     s = max(1, min(MAX_SCORE - 1, round((MAX_SCORE - 1) * float(decision.probabilities[i]) / p_top)))
                 for n in nodes.tolist():
                     scores[n] = max(scores.get(n, 0), s)
-        free = state.node_free
-        if pkey:
-            if not first_nodes:
-                for n in topo:
-                    verdicts[n] = Verdict(FAIL, 0, f"gang {pod.gang} ({members} pods x {pod.gpus} GPUs) does not fit "
-                                                   "the free GPUs of the offered nodes")
-                return verdicts
-            slots = {c.node_names[i]: k // pod.gpus for i, k in first_nodes.items()}
-            domain = sorted({c.switch_names[int(c.node_leaf[i])] for i in first_nodes if c.node_leaf[i] >= 0})
-            plan = GangPlan(pod.gang, pod.gpus, slots, domain, self.clock(), pod.gang_size)
-            plans[pkey] = plan
-            while len(plans) > MAX_PLANS:  # the oldest plan goes first
-                plans.pop(next(iter(plans)))
-            self.version += 1
-            log.info("gang %s: %d pods x %d GPUs planned on %s (domain %s) by %s", pod.gang, members, pod.gpus,
-                     slots, ",".join(domain), decision.policy)
-            return self._plan_verdicts(pod, plan, names, topo, verdicts)
+        return scores, first_nodes, decision.policy
+
+    def _node_labels(self, name: str, infos: dict[str, NodeInfo]) -> dict[str, str]:
+        """A Kubernetes node's labels: from the request's Node objects, else the watch, else the API server."""
+        info = infos.get(name)
+        if info is None and self.snap is not None:
+            info = self.snap.nodes.get(name)
+        if info is None and self.kube is not None and self.watch is None:
+            info = self._api_node(name)
+        return info.labels if info is not None else {}
+
+    def topology_conflicts(self) -> list[str]:
+        """Nodes whose clique label contradicts the topology file: the watch's, else those seen in requests."""
+        if self.snap is not None:
+            return list(self.snap.conflicts)
+        return list(self.conflicts)
+
+    def _in_one_domain(self, pod: PodInfo, pkey: str, job: dict, topo: dict[str, int], infos: dict[str, NodeInfo],
+                       free: np.ndarray) -> tuple[tuple[dict[int, int], str, str] | None, str]:
+        """A gang placement inside one domain of the pod's topology level (Kueue's
+        podset-required/-preferred-topology): the offered nodes grouped by `level_key`; the
+        domains whose free GPUs hold the gang in whole pods, the smallest first (then by name),
+        each decided by the policy with every other node held back, the first that yields a
+        placement wins. Members already bound confine it to their domain. Returns ((GPUs per
+        topology node, policy, the request in words), "") or (None, why not)."""
+        c, level = self.cluster, pod.topology_level
+        kind = "requires" if pod.topology_required else "prefers"
+        what = (f"gang {pod.gang} ({job['num_gpus'] // pod.gpus} pods x {pod.gpus} GPUs) {kind} one {level} domain "
+                f"({REQUIRED_TOPOLOGY if pod.topology_required else PREFERRED_TOPOLOGY})")
+        groups: dict[Any, list[int]] = {}
+        unlabelled = 0
+        entries = []
         for n, i in topo.items():
-            f = int(free[i])
-            info = infos.get(n)
-            if info is not None and info.allocatable_gpus is not None and info.allocatable_gpus < int(c.node_gpus[i]):
-                f = min(f, info.allocatable_gpus - (int(c.node_gpus[i]) - int(free[i])))  # GPUs the kubelet withholds
-            if f >= pod.gpus:
-                verdicts[n] = Verdict(OK, scores.get(i, 0), "")
+            labels = self._node_labels(n, infos)
+            entries.append((n, i, labels.get(CLIQUE_LABEL)))
+            k = level_key(c, level, i, labels, self.topology_labels)
+            if k is None:
+                unlabelled += 1
             else:
-                verdicts[n] = Verdict(FAIL, 0, f"{max(f, 0)} GPUs free, the pod asks for {pod.gpus}")
-        return verdicts
+                groups.setdefault(k, []).append(i)
+        if level == CLIQUE_LABEL and self.snap is None:  # the watch reports its own (all mapped nodes)
+            for msg in clique_conflicts(c, entries):
+                if msg not in self.conflicts:
+                    log.warning("topology conflict: %s", msg)
+                self.conflicts[msg] = None
+                self.conflicts.move_to_end(msg)
+                while len(self.conflicts) > 256:
+                    self.conflicts.popitem(last=False)
+        bound = [b.node for b in self.occ.bound.values() if plan_key(b.pod) == pkey]
+        if self.snap is not None:
+            bound += [node for _, node in self.snap.members.get(pkey, [])]
+        if bound:
+            keys = set()
+            for n in bound:
+                i = self.topology_index(n, None)
+                keys.add(None if i is None else level_key(c, level, i, self._node_labels(n, infos), self.topology_labels))
+            if len(keys) != 1 or None in keys:
+                return None, f"{what}: its members already bound ({', '.join(sorted(set(bound)))}) are not in one known domain"
+            (k,) = keys
+            groups = {k: groups.get(k, [])}
+            what += f", where its members already bound are ({describe_key(level, k)})"
+        units = {k: sum(int(free[i]) // pod.gpus for i in nodes) for k, nodes in groups.items()}
+        need = job["num_gpus"] // pod.gpus
+        all_nodes = set(range(c.num_nodes))
+        for k in sorted((k for k in groups if units[k] >= need), key=lambda k: (units[k], describe_key(level, k))):
+            state = self.current_state(pending=job, blocked=all_nodes - set(groups[k]), skip_plan=pkey)
+            _, first_nodes, policy = self._decide(state, job["id"])
+            if first_nodes:
+                return (first_nodes, policy, f"{'required' if pod.topology_required else 'preferred'} {level}: "
+                                             f"{describe_key(level, k)}"), ""
+        best = max(groups, key=lambda k: (units[k], describe_key(level, k)), default=None)
+        why = f"{what}: no offered domain holds it"
+        if best is not None:
+            why += f" (the most room: {describe_key(level, best)}, {units[best]} pods of {pod.gpus} GPUs free)"
+        if unlabelled:
+            why += f"; {unlabelled} offered nodes have no {level} label"
+        return None, why
 
     def _plan_verdicts(self, pod: PodInfo, plan: GangPlan, names: list[str], topo: dict[str, int],
                        verdicts: dict[str, Verdict]) -> dict[str, Verdict]:
-        where = f"gang {plan.gang} is placed on {', '.join(n for n, s in plan.slots.items() if s > 0)} (domain {','.join(plan.domain)})"
+        where = (f"gang {plan.gang} is placed on {', '.join(n for n, s in plan.slots.items() if s > 0)} "
+                 f"(domain {','.join(plan.domain)}{'; ' + plan.topology if plan.topology else ''})")
         for n in names:
             if n in topo and plan.slots.get(self.cluster.node_names[topo[n]], 0) > 0:
                 verdicts[n] = Verdict(OK, MAX_SCORE, "")

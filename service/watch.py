@@ -18,11 +18,14 @@ Contract:
   a change (`snapshot()`), a `WatchSnapshot`:
   - nodes mapped to the topology (`map_nodes`): by name, else by the `gangsched.io/topology-node`
     or `kubernetes.io/hostname` label (the extender's own rule, `service.k8s.claimed_index`),
+    else by GFD's `nvidia.com/gpu.clique` label (its NVLink domain: `service.domains.clique_domains`),
     else by a topology label (`--topology-labels`, default Kueue's
     `cloud.provider.com/topology-rack` then `cloud.provider.com/topology-block`) naming a switch
-    of the topology: the node takes the first topology node under that switch not claimed by
+    or an NVLink domain of the topology: the node takes the first topology node there not claimed by
     another, with the same GPU type (GFD `nvidia.com/gpu.product`) and GPU count (allocatable,
     else GFD `nvidia.com/gpu.count`), nodes taken in name order. One Kubernetes node per topology node.
+    Mapped nodes whose clique label contradicts the topology file are reported
+    (`service.domains.clique_conflicts`: a warning, `/v1/info` watch.topology_conflicts).
   - occupancy from bound pods: a pod with `spec.nodeName`, a GPU request and a phase other than
     Succeeded / Failed holds its GPUs. Pods of one group (the extender's group keys) asking the
     same GPU count form one running job (id `namespace/group@g`, the extender's plan key); any
@@ -44,10 +47,10 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from service.domains import CLIQUE_LABEL, DEFAULT_TOPOLOGY_LABELS, clique_conflicts, clique_domains
 from service.wire import NodeInfo, PodInfo, WireError, parse_node, parse_pod
 
 log = logging.getLogger("gangsched.service")
-DEFAULT_TOPOLOGY_LABELS = ("cloud.provider.com/topology-rack", "cloud.provider.com/topology-block")
 BACKOFF_S = (0.8, 30.0)
 
 
@@ -212,6 +215,7 @@ class WatchSnapshot:
     all_keys: set[str]  # every pod key
     gang_pods: dict[str, list[int]]  # group (namespace/name) -> GPUs of each of its pods
     gang_bound: dict[str, int] = field(default_factory=dict)  # plan key -> pods bound
+    conflicts: list[str] = field(default_factory=list)  # mapped nodes whose clique label contradicts the topology
 
 
 def map_nodes(cluster, nodes: dict[str, NodeInfo], topology_labels=DEFAULT_TOPOLOGY_LABELS) -> tuple[dict[str, int], list[str]]:
@@ -236,13 +240,24 @@ def map_nodes(cluster, nodes: dict[str, NodeInfo], topology_labels=DEFAULT_TOPOL
         owner[i] = name
         out[name] = i
     switch_index = {s: k for k, s in enumerate(cluster.switch_names)}
+    domain_index = {d: k for k, d in enumerate(cluster.domain_names)}
+    clique_home = clique_domains(cluster, [(n, i, nodes[n].labels.get(CLIQUE_LABEL)) for n, i in out.items()])
     for name in sorted(n for n in nodes if n not in out):
         info = nodes[name]
-        for label in topology_labels:
-            s = switch_index.get(info.labels.get(label, ""))
-            if s is None:
+        for label in (CLIQUE_LABEL, *topology_labels):
+            value = info.labels.get(label, "")
+            if label == CLIQUE_LABEL:
+                d = clique_home.get(value)
+                under = None if d is None else cluster.node_domain == d
+            elif value in switch_index:
+                under = cluster.node_under_switch[:, switch_index[value]]
+            elif value in domain_index:  # a rack label naming an NVLink domain (an NVL72 rack)
+                under = cluster.node_domain == domain_index[value]
+            else:
+                under = None
+            if under is None:
                 continue
-            for i in map(int, cluster.node_under_switch[:, s].nonzero()[0]):
+            for i in map(int, under.nonzero()[0]):
                 if i in owner:
                     continue
                 t = cluster.gpu_types[int(cluster.node_gpu_type[i])]
@@ -302,6 +317,7 @@ class ClusterWatch:
                 "topology_labels": list(self.topology_labels),
                 "mapped_nodes": None if snap is None else len(snap.aliases),
                 "unmapped_nodes": None if snap is None else sorted(set(snap.nodes) - set(snap.aliases))[:50],
+                "topology_conflicts": None if snap is None else snap.conflicts[:50],
                 "pods_holding_gpus": None if snap is None else len(snap.bound),
                 "gpus_held": None if snap is None else sum(p.gpus for p in snap.bound.values())}
 
@@ -330,7 +346,8 @@ class ClusterWatch:
                 continue
             nodes[info.name] = info
         aliases, warnings = map_nodes(c, nodes, self.topology_labels)
-        for w in warnings:
+        conflicts = clique_conflicts(c, [(n, i, nodes[n].labels.get(CLIQUE_LABEL)) for n, i in aliases.items()])
+        for w in warnings + conflicts:
             self._warn(w)
         now = time.time()
         by_uid: dict[str, PodInfo] = {}
@@ -408,7 +425,7 @@ class ClusterWatch:
         return WatchSnapshot(version=version, clock=self.clock(), base={"time_s": now, "running": running},
                              nodes=nodes, aliases=aliases, unknown_used=unknown_used, members=members,
                              bound={k: v[0] for k, v in bound.items()}, by_uid=by_uid, all_keys=all_keys,
-                             gang_pods=gang_pods, gang_bound=gang_bound)
+                             gang_pods=gang_pods, gang_bound=gang_bound, conflicts=conflicts)
 
     def _warn(self, message: str) -> None:
         if message not in self._warned:

@@ -30,10 +30,16 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GFD_PRODUCT, GFD_COUNT, GFD_MEMORY = "nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory"
 # The keys (label, else annotation) naming a pod's group, first found wins: scheduler-plugins
 # coscheduling (current, then its older label), Volcano (current, then the kube-batch name).
+# Kueue's plain-pod groups last (label pod-group-name, annotation pod-group-total-count).
 GANG_NAME_KEYS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io", "scheduling.volcano.sh/group-name",
-                  "scheduling.k8s.io/group-name")
+                  "scheduling.k8s.io/group-name", "kueue.x-k8s.io/pod-group-name")
 GANG_SIZE_KEY = "gangsched.io/gang-size"  # GPU-requesting members asking this pod's GPU count
-MIN_MEMBER_KEYS = ("gangsched.io/gang-size", "scheduling.k8s.io/group-min-member", "scheduling.volcano.sh/group-min-member")
+MIN_MEMBER_KEYS = ("gangsched.io/gang-size", "scheduling.k8s.io/group-min-member", "scheduling.volcano.sh/group-min-member",
+                   "kueue.x-k8s.io/pod-group-total-count")
+# Kueue Topology Aware Scheduling: a PodSet's pods must (required) or should (preferred) run on
+# nodes of one domain of the level the value names (a node label key, e.g. a rack label).
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 ANNOTATION_PREFIX = "gangsched.io/"
 TOPOLOGY_NODE_LABEL = "gangsched.io/topology-node"
 MAX_GPUS_PER_POD = 1024  # more is not a request any node can hold: refused as an error
@@ -191,6 +197,8 @@ class PodInfo:
     gang_key: str | None = None  # the label or annotation that named the group
     gang_size_key: str | None = None  # the annotation that gave gang_size (None: none did)
     labels: dict[str, str] = field(default_factory=dict)
+    topology_level: str | None = None  # the node label key of a Kueue topology request (None: none)
+    topology_required: bool = False  # required (True) or preferred (False)
 
 
 def _container_gpus(containers: list, path: str) -> list[int]:
@@ -273,12 +281,24 @@ def parse_pod(pod: Any, path: str) -> PodInfo:
                     raise WireError(f"{where}: must be at least 1, got {v!r}")
                 size_key = k
                 break
+    level, required = None, False
+    for k, req in ((REQUIRED_TOPOLOGY, True), (PREFERRED_TOPOLOGY, False)):
+        v = notes.get(k, labels.get(k))
+        if v is None:
+            continue
+        where = f"{path}.metadata.annotations[{k}]" if k in notes else f"{path}.metadata.labels[{k}]"
+        if level is not None:
+            raise WireError(f"{where}: a pod asks for one topology level, not both {REQUIRED_TOPOLOGY} and {PREFERRED_TOPOLOGY}")
+        v = v.strip()
+        if not v or any(ch.isspace() for ch in v) or len(v) > 316:
+            raise WireError(f"{where}: must be a node label key (such as cloud.provider.com/topology-rack), got {v!r}")
+        level, required = v, req
     return PodInfo(
         key=f"{namespace}/{name}", name=name, namespace=namespace, uid=get_str(meta, "uid", f"{path}.metadata"),
         gpus=gpus, priority=priority, priority_class=priority_class,
         preemptible=(pre or "true").lower() == "true", estimate_s=est, kind=kind, mem_per_gpu_gb=mem,
         comm_fraction=comm, gpu_type=gtype, gang=f"{namespace}/{group}" if group else None, gang_size=size, labels=labels,
-        gang_key=group_key, gang_size_key=size_key,
+        gang_key=group_key, gang_size_key=size_key, topology_level=level, topology_required=required,
     )
 
 
