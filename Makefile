@@ -2,6 +2,8 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 TORCH_VERSION ?= 2.13.0
+# pytest-xdist worker processes for make test / test-fast, each test file on one worker (0: no workers, one process).
+TEST_WORKERS ?= 2
 
 .PHONY: install demo test test-fast sanitize bench clean
 
@@ -17,12 +19,12 @@ demo: install
 
 # Install and run the whole test suite (docs/testing.md: its layers and times).
 test: install
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Install and run the suite without the tests marked slow (each over 20 s: the tiny training
 # runs end to end, the Ray trials, the shipped model against the heuristics).
 test-fast: install
-	$(PYTHON) -m pytest -q -m "not slow"
+	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 # The native core's fuzz driver under AddressSanitizer and UndefinedBehaviorSanitizer (no Python).
 sanitize:
