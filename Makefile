@@ -5,7 +5,7 @@ TORCH_VERSION ?= 2.13.0
 # pytest-xdist worker processes for make test / test-fast, each test file on one worker (0: no workers, one process).
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast sanitize bench clean
+.PHONY: install demo test test-fast sanitize mutation bench clean
 
 # torch is pinned first so that pip does not pull a multi-GB CUDA build on CPU-only machines.
 install:
@@ -25,6 +25,11 @@ test: install
 # runs end to end, the Ray trials, the shipped model against the heuristics).
 test-fast: install
 	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+
+# Mutation testing of the CI groups (tests/mutation.py; `python -m tests.mutation --all` for every group):
+# fails on a surviving mutant not listed with its reason in tests/mutation_survivors.json.
+mutation: install
+	$(PYTHON) -m tests.mutation
 
 # The native core's fuzz driver under AddressSanitizer and UndefinedBehaviorSanitizer (no Python).
 sanitize:

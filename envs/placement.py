@@ -91,25 +91,21 @@ def _best_fit(free: Sequence[int], need: int) -> int | None:
 
 
 def _binpack(free: Sequence[int], need: int) -> dict[int, int] | None:
-    """Fewest nodes, fullest first: best-fit single node, else fill from the nodes with the
-    most free GPUs and best-fit the remainder (blind to switches)."""
-    n = _best_fit(free, need)
-    if n is not None:
-        return {n: need}
+    """Fewest nodes, fullest first: the best-fit single node, else the node with the most free
+    GPUs whole (lowest id on ties) and again for the rest (blind to switches)."""
     if sum(free) < need:
         return None
     take: dict[int, int] = {}
     left = list(free)
-    while need > 0:
+    while True:
         n = _best_fit(left, need)
         if n is not None:
-            take[n] = take.get(n, 0) + need
-            break
-        n = left.index(max(left))  # the most free, lowest id on ties
+            take[n] = need
+            return take
+        n = left.index(max(left))
         take[n] = left[n]
         need -= left[n]
         left[n] = 0
-    return take
 
 
 def _spread(free: Sequence[int], need: int) -> dict[int, int] | None:
@@ -128,40 +124,25 @@ def _spread(free: Sequence[int], need: int) -> dict[int, int] | None:
 
 
 def _fill_domain(free: np.ndarray, nodes: np.ndarray, need: int, tp: int, speed: np.ndarray) -> dict[int, int]:
-    """Inside one switch domain: whole TP groups per node, fastest then emptiest nodes first,
-    best-fit the last groups; leftovers (only when groups cannot all align, which the aligned
-    topology rule never asks for) in the same order."""
+    """Inside one domain whose `nodes` hold the gang in whole TP groups (`free`: per node, its
+    GPUs usable in whole TP groups): whole groups per node, fastest then emptiest nodes first,
+    until some of the fastest nodes that can take every remaining group can; the tightest of
+    those takes them (the first in that order on ties)."""
     take: dict[int, int] = {}
     groups_left = need // tp
     order = nodes[np.lexsort((-free[nodes], -speed[nodes]))]
     cap = free.copy()
     for n in order:
-        if groups_left == 0:
-            break
         fits = order[(cap[order] // tp) >= groups_left]
         if len(fits):
-            # Best fit among the fastest nodes that can take every remaining group.
             fast = fits[speed[fits] == speed[fits].max()]
-            last = int(fast[np.argmin(cap[fast])])
-            take[last] = take.get(last, 0) + groups_left * tp
-            cap[last] -= groups_left * tp
-            groups_left = 0
-            break
+            take[int(fast[np.argmin(cap[fast])])] = groups_left * tp
+            return take
         g = int(cap[n] // tp)
-        if g:
-            take[int(n)] = take.get(int(n), 0) + g * tp
-            cap[n] -= g * tp
-            groups_left -= g
-    rest = groups_left * tp + need % tp
-    for n in order:
-        if rest == 0:
-            break
-        k = int(min(cap[n], rest))
-        if k:
-            take[int(n)] = take.get(int(n), 0) + k
-            cap[n] -= k
-            rest -= k
-    return take
+        take[int(n)] = g * tp
+        cap[n] = 0
+        groups_left -= g
+    raise ValueError(f"the domain's {int(free[nodes].sum())} usable GPUs do not hold a gang of {need}")
 
 
 def _aligned(free: np.ndarray, tp: int) -> np.ndarray:

@@ -38,7 +38,7 @@ SURVIVORS = ROOT / "tests" / "mutation_survivors.json"
 # group -> (modules mutated, test files that must catch them)
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "baselines": (["baselines/*.py"], ["tests/test_baselines.py", "tests/test_baselines_choices.py"]),
-    "placement": (["envs/placement.py"], ["tests/test_core.py", "tests/test_nvlink_domains.py", "tests/test_candidates.py"]),
+    "placement": (["envs/placement.py"], ["tests/test_core.py", "tests/test_nvlink_domains.py"]),
     "objective": (["envs/objective.py", "envs/metrics.py"], ["tests/test_scenarios.py", "tests/test_simulator.py"]),
     "lookahead-sampling": (["agents/lookahead.py"], ["tests/test_lookahead.py"]),
     "extender": (["service/k8s.py"], ["tests/test_extender_verbs.py", "tests/test_service_k8s.py"]),

@@ -39,7 +39,6 @@ def _reference_pick(c, node, count, pattern):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_node_take_is_the_reference_on_every_shipped_cluster(name):
     c = load_cluster(name)
-    arrays = core.cluster_arrays(c)
     rng = np.random.default_rng(7)
     gpus = c.node_gpus.astype(np.int64)
     checked = placed = domains = 0
@@ -52,7 +51,7 @@ def test_node_take_is_the_reference_on_every_shipped_cluster(name):
         need = tp * int(rng.integers(1, max(2, min(int(free.sum()) // tp + 3, 64))))
         for rule in range(5):
             want = _reference_take(c, free.tolist(), need, tp, rule)
-            got = core.node_take(arrays, free.tolist(), need, tp, rule)
+            got = P._node_take(c, tuple(free.tolist()), need, tp, rule)  # the compiled path: the core
             assert got == want and (got is None or list(got) == list(want)), (name, free.tolist(), need, tp, rule)
             checked += 1
             placed += got is not None
@@ -71,7 +70,8 @@ def test_pick_in_node_is_the_reference(name):
         if not pattern.any():
             continue
         count = int(rng.integers(1, pattern.sum() + 1))
-        got = core.pick_in_node(arrays, node, count, pattern)
+        got = P._pick_in_pattern(c, int(c.node_first_gpu[node]), count, pattern)  # the compiled path: the core
+        assert got.tolist() == core.pick_in_node(arrays, node, count, pattern).tolist()
         want = _reference_pick(c, node, count, pattern)
         assert got.tolist() == want.tolist(), (node, pattern.tolist(), count)
 
