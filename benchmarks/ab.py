@@ -8,7 +8,8 @@ on each side in alternating order (base, this tree; this tree, base; ...), each 
 process from that side's root with PYTHONPATH pointing there, pinned to CPU `--cpu` when given.
 The base side imports only the worktree's code: the editable install's import redirection (which
 maps `envs`, `agents`, ... to this tree) is switched off there by a `sitecustomize`, and a base
-with a native core (CMakeLists.txt) has it compiled into its worktree first.
+with a native core (CMakeLists.txt) has it compiled into its worktree first (or this tree's built
+core copied there, when the base's core sources are this tree's).
 It prints each side's process CPU time (user + system, from the child's rusage) and wall time:
 the minimum and the median, and this tree's over the base's; and the ratio of the CPU times of
 each pair of runs adjacent in time (run i of each side), their median and range, which cancels
@@ -44,6 +45,18 @@ sys.path[:] = [p for p in sys.path if p != {root!r}]
 """
 
 
+def _same_core_sources(worktree: Path) -> bool:
+    """The worktree's native core sources (CMakeLists.txt, envs/core/src) are byte for byte this
+    tree's."""
+    def files(root: Path) -> dict[str, bytes]:
+        out = {"CMakeLists.txt": (root / "CMakeLists.txt").read_bytes()}
+        src = root / "envs" / "core" / "src"
+        if src.is_dir():
+            out.update({str(f.relative_to(root)): f.read_bytes() for f in sorted(src.rglob("*")) if f.is_file()})
+        return out
+    return files(worktree) == files(ROOT)
+
+
 def isolate(worktree: Path, tmp: Path) -> str:
     """The PYTHONPATH that makes a process import `worktree`'s code alone (see the module's
     docstring), its native core built in place when it has one."""
@@ -51,6 +64,10 @@ def isolate(worktree: Path, tmp: Path) -> str:
     site.mkdir()
     (site / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(root=str(ROOT)))
     if (worktree / "CMakeLists.txt").exists():
+        if _same_core_sources(worktree):  # the base's core is this tree's: reuse the built one
+            from envs.core import _core
+            shutil.copy(_core.__file__, worktree / "envs" / "core" / Path(_core.__file__).name)
+            return f"{site}{os.pathsep}{worktree}"
         import nanobind
         build = tmp / "core-build"
         subprocess.run(["cmake", "-S", str(worktree), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
