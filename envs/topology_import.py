@@ -400,20 +400,27 @@ def _parse_slurm_yaml(path: Path, select: str | list[str] | None) -> SlurmTopolo
     return topo
 
 
+def _index_members(items, what: str, relation: str) -> tuple[dict, dict]:
+    """(name -> item, node -> item) of a topology's switches or blocks (`what`); a name defined
+    twice, or a node `relation` ("under", "in") two of them, is an error naming both places."""
+    by_name: dict = {}
+    node_of: dict = {}
+    for x in items:
+        if x.name in by_name:
+            raise ValueError(f"{x.where}: {what} '{x.name}' already defined on {by_name[x.name].ref}")
+        by_name[x.name] = x
+        for n in x.nodes:
+            if n in node_of:
+                raise ValueError(f"{x.where}: node '{n}' is already {relation} {what} '{node_of[n].name}' ({node_of[n].ref})")
+            node_of[n] = x
+    return by_name, node_of
+
+
 def _check_topology(topo: SlurmTopology) -> None:
     """Tree: unique names, known children, each node under one switch, no cycles, some node.
     Blocks: unique names, each node in one block, each block at least the base block size."""
     path = topo.source
-    by_name: dict[str, SlurmSwitch] = {}
-    node_switch: dict[str, SlurmSwitch] = {}
-    for s in topo.switches:
-        if s.name in by_name:
-            raise ValueError(f"{s.where}: switch '{s.name}' already defined on {by_name[s.name].ref}")
-        by_name[s.name] = s
-        for n in s.nodes:
-            if n in node_switch:
-                raise ValueError(f"{s.where}: node '{n}' is already under switch '{node_switch[n].name}' ({node_switch[n].ref})")
-            node_switch[n] = s
+    by_name, node_switch = _index_members(topo.switches, "switch", "under")
     for s in topo.switches:
         for c in s.switches:
             if c not in by_name:
@@ -430,16 +437,7 @@ def _check_topology(topo: SlurmTopology) -> None:
     if topo.switches and not node_switch:
         raise ValueError(f"{path}: no switch lists any nodes")
 
-    block_names: dict[str, SlurmBlock] = {}
-    node_block: dict[str, SlurmBlock] = {}
-    for b in topo.blocks:
-        if b.name in block_names:
-            raise ValueError(f"{b.where}: block '{b.name}' already defined on {block_names[b.name].ref}")
-        block_names[b.name] = b
-        for n in b.nodes:
-            if n in node_block:
-                raise ValueError(f"{b.where}: node '{n}' is already in block '{node_block[n].name}' ({node_block[n].ref})")
-            node_block[n] = b
+    _index_members(topo.blocks, "block", "in")  # unique names, each node in one block
     if topo.blocks:
         base = topo.block_sizes[0] if topo.block_sizes else len(topo.blocks[0].nodes)
         for b in topo.blocks:

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from envs.config import cluster_from_dict
+from envs.config import cluster_from_dict, load_cluster
 from envs.jobs import Job, JobKind
 from envs.topology import Cluster
 
@@ -115,3 +115,15 @@ def needs_service() -> None:
 
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
+
+
+def busy_state(cluster_name: str, nodes: list[str], priority: str = "high", preemptible: bool = False) -> dict:
+    """A plain-data state (the service's PUT /v1/state) whose running jobs fill `nodes` (8 GPUs
+    each) of the cluster `cluster_name`."""
+    c = load_cluster(cluster_name)
+    running = []
+    for n in nodes:
+        f = int(c.node_first_gpu[c.node_names.index(n)])
+        running.append({"id": f"other/{n}", "num_gpus": 8, "tp_degree": 8, "estimate_s": 7200.0, "gpus": list(range(f, f + 8)),
+                        "priority": priority, "preemptible": preemptible})
+    return {"time_s": 1000.0, "running": running}

@@ -14,6 +14,7 @@ import pytest
 
 from envs.config import load_cluster
 from service.testing import FakeAPIServer, ServiceProcess
+from tests.helpers import busy_state
 
 k8s = pytest.importorskip("kubernetes.client")
 wire = k8s.ApiClient().sanitize_for_serialization
@@ -51,13 +52,7 @@ def binding(p: dict, where: str) -> dict:
 
 
 def busy(nodes: list[str], priority: str = "high", preemptible: bool = False) -> dict:
-    c = load_cluster(CLUSTER)
-    running = []
-    for n in nodes:
-        f = int(c.node_first_gpu[c.node_names.index(n)])
-        running.append({"id": f"other/{n}", "num_gpus": 8, "tp_degree": 8, "estimate_s": 7200.0, "gpus": list(range(f, f + 8)),
-                        "priority": priority, "preemptible": preemptible})
-    return {"time_s": 1000.0, "running": running}
+    return busy_state(CLUSTER, nodes, priority, preemptible)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 from envs.config import load_cluster
 from service.testing import FakeAPIServer, ServiceProcess
-from tests.helpers import needs_service
+from tests.helpers import busy_state, needs_service
 
 httpx = pytest.importorskip("httpx")  # the `test` extra
 client_models = pytest.importorskip("kubernetes.client")
@@ -58,17 +58,6 @@ def extender_args(p: dict, nodes: list[dict], cache: bool) -> dict:
     if cache:
         return {"Pod": p, "Nodes": None, "NodeNames": [n["metadata"]["name"] for n in nodes]}
     return {"Pod": p, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
-
-
-def busy_state(cluster_name: str, nodes: list[str], priority: str = "high", preemptible: bool = False) -> dict:
-    """A plain-data state whose running jobs fill `nodes` (8 GPUs each)."""
-    c = load_cluster(cluster_name)
-    running = []
-    for n in nodes:
-        f = int(c.node_first_gpu[c.node_names.index(n)])
-        running.append({"id": f"other/{n}", "num_gpus": 8, "tp_degree": 8, "estimate_s": 7200.0, "gpus": list(range(f, f + 8)),
-                        "priority": priority, "preemptible": preemptible})
-    return {"time_s": 1000.0, "running": running}
 
 
 API_SERVER: FakeAPIServer | None = None  # the module's API server: pods are created there before they are bound
