@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 _SITECUSTOMIZE = """\
-# benchmarks.ab's base side: import the worktree's code, not the editable install's tree.
+# benchmarks.ab's base side, tests.mutation's copy: import this tree's code, not the editable install's.
 import sys
 sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__name__.startswith("ScikitBuild")]
 sys.path[:] = [p for p in sys.path if p != {root!r}]
@@ -57,25 +57,39 @@ def _same_core_sources(worktree: Path) -> bool:
     return files(worktree) == files(ROOT)
 
 
-def isolate(worktree: Path, tmp: Path) -> str:
-    """The PYTHONPATH that makes a process import `worktree`'s code alone (see the module's
-    docstring), its native core built in place when it has one."""
+def isolated_site(tmp: Path) -> Path:
+    """A folder holding a `sitecustomize` that switches the editable install's import redirection
+    off, so that a process with it first on PYTHONPATH imports the code of its own tree."""
     site = tmp / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(root=str(ROOT)))
-    if (worktree / "CMakeLists.txt").exists():
-        if _same_core_sources(worktree):  # the base's core is this tree's: reuse the built one
-            from envs.core import _core
-            shutil.copy(_core.__file__, worktree / "envs" / "core" / Path(_core.__file__).name)
-            return f"{site}{os.pathsep}{worktree}"
-        import nanobind
-        build = tmp / "core-build"
-        subprocess.run(["cmake", "-S", str(worktree), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                        f"-DPython_EXECUTABLE={sys.executable}", f"-Dnanobind_DIR={nanobind.cmake_dir()}"],
-                       check=True, capture_output=True, text=True)
-        subprocess.run(["cmake", "--build", str(build), "-j", "2"], check=True, capture_output=True, text=True)
-        for lib in build.glob("_core*.so"):
-            shutil.copy(lib, worktree / "envs" / "core" / lib.name)
+    return site
+
+
+def install_core(tree: Path, tmp: Path) -> None:
+    """Put `tree`'s native core, when it has one, into its envs/core: this tree's built one when
+    the sources are the same, else compiled in `tmp`."""
+    if not (tree / "CMakeLists.txt").exists():
+        return
+    if _same_core_sources(tree):
+        from envs.core import _core
+        shutil.copy(_core.__file__, tree / "envs" / "core" / Path(_core.__file__).name)
+        return
+    import nanobind
+    build = tmp / "core-build"
+    subprocess.run(["cmake", "-S", str(tree), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                    f"-DPython_EXECUTABLE={sys.executable}", f"-Dnanobind_DIR={nanobind.cmake_dir()}"],
+                   check=True, capture_output=True, text=True)
+    subprocess.run(["cmake", "--build", str(build), "-j", "2"], check=True, capture_output=True, text=True)
+    for lib in build.glob("_core*.so"):
+        shutil.copy(lib, tree / "envs" / "core" / lib.name)
+
+
+def isolate(worktree: Path, tmp: Path) -> str:
+    """The PYTHONPATH that makes a process import `worktree`'s code alone (see the module's
+    docstring), its native core in place."""
+    site = isolated_site(tmp)
+    install_core(worktree, tmp)
     return f"{site}{os.pathsep}{worktree}"
 
 

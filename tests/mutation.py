@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.ab import install_core, isolated_site
+
 ROOT = Path(__file__).resolve().parent.parent
 SURVIVORS = ROOT / "tests" / "mutation_survivors.json"
 
@@ -45,17 +47,11 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
 }
 CI_GROUPS = ("baselines", "placement")  # what .ci/run checks (the others: docs/testing.md)
 
-_SITECUSTOMIZE = """\
-# tests.mutation: the copy imports its own code, not the editable install's tree.
-import sys
-sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__name__.startswith("ScikitBuild")]
-sys.path[:] = [p for p in sys.path if p != {root!r}]
-"""
 _STATUS = {0: "survived", 33: "no tests", 5: "no tests", None: "not checked"}  # others: killed (or timeout)
 
 
 def _copy_tree(dest: Path) -> None:
-    """The working tree's tracked and untracked (not ignored) files, and the built native core."""
+    """The working tree's tracked and untracked (not ignored) files."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
                            capture_output=True).stdout.decode().split("\0")
     for f in filter(None, files):
@@ -63,8 +59,6 @@ def _copy_tree(dest: Path) -> None:
         if src.is_file():
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / f)
-    from envs.core import _core
-    shutil.copy2(_core.__file__, dest / "envs" / "core" / Path(_core.__file__).name)
 
 
 def _configure(dest: Path, modules: list[str], tests: list[str]) -> None:
@@ -98,11 +92,11 @@ def run_group(group: str, keep: Path | None = None) -> dict:
         tmp.mkdir(parents=True)
     t0 = time.perf_counter()
     try:
-        work, site = tmp / "tree", tmp / "site"
+        work = tmp / "tree"
         work.mkdir()
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(root=str(ROOT)))
+        site = isolated_site(tmp)
         _copy_tree(work)
+        install_core(work, tmp)
         _configure(work, modules, tests)
         env = dict(os.environ, PYTHONPATH=str(site), MPLBACKEND="Agg")
         proc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "2"], cwd=work, env=env,
