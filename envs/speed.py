@@ -121,13 +121,18 @@ def efficiency_of(tp_stretch, tp_congestion, dp_bw_GBps, c_tp, c_dp):
     return 1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp + c_dp * dp)
 
 
+def _one_domain(cluster: Cluster, nodes: np.ndarray) -> bool:
+    """All of `nodes` are in one multi-node NVLink domain."""
+    domain = cluster.node_domain[nodes]
+    return bool(domain[0] >= 0 and (domain == domain[0]).all())
+
+
 def _group_tp_bandwidth(cluster: Cluster, gpus: np.ndarray, model: SpeedModel) -> tuple[float, bool]:
     """Bottleneck bandwidth (GB/s) of one TP group's links, and whether it crosses nodes."""
     nodes = cluster.gpu_node[gpus]
     n0 = nodes[0]
     if (nodes != n0).any():
-        domain = cluster.node_domain[nodes]
-        if domain[0] >= 0 and (domain == domain[0]).all():  # one NVLink domain: NVLink, not the network
+        if _one_domain(cluster, nodes):  # NVLink, not the network
             return float(cluster.node_nvlink_GBps[nodes].min()), False
         return float(cluster.node_net_per_gpu_GBps[nodes].min()), True
     intra = cluster.node_intra[n0]
@@ -166,8 +171,7 @@ def placement_geometry(cluster: Cluster, gpus: np.ndarray, tp_degree: int, model
             tp_cross |= cross
         tp_stretch = max(1.0, REFERENCE_NVLINK_GBPS / worst_bw)
 
-    domain = cluster.node_domain[nodes]
-    if len(nodes) > 1 and domain[0] >= 0 and (domain == domain[0]).all():
+    if len(nodes) > 1 and _one_domain(cluster, nodes):
         # Inside one NVLink domain DP runs on NVLink, as inside one NVSwitch node; no uplink.
         tier, uplinks, demand = 0, np.zeros(0, dtype=np.int64), np.zeros(0)
         dp_bw = float(cluster.node_nvlink_GBps[nodes].min())
