@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from envs import core as _core
+from envs import jit as _jit
 from envs.candidates import CandidateSet
 from envs.features import predicted_rate
 from envs.placement import RULES
@@ -18,6 +20,9 @@ class ShortestExpectedCompletion(Baseline):
     name = "sect"
 
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
+        if _jit.ENABLED:  # the native core (envs.core), bit for bit the loop below
+            best = _core.choose_sect(state, cset.window, cset.mask, len(RULES))
+            return wait_or_any(cset) if best < 0 else best
         pos = fifo_positions(state)
         best: tuple[tuple[float, int], int] | None = None  # (key, candidate index)
         remaining = cset.remaining_estimates()

@@ -2,7 +2,8 @@
 found untested: every expected value is worked out here from the rule's statement.
 
 Two one-node types under one leaf: f0 has 8 H100s (speed 1.0), s0 8 A100-80GB (speed 0.5, the
-catalogue's generic speed; no per-kind factors).
+catalogue's generic speed; no per-kind factors). Every test runs on both paths: the native core
+(`sect`'s choice is compiled there) and the plain-Python reference.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from baselines.base import wait_or_any
 from baselines.easy import estimated_end_s, reservation
 from envs.candidates import CandidateSet
 from envs.config import cluster_from_dict
+from envs.jit import reference_path
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, Job, JobKind
 from envs.placement import RULES
 from envs.replay import advance_to_decision
@@ -30,6 +32,15 @@ TWO_SPEEDS = cluster_from_dict({
     "switches": [{"name": "leaf0", "nodes": "f0,s0"}],
 }, "two-speeds")
 FAST, SLOW = list(range(0, 8)), list(range(8, 16))
+
+
+@pytest.fixture(autouse=True, params=["compiled", "reference"])
+def path(request):
+    if request.param == "reference":
+        with reference_path():
+            yield request.param
+    else:
+        yield request.param
 
 
 def job(job_id: int, gpus: int, est_s: float, *, arrival_s: float = 0.0, mem: float = 40.0) -> Job:

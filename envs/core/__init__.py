@@ -14,7 +14,9 @@ bindings are nanobind's) into `envs.core._core`. Its contract:
 
 What is native so far: the placement rules' per-node counts (`node_take`) and the choice of GPUs
 inside a node (`pick_in_node`), as envs/placement.py states them; a placement's geometry
-(`placement_geometry`), as envs/speed.py states it.
+(`placement_geometry`), as envs/speed.py states it; `sect`'s choice among a decision's
+candidates (`choose_sect`: each candidate's placement on the free GPUs, the rate its job would
+get there now, as envs/features.py's `rate_if_started` states it, and baselines/sect.py's key).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ except ImportError as e:  # pragma: no cover - only on a tree that was never ins
                       f"(or `make install`) in the repository ({e})") from None
 
 ClusterArrays = _core.ClusterArrays
+RateModel = _core.RateModel
 node_take = _core.node_take
 pick_in_node = _core.pick_in_node
 placement_geometry = _core.placement_geometry
@@ -50,7 +53,7 @@ def cluster_arrays(cluster) -> ClusterArrays:
             "num_types": len(c.gpu_types), "num_kinds": NUM_JOB_KINDS, "speed_varies_by_kind": bool(c.speed_varies_by_kind),
             "intra_nvswitch": INTRA_NVSWITCH, "intra_nvlink_pairs": INTRA_NVLINK_PAIRS,
             "reference_nvlink_GBps": float(REFERENCE_NVLINK_GBPS),
-            "node_gpu_type": i64(c.node_gpu_type), "node_speed": f64(c.node_speed), "node_first_gpu": i64(c.node_first_gpu),
+            "node_gpu_type": i64(c.node_gpu_type), "node_speed": f64(c.node_speed), "node_memory_gb": f64(c.node_memory_gb), "node_first_gpu": i64(c.node_first_gpu),
             "node_gpus": i64(c.node_gpus), "node_intra": i64(c.node_intra), "node_nvlink_GBps": f64(c.node_nvlink_GBps),
             "node_pcie_GBps": f64(c.node_pcie_GBps), "node_net_per_gpu_GBps": f64(c.node_net_per_gpu_GBps),
             "gpu_socket": i64(c.gpu_socket), "gpu_node": i64(c.gpu_node), "gpu_local": i64(c.gpu_local),
@@ -64,4 +67,32 @@ def cluster_arrays(cluster) -> ClusterArrays:
     return arrays
 
 
-__all__ = ["ClusterArrays", "cluster_arrays", "node_take", "pick_in_node", "placement_geometry"]
+_RATE_MODELS: dict = {}
+
+
+def rate_model(model) -> RateModel:
+    """The core's view of an `envs.speed.SpeedModel` (frozen, so kept per model)."""
+    hit = _RATE_MODELS.get(model)
+    if hit is None:
+        from envs.topology import REFERENCE_NET_PER_GPU_GBPS
+
+        if len(_RATE_MODELS) > 64:
+            _RATE_MODELS.clear()
+        hit = _RATE_MODELS[model] = RateModel(float(model.cross_socket_factor), float(model.cross_tier_efficiency),
+                                              float(model.interference_coeff), float(REFERENCE_NET_PER_GPU_GBPS),
+                                              [float(x) for x in model.sensitivity_by_kind])
+    return hit
+
+
+def choose_sect(state, window: list[int], mask: np.ndarray, num_rules: int) -> int:
+    """baselines/sect.py's choice on a decision state (`ClusterState`) and its candidates' window
+    and mask: the candidate index, or -1 when no non-preempting candidate is valid."""
+    return _core.choose_sect(
+        cluster_arrays(state.cluster), rate_model(state.speed_model), state.free_mask, state.node_free,
+        state.node_pressure, state.uplink_demand, state.num_gpus, state.tp_degree, state.mem_per_gpu_gb, state.kind,
+        state.comm_fraction, state.tp_comm_share, state.estimate_s, state.work_done_s, state.restore_s,
+        state.needs_restore, state.enqueue_seq, state.num_restores_owed > 0, window, mask, num_rules)
+
+
+__all__ = ["ClusterArrays", "RateModel", "choose_sect", "cluster_arrays", "node_take", "pick_in_node", "placement_geometry",
+           "rate_model"]

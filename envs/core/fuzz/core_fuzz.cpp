@@ -14,6 +14,7 @@
 
 #include "cluster.hpp"
 #include "geometry.hpp"
+#include "choice.hpp"
 #include "placement.hpp"
 
 using namespace gangsched;
@@ -36,13 +37,18 @@ Cluster random_cluster(std::mt19937_64& rng) {
     c.num_types = 1 + static_cast<int64_t>(rng() % 3);
     const int64_t sizes[] = {1, 2, 4, 8, 8, 16};
     const int64_t sockets = 1 + static_cast<int64_t>(rng() % 2);
-    std::vector<double> type_speed;
-    for (int64_t t = 0; t < c.num_types; ++t) type_speed.push_back(0.25 * static_cast<double>(1 + rng() % 8));
+    std::vector<double> type_speed, type_memory;
+    const double memories[] = {40.0, 80.0, 141.0, 192.0};
+    for (int64_t t = 0; t < c.num_types; ++t) {
+        type_speed.push_back(0.25 * static_cast<double>(1 + rng() % 8));
+        type_memory.push_back(memories[rng() % 4]);
+    }
     for (int64_t n = 0; n < c.num_nodes; ++n) {
         const int64_t t = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.num_types));
         const int64_t g = sizes[rng() % 6];
         c.node_type.push_back(t);
         c.node_speed.push_back(type_speed[static_cast<size_t>(t)]);
+        c.node_memory_gb.push_back(type_memory[static_cast<size_t>(t)]);
         c.node_first_gpu.push_back(c.num_gpus);
         c.node_gpus.push_back(g);
         for (int64_t i = 0; i < g; ++i) c.gpu_socket.push_back(i * sockets / g);
@@ -272,6 +278,73 @@ void malformed(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
     must_refuse([&] { broken.validate(); }, "a malformed cluster is refused", it);
 }
 
+// sect's choice over a random allocation and window: -1 exactly when no candidate is valid, else
+// a valid one whose placement exists, holds the gang and has a positive finite rate.
+void choices(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
+    const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus);
+    std::vector<uint8_t> free_mask(G);
+    std::vector<int64_t> node_free(N, 0);
+    std::bernoulli_distribution up(static_cast<double>(rng() % 101) / 100.0);
+    for (size_t g = 0; g < G; ++g) node_free[static_cast<size_t>(c.gpu_node[g])] += free_mask[g] = up(rng);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<double> pressure(N), demand(static_cast<size_t>(c.num_switches));
+    for (double& x : pressure) x = 4.0 * unit(rng);
+    for (double& x : demand) x = 200.0 * unit(rng);
+    Allocation a{free_mask.data(), node_free.data(), pressure.data(), demand.data()};
+    RateModel m;
+    m.sensitivity_by_kind = {0.3, 0.3, 1.0, 0.2};
+    const int64_t J = 1 + static_cast<int64_t>(rng() % 10);
+    std::vector<int64_t> gpus(J), tp(J), kind(J), seq(J);
+    std::vector<double> mem(J), comm(J), share(J), est(J), done(J), restore(J);
+    std::vector<uint8_t> needs(J);
+    const int64_t tps[] = {1, 2, 4, 8};
+    const double mems[] = {10.0, 40.0, 80.0, 100.0, 150.0};
+    for (int64_t j = 0; j < J; ++j) {
+        tp[j] = tps[rng() % 4];
+        gpus[j] = tp[j] * (1 + static_cast<int64_t>(rng() % 8));
+        kind[j] = static_cast<int64_t>(rng() % 4);
+        seq[j] = static_cast<int64_t>(rng() % 5);  // ties on purpose
+        mem[j] = mems[rng() % 5];
+        comm[j] = unit(rng);
+        share[j] = unit(rng);
+        est[j] = 3600.0 * unit(rng);
+        done[j] = 3600.0 * unit(rng);
+        restore[j] = 60.0 * unit(rng);
+        needs[j] = rng() % 2;
+    }
+    Jobs jobs{J, gpus.data(), tp.data(), mem.data(), kind.data(), comm.data(), share.data(), est.data(), done.data(),
+              restore.data(), needs.data(), seq.data(), rng() % 2 == 0};
+    const int64_t R = 5, nw = static_cast<int64_t>(rng() % 9);
+    std::vector<int64_t> window;
+    for (int64_t s = 0; s < nw; ++s) window.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(J)));
+    std::vector<uint8_t> mask(static_cast<size_t>(nw * R + 1), 0);
+    bool any = false;
+    for (int64_t s = 0; s < nw; ++s) {  // valid exactly when the eligible free GPUs hold the gang in whole TP groups
+        const auto j = static_cast<size_t>(window[static_cast<size_t>(s)]);
+        int64_t aligned = 0;
+        for (size_t n = 0; n < N; ++n)
+            if (c.node_memory_gb[n] >= mem[j]) aligned += node_free[n] / tp[j] * tp[j];
+        for (int64_t r = 0; r < 3; ++r) any |= mask[static_cast<size_t>(s * R + r)] = aligned >= gpus[j] && rng() % 4 != 0;
+    }
+    const int64_t best = choose_sect(c, m, a, jobs, window, mask.data(), static_cast<int64_t>(mask.size()), R);
+    check((best < 0) == !any, "no choice exactly when no candidate is valid", it);
+    if (best < 0) return;
+    check(best < nw * R && best % R < 3 && mask[static_cast<size_t>(best)], "a valid non-preempting candidate", it);
+    const auto j = static_cast<size_t>(window[static_cast<size_t>(best / R)]);
+    std::vector<int64_t> picked;
+    check(place_free(c, a, gpus[j], tp[j], mem[j], best % R, picked), "its placement exists", it);
+    check(static_cast<int64_t>(picked.size()) == gpus[j], "the placement holds the gang", it);
+    std::set<int64_t> distinct(picked.begin(), picked.end());
+    check(distinct.size() == picked.size(), "distinct GPUs", it);
+    for (int64_t g : picked) check(free_mask[static_cast<size_t>(g)] && c.node_memory_gb[static_cast<size_t>(c.gpu_node[static_cast<size_t>(g)])] >= mem[j],
+                                   "free GPUs with the job's memory", it);
+    Geometry geo;
+    placement_geometry(c, picked, tp[j], m.geometry, geo);
+    const double c_tp = tp[j] > 1 ? comm[j] * share[j] : 0.0, c_dp = gpus[j] / tp[j] > 1 ? comm[j] * (1.0 - share[j]) : 0.0;
+    const double rate = rate_if_started(c, m, a, geo, c_tp, c_dp, m.sensitivity_by_kind[static_cast<size_t>(kind[j])], kind[j]);
+    check(std::isfinite(rate) && rate > 0.0, "a positive finite rate", it);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -282,6 +355,7 @@ int main(int argc, char** argv) {
     for (uint64_t it = 0; it < iterations; ++it) {
         if (it % 50 == 0) c = random_cluster(rng);
         placements(c, rng, it);
+        choices(c, rng, it);
         if (it % 10 == 0) malformed(c, rng, it);
     }
     std::printf("core_fuzz: %llu iterations (seed %llu), %llu placements kept inside one NVLink domain, %d failures\n",

@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "choice.hpp"
 #include "cluster.hpp"
 #include "geometry.hpp"
 #include "placement.hpp"
@@ -64,6 +65,12 @@ std::vector<Out> table(const nb::dict& f, const char* name, int64_t rows, int64_
     return out;
 }
 
+template <typename T>
+const T* sized(const Array1<T>& a, size_t at_least, const char* name) {
+    if (a.shape(0) < at_least) throw BadInput(std::string(name) + ": shorter than expected");
+    return a.data();
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -89,6 +96,7 @@ NB_MODULE(_core, m) {
                 c.reference_nvlink_GBps = scalar<double>(f, "reference_nvlink_GBps");
                 c.node_type = column<int64_t>(f, "node_gpu_type");
                 c.node_speed = column<double>(f, "node_speed");
+                c.node_memory_gb = column<double>(f, "node_memory_gb");
                 c.node_first_gpu = column<int64_t>(f, "node_first_gpu");
                 c.node_gpus = column<int64_t>(f, "node_gpus");
                 c.node_intra = column<int64_t>(f, "node_intra");
@@ -155,4 +163,49 @@ NB_MODULE(_core, m) {
         },
         nb::arg("cluster"), nb::arg("gpus"), nb::arg("tp_degree"), nb::arg("cross_socket_factor"), nb::arg("cross_tier_efficiency"),
         "envs.speed.placement_geometry's fields, in PlacementGeometry's order.");
+
+    nb::class_<RateModel>(m, "RateModel", "The speed model's constants a rate reads (envs.core.rate_model builds it).")
+        .def(
+            "__init__",
+            [](RateModel* self, double cross_socket_factor, double cross_tier_efficiency, double interference_coeff,
+               double reference_net_per_gpu_GBps, const std::vector<double>& sensitivity_by_kind) {
+                new (self) RateModel{SpeedConstants{cross_socket_factor, cross_tier_efficiency}, interference_coeff,
+                                     reference_net_per_gpu_GBps, sensitivity_by_kind};
+            },
+            nb::arg("cross_socket_factor"), nb::arg("cross_tier_efficiency"), nb::arg("interference_coeff"),
+            nb::arg("reference_net_per_gpu_GBps"), nb::arg("sensitivity_by_kind"));
+
+    m.def(
+        "choose_sect",
+        [](const Cluster& c, const RateModel& model, const Array1<bool>& free_mask, const Array1<int64_t>& node_free,
+           const Array1<double>& node_pressure, const Array1<double>& uplink_demand, const Array1<int64_t>& num_gpus,
+           const Array1<int64_t>& tp_degree, const Array1<double>& mem_per_gpu_gb, const Array1<int64_t>& kind,
+           const Array1<double>& comm_fraction, const Array1<double>& tp_comm_share, const Array1<double>& estimate_s,
+           const Array1<double>& work_done_s, const Array1<double>& restore_s, const Array1<bool>& needs_restore,
+           const Array1<int64_t>& enqueue_seq, bool any_restore, const std::vector<int64_t>& window, const Array1<bool>& mask,
+           int64_t num_rules) {
+            if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
+                throw BadInput("model: one sensitivity per job kind expected");
+            const auto N = static_cast<size_t>(c.num_nodes);
+            Allocation a{reinterpret_cast<const uint8_t*>(sized(free_mask, static_cast<size_t>(c.num_gpus), "free_mask")),
+                         sized(node_free, N, "node_free"), sized(node_pressure, N, "node_pressure"),
+                         sized(uplink_demand, static_cast<size_t>(c.num_switches), "uplink_demand")};
+            for (size_t n = 0; n < N; ++n)
+                if (a.node_free[n] < 0 || a.node_free[n] > c.node_gpus[n]) throw BadInput("node_free: a count outside 0..the node's GPUs");
+            const size_t J = num_gpus.shape(0);
+            Jobs jobs{static_cast<int64_t>(J), num_gpus.data(), sized(tp_degree, J, "tp_degree"),
+                      sized(mem_per_gpu_gb, J, "mem_per_gpu_gb"), sized(kind, J, "kind"), sized(comm_fraction, J, "comm_fraction"),
+                      sized(tp_comm_share, J, "tp_comm_share"), sized(estimate_s, J, "estimate_s"),
+                      sized(work_done_s, J, "work_done_s"), sized(restore_s, J, "restore_s"),
+                      reinterpret_cast<const uint8_t*>(sized(needs_restore, J, "needs_restore")),
+                      sized(enqueue_seq, J, "enqueue_seq"), any_restore};
+            return choose_sect(c, model, a, jobs, window, reinterpret_cast<const uint8_t*>(mask.data()),
+                               static_cast<int64_t>(mask.shape(0)), num_rules);
+        },
+        nb::arg("cluster"), nb::arg("model"), nb::arg("free_mask"), nb::arg("node_free"), nb::arg("node_pressure"),
+        nb::arg("uplink_demand"), nb::arg("num_gpus"), nb::arg("tp_degree"), nb::arg("mem_per_gpu_gb"), nb::arg("kind"),
+        nb::arg("comm_fraction"), nb::arg("tp_comm_share"), nb::arg("estimate_s"), nb::arg("work_done_s"),
+        nb::arg("restore_s"), nb::arg("needs_restore"), nb::arg("enqueue_seq"), nb::arg("any_restore"), nb::arg("window"),
+        nb::arg("mask"), nb::arg("num_rules"),
+        "baselines/sect.py's choice over a decision state's arrays: a candidate index, or -1 when none is valid.");
 }

@@ -17,6 +17,7 @@ struct Cluster {
     int64_t max_level = 0;                // the highest switch level (1 = leaf); 0 without switches
     std::vector<int64_t> node_type;       // (N) GPU type index
     std::vector<double> node_speed;       // (N) relative speed of the node's GPU type
+    std::vector<double> node_memory_gb;   // (N) memory of each of the node's GPUs
     std::vector<int64_t> node_first_gpu;  // (N) global id of the node's GPU 0
     std::vector<int64_t> node_gpus;       // (N)
     std::vector<int64_t> gpu_socket;      // (G) NUMA socket inside its node

@@ -13,6 +13,7 @@ void Cluster::validate() const {
     need(num_nodes >= 0 && num_gpus >= 0 && num_switches >= 0 && num_types >= 1, "cluster: negative sizes or no GPU type");
     need(node_type.size() == N, "node_gpu_type: one entry per node expected");
     need(node_speed.size() == N, "node_speed: one entry per node expected");
+    need(node_memory_gb.size() == N, "node_memory_gb: one entry per node expected");
     need(node_first_gpu.size() == N, "node_first_gpu: one entry per node expected");
     need(node_gpus.size() == N, "node_gpus: one entry per node expected");
     need(switch_level.size() == S, "switch_level: one entry per switch expected");

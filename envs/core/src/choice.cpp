@@ -1,0 +1,134 @@
+#include "choice.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "placement.hpp"
+
+namespace gangsched {
+
+namespace {
+
+// Python's builtin max(a, b) on floats: a unless b > a (NaN in a is kept).
+inline double py_max(double a, double b) { return b > a ? b : a; }
+
+// numpy's minimum: NaN if either is NaN.
+inline double np_minimum(double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+    return a < b ? a : b;
+}
+
+// A placement and its geometry, made once per (rule, gang shape) inside one choice.
+struct Placed {
+    int64_t rule, need, tp;
+    double mem;
+    bool ok;
+    Geometry geometry;
+};
+
+}  // namespace
+
+bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
+                std::vector<int64_t>& gpus) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    std::vector<int64_t> free(N);
+    for (size_t n = 0; n < N; ++n) free[n] = c.node_memory_gb[n] >= mem ? a.node_free[n] : 0;  // envs.placement._eligible
+    Take take;
+    gpus.clear();
+    if (!node_take(c, free, need, tp, rule, take)) return false;
+    for (const auto& [n, k] : take)
+        if (k > 0 || take.size() == 1)
+            pick_in_node(c, n, k, a.free_mask + c.node_first_gpu[static_cast<size_t>(n)], gpus);
+    return true;
+}
+
+double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp,
+                       double c_dp, double sensitivity, int64_t kind) {
+    // The neighbours' pressure per GPU on the placement's worst node (envs.features._neighbour_pressure).
+    double others;
+    const auto n0 = static_cast<size_t>(g.nodes[0]);
+    if (g.nodes.size() == 1) {
+        others = a.node_pressure[n0] / static_cast<double>(c.node_gpus[n0]);
+    } else {  // numpy's max: NaN if any is NaN
+        bool nan = false;
+        others = -std::numeric_limits<double>::infinity();
+        for (int64_t n : g.nodes) {
+            const double x = a.node_pressure[n] / static_cast<double>(c.node_gpus[static_cast<size_t>(n)]);
+            if (std::isnan(x)) nan = true;
+            else if (x > others) others = x;
+        }
+        if (nan) others = std::numeric_limits<double>::quiet_NaN();
+    }
+    // The worst congestion share of its uplinks with its own demand added (_congestion_if_added).
+    double congestion = 1.0;
+    if (!g.uplinks.empty()) {
+        congestion = std::numeric_limits<double>::infinity();
+        for (size_t i = 0; i < g.uplinks.size(); ++i) {
+            const auto s = static_cast<size_t>(g.uplinks[i]);
+            const double share = np_minimum(1.0, c.switch_uplink_GBps[s] / (a.uplink_demand[s] + g.uplink_demand_GBps[i]));
+            congestion = np_minimum(congestion, share);
+        }
+    }
+    // PlacementGeometry.congested, then envs.speed.efficiency_of and interference_from.
+    const double tp_congestion = g.tp_cross_node ? congestion : 1.0;
+    const double dp_bw = g.dp_bw_GBps * (g.uplinks.empty() ? 1.0 : congestion);
+    const double tp_term = g.tp_stretch / tp_congestion;
+    const double dp_term = py_max(1.0, m.reference_net_per_gpu_GBps / py_max(dp_bw, 1e-12));
+    const double eff = 1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp_term + c_dp * dp_term);
+    const double interf = 1.0 / (1.0 + m.interference_coeff * sensitivity * py_max(others, 0.0));
+    return g.min_speed_by_kind[static_cast<size_t>(kind)] * eff * interf;
+}
+
+int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, const Jobs& jobs,
+                    const std::vector<int64_t>& window, const uint8_t* mask, int64_t mask_size, int64_t num_rules) {
+    const auto nw = static_cast<int64_t>(window.size());
+    if (num_rules < 3) throw BadInput("num_rules: binpack, spread and topology come first");
+    if (nw * num_rules > mask_size) throw BadInput("mask: shorter than the window's candidates");
+    for (int64_t j : window)
+        if (j < 0 || j >= jobs.count) throw BadInput("window: a job index out of range");
+    std::vector<Placed> placed;
+    std::vector<int64_t> gpus;
+    int64_t best = -1, best_pos = 0;
+    double best_key = 0.0;
+    for (int64_t slot = 0; slot < nw; ++slot) {
+        const auto j = static_cast<size_t>(window[static_cast<size_t>(slot)]);
+        const int64_t need = jobs.num_gpus[j], tp = jobs.tp_degree[j], kind = jobs.kind[j];
+        const double mem = jobs.mem_per_gpu_gb[j];
+        if (need < 1 || tp < 1 || need % tp != 0) throw BadInput("tp_degree: a window job's gang is not whole TP groups");
+        if (kind < 0 || kind >= c.num_kinds) throw BadInput("kind: a job kind out of range");
+        // ClusterState.remaining_estimate_s
+        double remaining = py_max(  // np.maximum: NaN stays
+            jobs.estimate_s[j] - jobs.work_done_s[j], 0.0);
+        if (jobs.any_restore) remaining = remaining + jobs.restore_s[j] * (jobs.needs_restore[j] ? 1.0 : 0.0);
+        // envs.speed.job_constants_of
+        const double comm = jobs.comm_fraction[j], share = jobs.tp_comm_share[j];
+        const double c_tp = tp > 1 ? comm * share : 0.0;
+        const double c_dp = need / tp > 1 ? comm * (1.0 - share) : 0.0;
+        const double sensitivity = m.sensitivity_by_kind[static_cast<size_t>(kind)];
+        for (int64_t rule = 0; rule < 3; ++rule) {
+            const int64_t i = slot * num_rules + rule;
+            if (!mask[i]) continue;
+            const Placed* p = nullptr;
+            for (const Placed& q : placed)
+                if (q.rule == rule && q.need == need && q.tp == tp && q.mem == mem) p = &q;
+            if (p == nullptr) {
+                Placed q{rule, need, tp, mem, place_free(c, a, need, tp, mem, rule, gpus), Geometry()};
+                if (q.ok) placement_geometry(c, gpus, tp, m.geometry, q.geometry);
+                placed.push_back(std::move(q));
+                p = &placed.back();
+            }
+            if (!p->ok) throw BadInput("mask: a candidate valid by count found no placement");
+            const double rate = rate_if_started(c, m, a, p->geometry, c_tp, c_dp, sensitivity, kind);
+            const double key = remaining / py_max(rate, 1e-6);
+            const int64_t pos = jobs.enqueue_seq[j];
+            if (best < 0 || key < best_key || (key == best_key && pos < best_pos)) {
+                best = i;
+                best_key = key;
+                best_pos = pos;
+            }
+        }
+    }
+    return best;
+}
+
+}  // namespace gangsched

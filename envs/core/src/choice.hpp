@@ -1,0 +1,62 @@
+// The base rules' choices over a decision state's arrays: the placement a rule gives a gang on
+// the free GPUs, the rate a job would get if started there now, and `sect`'s choice among the
+// candidates (baselines/sect.py, envs/features.py's rate_if_started state them).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cluster.hpp"
+#include "geometry.hpp"
+
+namespace gangsched {
+
+struct RateModel {  // envs.speed.SpeedModel's fields and constants a rate reads
+    SpeedConstants geometry;
+    double interference_coeff = 0.6;
+    double reference_net_per_gpu_GBps = 50.0;
+    std::vector<double> sensitivity_by_kind;  // (K)
+};
+
+// What the decision state holds about the allocation (envs.state.ClusterState's fields).
+struct Allocation {
+    const uint8_t* free_mask = nullptr;     // (G) neither owned nor reserved
+    const int64_t* node_free = nullptr;     // (N)
+    const double* node_pressure = nullptr;  // (N)
+    const double* uplink_demand = nullptr;  // (S)
+};
+
+// The per-job arrays of a decision state the choices read (each at least `count` long).
+struct Jobs {
+    int64_t count = 0;
+    const int64_t* num_gpus = nullptr;
+    const int64_t* tp_degree = nullptr;
+    const double* mem_per_gpu_gb = nullptr;
+    const int64_t* kind = nullptr;
+    const double* comm_fraction = nullptr;
+    const double* tp_comm_share = nullptr;
+    const double* estimate_s = nullptr;
+    const double* work_done_s = nullptr;
+    const double* restore_s = nullptr;
+    const uint8_t* needs_restore = nullptr;
+    const int64_t* enqueue_seq = nullptr;
+    bool any_restore = false;  // some job owes a restore (ClusterState.num_restores_owed > 0)
+};
+
+// envs.placement.place over the free GPUs: the GPUs rule `rule` (BINPACK, SPREAD or TOPOLOGY)
+// gives a gang, grouped by node in the rule's order. False: no placement.
+bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
+                std::vector<int64_t>& gpus);
+
+// envs.features.rate_if_started's rate: reference-seconds of work per second of a job with
+// these constants started on geometry `g` now.
+double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp,
+                       double c_dp, double sensitivity, int64_t kind);
+
+// baselines/sect.py's choice: over the window's valid non-preempting candidates (`mask`, slot
+// s's rule r at s * num_rules + r), the smallest estimated remaining runtime / predicted rate,
+// FIFO rank on ties, the first index on equal keys. -1 when none is valid.
+int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, const Jobs& jobs,
+                    const std::vector<int64_t>& window, const uint8_t* mask, int64_t mask_size, int64_t num_rules);
+
+}  // namespace gangsched
