@@ -34,7 +34,7 @@ def model(doc: dict):
 
 def objects() -> list[dict]:
     docs = []
-    for f in ("deployment.yaml", "second-scheduler.yaml"):
+    for f in ("deployment.yaml", "second-scheduler.yaml", "static-pod-scheduler-objects.yaml", "static-pod-scheduler.yaml"):
         docs += [d for d in yaml.safe_load_all((DOCS / f).read_text()) if d]
     return docs
 
@@ -54,7 +54,7 @@ def test_every_object_parses_and_every_reference_is_defined():
             want = (ref["kind"], None if ref["kind"] == "ClusterRole" else ns, ref["name"])
             assert want in defined or (ref["kind"], ref["name"]) in BUILTIN_ROLES, ref
             for s in d["subjects"]:
-                assert ("ServiceAccount", s["namespace"], s["name"]) in defined, s
+                assert s["kind"] == "User" or ("ServiceAccount", s["namespace"], s["name"]) in defined, s
         if d["kind"] == "Deployment":
             pod = model(d).spec.template
             assert d["spec"]["selector"]["matchLabels"].items() <= pod.metadata.labels.items()
@@ -124,14 +124,60 @@ def test_the_service_is_reached_where_it_listens_with_flags_it_has():
                        for m in sched_mounts)
 
 
+def test_the_static_pod_scheduler_reaches_the_service_through_its_nodeport_and_holds_its_lease():
+    """The kubeadm static-pod variant: its config is where the pod reads it, on host paths the pod
+    mounts; the extender URL is the NodePort of a Service selecting the service's pods at the
+    port they serve; its Lease is one kubeadm's scheduler user may hold through the manifests' RBAC."""
+    docs = objects()
+    pod = next(d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"] == "gangsched-scheduler")
+    spec = model(pod).spec
+    assert spec.host_network and pod["metadata"]["namespace"] == "kube-system"
+    (c,) = spec.containers
+    mounts = {m.mount_path: m.name for m in c.volume_mounts}
+    host = {v.name: v.host_path.path for v in spec.volumes}
+    assert set(mounts.values()) <= set(host)
+    assert all(host[name] == path for path, name in mounts.items())  # mounted where it lies on the host
+    flags = dict(a.split("=", 1) for a in c.command[1:] if "=" in a)
+    assert flags["--secure-port"] != "10259"  # kubeadm's own scheduler serves there on the same host network
+    assert c.liveness_probe.http_get.port == int(flags["--secure-port"])
+
+    def on_host(path: str) -> bool:
+        return any(path == m or path.startswith(m + "/") for m in mounts)
+
+    cfg = yaml.safe_load((DOCS / "static-pod-scheduler-config.yaml").read_text())
+    assert on_host(flags["--config"]) and flags["--config"].endswith("/scheduler-config.yaml")
+    assert on_host(cfg["clientConnection"]["kubeconfig"]) and cfg["percentageOfNodesToScore"] == 100
+    assert cfg["profiles"] == [{"schedulerName": "gangsched"}]
+    (ext,) = cfg["extenders"]
+    assert set(ext) <= EXTENDER_FIELDS and set(ext["tlsConfig"]) <= TLS_FIELDS
+    for f in ("caFile", "certFile", "keyFile"):
+        assert on_host(ext["tlsConfig"][f]), f
+    url = urlparse(ext["urlPrefix"])
+    assert url.scheme == "https" and ext["enableHTTPS"] and url.path == "/scheduler" and url.hostname == "127.0.0.1"
+    assert ext["bindVerb"] == "bind" and ext["managedResources"][0]["name"] == "nvidia.com/gpu"
+    nodeport = next(d for d in docs if d["kind"] == "Service" and d["spec"].get("type") == "NodePort")
+    (port,) = nodeport["spec"]["ports"]
+    assert port["nodePort"] == url.port and 30000 <= url.port <= 32767
+    dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gangsched")
+    assert nodeport["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert nodeport["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    assert port["targetPort"] in {p["name"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    lease = cfg["leaderElection"]
+    assert lease["leaderElect"] and lease["resourceLock"] == "leases"
+    user = ("User", "system:kube-scheduler")  # kubeadm's scheduler.conf signs in as this user
+    for verb in ("create", "get", "update"):
+        assert grants(docs, user, lease["resourceNamespace"], "coordination.k8s.io", "leases", verb, lease["resourceName"]), verb
+
+
 def grants(docs: list[dict], account: tuple[str, str], namespace: str | None, group: str, resource: str, verb: str,
            name: str | None = None) -> bool:
-    """Whether the roles bound to the ServiceAccount (namespace, name) allow `verb` on `resource`
+    """Whether the roles bound to the ServiceAccount (namespace, name), or to ("User", name), allow `verb` on `resource`
     (of API `group`, named `name`) in `namespace` (None: cluster-scoped), by the manifests' own RBAC."""
     for b in docs:
         if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
             continue
-        if not any(s["kind"] == "ServiceAccount" and (s["namespace"], s["name"]) == account for s in b["subjects"]):
+        if not any((s["kind"], s["name"]) == account if account[0] == "User"
+                   else s["kind"] == "ServiceAccount" and (s["namespace"], s["name"]) == account for s in b["subjects"]):
             continue
         bound_ns = b["metadata"].get("namespace")  # a RoleBinding grants in its namespace only
         if bound_ns is not None and bound_ns != namespace:
