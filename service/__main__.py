@@ -1,7 +1,7 @@
 """`python -m service`: start the scoring service (FastAPI on uvicorn).
 
     python -m service --model DIR_OR_NAME --cluster NAME_OR_PATH [--host 127.0.0.1] [--port 8080]
-                      [--baseline sect] [--queue-window 8] [--max-body-mb 16] [--body-timeout-s 10]
+                      [--baseline sect] [--queue-window 8] [--max-body-mb 16] [--body-timeout-s 10] [--header-timeout-s 5]
                       [--gang-ttl-s 600] [--kube-api none|in-cluster|KUBECONFIG] [--log-level info]
                       [--auth-token-file F | --insecure-no-auth] [--tls-cert F --tls-key F [--tls-client-ca F]]
                       [--health-port P]
@@ -64,6 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--queue-window", type=int, default=None, help="queued jobs per decision (default: the model's, else 8)")
     p.add_argument("--max-body-mb", type=float, default=16.0, help="larger request bodies get 413")
     p.add_argument("--body-timeout-s", type=float, default=10.0, help="a body not received within this gets 408")
+    p.add_argument("--header-timeout-s", type=float, default=5.0,
+                   help="a request's line and headers not received within this (from the connection's opening, or the "
+                        "request's first byte on a kept-alive connection) get 408 and the connection is closed")
     p.add_argument("--gang-ttl-s", type=float, default=600.0, help="how long a gang's placement plan waits for its members")
     p.add_argument("--kube-api", default="none", metavar="none|in-cluster|KUBECONFIG",
                    help="the API server the bind verb creates Bindings through (and PodGroups, Nodes sent by name "
@@ -206,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             guard = {"wait_guard": wait_guard_of(args.wait_guard, "--wait-guard")}
         except ValueError as e:
             return fail(str(e))
+    for flag in ("body_timeout_s", "header_timeout_s"):
+        if not getattr(args, flag) > 0:
+            return fail(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be > 0")
     queue_window = args.queue_window or (info.queue_window if info and info.queue_window else 8)
     if not 1 <= queue_window <= 64:
         return fail(f"--queue-window {queue_window}: must be in 1..64")
@@ -271,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             "the bind verb are refused (403) until one is given (or --insecure-no-auth)")
     import uvicorn
 
-    from service.app import create_app
+    from service.app import create_app, header_timeout_protocol
 
     served = args.policy if args.policy in BASELINES else args.baseline
     scorer = Scorer(served, model, info, planner=planner, **guard)
@@ -291,13 +297,14 @@ def main(argv: list[str] | None = None) -> int:
         tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
         if args.tls_client_ca:
             tls.update(ssl_ca_certs=args.tls_client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    http = header_timeout_protocol(args.header_timeout_s)
     servers = [uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-                                             timeout_keep_alive=30, **tls))]
+                                             timeout_keep_alive=30, http=http, **tls))]
     if args.health_port is not None:
         from service.app import health_app
 
         servers.append(uvicorn.Server(uvicorn.Config(health_app(app), host=args.host, port=args.health_port,
-                                                     log_level=args.log_level, access_log=False, lifespan="on")))
+                                                     log_level=args.log_level, access_log=False, lifespan="on", http=http)))
 
     async def serve_all():  # the first server to stop (a signal, a failed start) stops the others
         tasks = [asyncio.create_task(s.serve()) for s in servers]

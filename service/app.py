@@ -27,10 +27,12 @@ Contract (docs/service.md has the full API):
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import sys
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
@@ -54,10 +56,11 @@ from envs.topology import Cluster
 from service.k8s import Extender, ExtenderError
 from service.kube import KubeAPI
 from service.scoring import Scorer, describe
-from service.wire import WireError
+from service.wire import WireError, dumps, loads, loads_extender_args
 
 log = logging.getLogger("gangsched.service")
 MAX_QUEUE_WINDOW = 64
+SCORE_ANSWERS = 256  # /v1/score answers kept, by the request body's digest
 
 VERBS = {
     "/v1/score": "score", "/v1/state": "state", "/scheduler/filter": "filter", "/scheduler/prioritize": "prioritize",
@@ -116,7 +119,7 @@ class Metrics:
 
 
 def _json(obj: Any, status: int = 200) -> Response:
-    return Response(json.dumps(obj, separators=(",", ":")).encode(), status_code=status, media_type="application/json")
+    return Response(dumps(obj), status_code=status, media_type="application/json")
 
 
 class BodyGuard:
@@ -200,11 +203,11 @@ class BodyGuard:
             self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
 
 
-def _parse_json(body: bytes, what: str) -> tuple[Any, str | None]:
+def _parse_json(body: bytes, what: str, reader=loads) -> tuple[Any, str | None]:
     if not body.strip():
         return None, f"{what}: empty body, expected a JSON object"
     try:
-        return json.loads(body), None
+        return reader(body), None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         return None, f"{what}: invalid JSON ({e})"
     except RecursionError:
@@ -386,22 +389,42 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
         cset = build_candidates(state, qw, wait_guard=scorer.wait_guard)
         return 200, describe(state, cset, scorer.decide(state, cset))
 
-    score_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": ScoreRequest.model_json_schema()}}}}
-
-    @app.post("/v1/score", tags=["native"], summary="Rank the candidate placements of a cluster state's queued jobs",
-              openapi_extra=score_body)
-    async def score(request: Request) -> Response:
-        data, error = _parse_json(await request.body(), "body")
+    def score_body_sync(body: bytes) -> tuple[int, dict]:
+        data, error = _parse_json(body, "body")
         if error:
-            return _json({"detail": error}, 400)
+            return 400, {"detail": error}
         try:
             req = ScoreRequest.model_validate(data)
         except ValidationError as e:
             errors = [{"loc": ".".join(["body", *(str(p) for p in x.get("loc", ()))]), "msg": str(x.get("msg", ""))}
                       for x in e.errors()]
-            return _json({"detail": "; ".join(f"{x['loc']}: {x['msg']}" for x in errors), "errors": errors}, 422)
-        status, body = await run(score_sync, req.state, req.queue_window or queue_window)
-        return _json(body, status)
+            return 422, {"detail": "; ".join(f"{x['loc']}: {x['msg']}" for x in errors), "errors": errors}
+        return score_sync(req.state, req.queue_window or queue_window)
+
+    # The answer to a body seen before, by its digest: the same state and window decide alike
+    # (baselines and models are deterministic, the planner by its seed). Answers that fell back
+    # are not kept (a later try may not fall back).
+    answers: OrderedDict[bytes, bytes] = OrderedDict()
+    score_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": ScoreRequest.model_json_schema()}}}}
+
+    @app.post("/v1/score", tags=["native"], summary="Rank the candidate placements of a cluster state's queued jobs",
+              openapi_extra=score_body)
+    async def score(request: Request) -> Response:
+        body = await request.body()
+        key = hashlib.blake2b(body, digest_size=20).digest()
+        text = answers.get(key)
+        if text is None:
+            status, answer = await run(score_body_sync, body)
+            text = dumps(answer)
+            if status != 200:
+                return Response(text, status_code=status, media_type="application/json")
+            if not answer.get("fallback"):
+                answers[key] = text
+                while len(answers) > SCORE_ANSWERS:
+                    answers.popitem(last=False)
+        else:
+            answers.move_to_end(key)
+        return Response(text, media_type="application/json")
 
     watched = ("this service takes its state from the API server (--watch): PUT /v1/state and DELETE /v1/bindings "
                "are refused; bound pods, deleted pods and nodes are read from the watch")
@@ -490,11 +513,16 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
                                   "Error": str(e)} if name == "filter" else {"Error": str(e)})
                 return 400, {"Error": str(e)}
 
-        async def endpoint(request: Request) -> Response:
-            data, error = _parse_json(await request.body(), f"{name} request body")
+        reader = loads_extender_args if name in ("filter", "prioritize") else loads
+
+        def parse_and_answer(raw: bytes) -> tuple[int, Any]:
+            data, error = _parse_json(raw, f"{name} request body", reader)
             if error:
-                return _json({"Error": error}, 400)
-            status, body = await run(sync, data)
+                return 400, {"Error": error}
+            return sync(data)
+
+        async def endpoint(request: Request) -> Response:
+            status, body = await run(parse_and_answer, await request.body())
             return _json(body, status)
 
         app.add_api_route(f"/scheduler/{name}", endpoint, methods=["POST"], tags=["extender"], openapi_extra=body_schema(schemas[name]),
@@ -507,3 +535,62 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
     app.add_middleware(Auth, token=auth_token, client_certs=client_certs, insecure=insecure_no_auth)
     app.add_middleware(BodyGuard, metrics=metrics, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     return app
+
+
+def header_timeout_protocol(timeout_s: float):
+    """uvicorn's HTTP protocol class (httptools, else h11) with a deadline on request headers: a
+    connection must deliver a request's line and headers within `timeout_s` of opening (its
+    first request) or of the request's first byte (later requests on a kept-alive connection),
+    else it gets 408 and is closed. A client trickling headers (slowloris) holds a connection for
+    that long at most; the body has BodyGuard's deadline, an idle kept-alive connection uvicorn's."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    message = f"request headers: not received within {timeout_s:g} s (the service's --header-timeout-s)".encode()
+    reply = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+             b"content-length: " + str(len(message)).encode() + b"\r\n\r\n" + message)
+
+    class HeaderDeadline(AutoHTTPProtocol):
+        _header_timer = None
+        _cycle_seen = None
+
+        def _arm(self) -> None:
+            if self._header_timer is None:
+                self._header_timer = self.loop.call_later(timeout_s, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if not self.transport.is_closing():
+                self.transport.write(reply)
+                self.transport.close()
+
+        def _waiting_for_headers(self) -> bool:
+            cycle = getattr(self, "cycle", None)
+            return cycle is None or cycle is self._cycle_seen and cycle.response_complete
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._waiting_for_headers():
+                self._arm()  # the first byte of a request starts its deadline (kept-alive connections)
+            super().data_received(data)
+            cycle = getattr(self, "cycle", None)
+            if cycle is not None and cycle is not self._cycle_seen:  # a new request's headers are complete
+                self._cycle_seen = cycle
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._disarm()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderDeadline

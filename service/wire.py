@@ -14,11 +14,18 @@ Contract:
 * A node's GPUs: `status.allocatable[nvidia.com/gpu]`, else the GPU Feature Discovery label
   `nvidia.com/gpu.count`; its GPU type from `nvidia.com/gpu.product` (and `nvidia.com/gpu.memory`,
   MiB) matched to the project's GPU catalogue (envs.topology.GPU_CATALOGUE).
+* Request bodies are read by `loads` (any JSON) and `loads_extender_args` (ExtenderArgs whose
+  Node objects are read only where the extender looks: a node's metadata name and labels and its
+  status.allocatable; the rest is kept as the text received, `RawJSON`, and written back as is by
+  `dumps`). Both give what `json.loads` gives, or raise what it raises; with msgspec installed
+  they scan with it and fall back to `json.loads` on anything it refuses.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -49,6 +56,147 @@ HIGH_PRIORITY_FROM = 1000  # spec.priority >= this: the high class; < 0: low; el
 
 class WireError(ValueError):
     """A request part that is not a valid object; the message starts with its path."""
+
+
+# ---------------------------------------------------------------------- JSON text
+
+try:  # optional: scans JSON in C without building the objects not read (the service runs without it)
+    import msgspec
+
+    _ANY = msgspec.json.Decoder()
+    _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+    _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
+    _STRINGS = msgspec.json.Decoder(dict[str, str])
+    _SCAN_ERRORS: tuple[type[Exception], ...] = (msgspec.MsgspecError, RecursionError, ValueError, TypeError)
+except ImportError:  # pragma: no cover - depends on the installation
+    msgspec = None
+
+
+class RawJSON(bytes):
+    """A JSON value's text exactly as received; `dumps` writes it back unchanged."""
+
+
+def loads(body: bytes) -> Any:
+    """`json.loads(body)`: the same value, or the same exception (JSONDecodeError,
+    UnicodeDecodeError, RecursionError). msgspec reads what it accepts (UTF-8 JSON without NaN,
+    infinities or numbers out of float range, not nested past its depth); anything else goes to
+    `json.loads`."""
+    if msgspec is not None:
+        try:
+            return _ANY.decode(body)
+        except _SCAN_ERRORS:
+            pass
+    return json.loads(body)
+
+
+def _decode_fields(raw: Any) -> Any:
+    """A JSON object's members with their values left as text (msgspec.Raw), else the value."""
+    try:
+        return _FIELDS.decode(raw)
+    except msgspec.ValidationError:  # not an object: the value itself (its reader says what is wrong)
+        return _ANY.decode(raw)
+
+
+def _lazy_node(raw: Any) -> Any:
+    """A Node object with only what `parse_node` reads decoded: the member `get` picks for
+    metadata (its name and labels) and for status (its allocatable); `raw_json` is the text."""
+    node = _decode_fields(raw)
+    if not isinstance(node, dict):
+        return node
+    for key, inner in (("metadata", ("name", "labels")), ("status", ("allocatable",))):
+        picked = _picked(node, key)
+        if picked is None:
+            continue
+        part = _decode_fields(node[picked])
+        if isinstance(part, dict):
+            for k in inner:
+                name = _picked(part, k)
+                if name is not None:
+                    part[name] = _strings(part[name]) if k == "labels" else _ANY.decode(part[name])
+        node[picked] = part
+    return LazyNode(node, RawJSON(raw))
+
+
+def _strings(raw: Any) -> Any:
+    """A JSON object of strings (labels), else the value as it is (its reader says what is wrong)."""
+    try:
+        return _STRINGS.decode(raw)
+    except msgspec.ValidationError:
+        return _ANY.decode(raw)
+
+
+def _picked(d: dict, key: str) -> str | None:
+    """The member name `get(d, key)` reads (the key itself, else the first equal but for case)."""
+    if key in d:
+        return key
+    k = key.lower()
+    return next((name for name in d if name.lower() == k), None)
+
+
+class LazyNode(dict):
+    """A Node object of which only the members `parse_node` reads are decoded (the others hold
+    msgspec.Raw text); `raw_json` is the whole object's text as received."""
+
+    def __init__(self, members: dict, raw_json: RawJSON):
+        super().__init__(members)
+        self.raw_json = raw_json
+
+
+def loads_extender_args(body: bytes) -> Any:
+    """`loads(body)` for ExtenderArgs, except that each Node of `Nodes` (a NodeList's items, or a
+    bare list) is a `LazyNode`: `parse_node` reads from it what it reads from the decoded object,
+    and filter echoes its text. What `json.loads` would refuse raises as it does."""
+    if msgspec is None:
+        return json.loads(body)
+    try:
+        if not body.isascii():
+            body.decode("utf-8")  # the parts left as text are not checked by the scan
+        top = _decode_fields(body)
+        if not isinstance(top, dict):
+            return top
+        nodes_key = _picked(top, "Nodes")
+        out = {k: (v if k == nodes_key else _ANY.decode(v)) for k, v in top.items()}
+        if nodes_key is not None:
+            nodes = _decode_fields(top[nodes_key])
+            if isinstance(nodes, dict):
+                items_key = _picked(nodes, "items")
+                for k in list(nodes):
+                    if k != items_key:
+                        nodes[k] = _ANY.decode(nodes[k])
+                if items_key is not None:
+                    nodes[items_key] = _items(nodes[items_key])
+            elif nodes is not None:
+                nodes = _items(top[nodes_key])
+            out[nodes_key] = nodes
+        return out
+    except (UnicodeDecodeError, *_SCAN_ERRORS):
+        return json.loads(body)
+
+
+def _items(raw: Any) -> Any:
+    try:
+        items = _ITEMS.decode(raw)
+    except msgspec.ValidationError:  # not a list
+        return _ANY.decode(raw)
+    return [_lazy_node(r) for r in items]
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON of `obj` (as `json.dumps(obj, separators=(",", ":"))`), with each `RawJSON`
+    in it written as its text."""
+    raws: list[bytes] = []
+    token = uuid.uuid4().hex  # a fresh placeholder: no string of the answer can hold it
+
+    def default(o: Any) -> Any:
+        if isinstance(o, RawJSON):
+            raws.append(o)
+            return f"{token}{len(raws) - 1}"
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+    text = json.dumps(obj, separators=(",", ":"), default=default).encode()
+    if not raws:
+        return text
+    return re.sub(rb'"' + token.encode() + rb'(\d+)"', lambda m: raws[int(m.group(1))], text)
 
 
 def get(d: Any, key: str, path: str = "") -> Any:
@@ -330,7 +478,8 @@ def parse_node(node: Any, path: str) -> NodeInfo:
         gpus = count(v, f"{path}.status.allocatable[{GPU_RESOURCE}]", 1 << 16)
     elif labels.get(GFD_COUNT) is not None:
         gpus = count(labels[GFD_COUNT], f"{path}.metadata.labels[{GFD_COUNT}]", 1 << 16)
-    return NodeInfo(name, labels, gpus, gpu_type_from_product(labels.get(GFD_PRODUCT), labels.get(GFD_MEMORY)), node)
+    raw = node.raw_json if isinstance(node, LazyNode) else node
+    return NodeInfo(name, labels, gpus, gpu_type_from_product(labels.get(GFD_PRODUCT), labels.get(GFD_MEMORY)), raw)
 
 
 def node_list(args: dict, path: str) -> tuple[list[NodeInfo] | None, list[str] | None]:

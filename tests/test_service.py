@@ -28,11 +28,13 @@ httpx = pytest.importorskip("httpx")  # the `test` extra
 needs_service()  # the `service` extra: skipped without it
 
 BODY_TIMEOUT_S = 2.0
+HEADER_TIMEOUT_S = 1.5
 
 
 @pytest.fixture(scope="module")
 def svc():
-    with ServiceProcess(["--cluster", "mixed-64gpu", "--baseline", "sect", "--body-timeout-s", str(BODY_TIMEOUT_S)]) as s:
+    with ServiceProcess(["--cluster", "mixed-64gpu", "--baseline", "sect", "--body-timeout-s", str(BODY_TIMEOUT_S),
+                         "--header-timeout-s", str(HEADER_TIMEOUT_S)]) as s:
         yield s
 
 
@@ -180,6 +182,54 @@ def test_a_slow_client_gets_408_while_others_are_served(svc, client):
     assert reply.startswith("HTTP/1.1 408"), reply
     assert "not received within" in reply
     assert client.get("/readyz").status_code == 200
+
+
+def _trickle_headers(sock: socket.socket, client, give_up_s: float) -> tuple[bytes, int]:
+    """Send a request line and then one header byte every 0.1 s (slowloris) until the server
+    closes the connection or `give_up_s` pass; serves /healthz from `client` meanwhile.
+    Returns (what the server sent, /healthz answered meanwhile)."""
+    sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    sock.settimeout(0.1)
+    start, served, got = time.monotonic(), 0, b""
+    while time.monotonic() - start < give_up_s:
+        try:
+            sock.sendall(b"a")
+            chunk = sock.recv(4096)
+        except socket.timeout:
+            assert client.get("/healthz").status_code == 200
+            served += 1
+            continue
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        got += chunk
+    return got, served
+
+
+def test_headers_sent_slowly_get_408_and_the_connection_is_closed(svc, client):
+    give_up = HEADER_TIMEOUT_S * 4  # far past the deadline: a service without one would still be reading
+    with socket.create_connection(("127.0.0.1", svc.port)) as s:
+        reply, served = _trickle_headers(s, client, give_up)
+    assert reply.startswith(b"HTTP/1.1 408"), reply
+    assert b"request headers: not received within 1.5 s" in reply
+    assert served > 3  # others are answered while it trickles
+    # a kept-alive connection: the first request answered, the next one's headers trickled
+    with socket.create_connection(("127.0.0.1", svc.port)) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.settimeout(10)
+        first = s.recv(4096)
+        while b'"ok"' not in first:  # the body may come in its own segment
+            first += s.recv(4096)
+        assert first.startswith(b"HTTP/1.1 200")
+        time.sleep(HEADER_TIMEOUT_S * 1.5)  # idle between requests: not counted (uvicorn's keep-alive governs)
+        reply, _ = _trickle_headers(s, client, give_up)
+    assert reply.startswith(b"HTTP/1.1 408"), reply
+    # a connection that sends nothing at all is closed too
+    with socket.create_connection(("127.0.0.1", svc.port)) as s:
+        s.settimeout(give_up)
+        assert s.recv(4096).startswith(b"HTTP/1.1 408")
+    assert client.get("/readyz").status_code == 200 and svc.alive()
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),

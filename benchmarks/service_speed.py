@@ -1,0 +1,295 @@
+"""Throughput of the scoring service under concurrent clients, and the extender verbs on 2,000
+full Node objects (a benchmark printing figures, not a timed test).
+
+    python -m benchmarks.service_speed [--seconds 10] [--concurrency 4 8] [--runs 3] [--nodes 2000]
+                                       [--node-requests 20] [--images 0 10] [--only score|nodes]
+
+It starts `python -m service` as a real process on 127.0.0.1 (service.testing.ServiceProcess)
+and measures, from this process, on loopback:
+
+* `/v1/score` on h100-1024gpu with a loaded state (benchmarks.service_latency.loaded_state: 72
+  running jobs, one pending 8-GPU job, 44 KiB): `--concurrency` keep-alive connections send for
+  `--seconds`; requests/s, and p50 / p99 latency (request written to response read) over every
+  request of the run. Twice: "same state" (every request the same bytes, as a client asking
+  again about an unchanged cluster) and "distinct states" (each request's `time_s` differs, so
+  the service parses and decides every one afresh). Each `--runs` times; the best and the median
+  run are printed.
+* filter and prioritize on `--nodes` full Node objects, as kube-scheduler sends them with
+  `nodeCacheCapable: false`: a v1 NodeList whose nodes carry what a GPU node's kubelet, GPU
+  Feature Discovery and Node Feature Discovery report (35 labels, annotations, taints,
+  capacity, allocatable, 4 conditions, addresses, nodeInfo, and `--images` image entries; the
+  kubelet reports up to 50), about 4 KiB a node without images; the cluster is a 2,000-node
+  topology file like h100-1024gpu's (DGX H100 nodes, leaves of 8, written to a temporary
+  folder), with a busy occupancy (`PUT /v1/state`). Each request is a new 8-GPU pod (a full
+  decision, no reuse), sent one at a time; time from request written to response read,
+  `--node-requests` each, p50 / p99 / min.
+
+Prints `uptime`'s load average before and after each part: on a shared machine the figures
+include waiting for a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from service.testing import ServiceProcess
+
+SCORE_CLUSTER, SCORE_WORKLOAD, SCORE_JOBS = "h100-1024gpu", "llm-mix-large", 600
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+async def drive(port: int, path: str, bodies, seconds: float, concurrency: int) -> tuple[int, int, float, list[float]]:
+    """(requests answered, errors, elapsed s, latencies s) from `concurrency` keep-alive
+    connections sending for `seconds`; `bodies(k)` is the k-th request's body."""
+    stop = time.perf_counter() + seconds
+    done = errors = 0
+    counter = [0]
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        nonlocal done, errors
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while time.perf_counter() < stop:
+                counter[0] += 1
+                body = bodies(counter[0])
+                t = time.perf_counter()
+                writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                await writer.drain()
+                status = int((await reader.readline()).split()[1])
+                length = 0
+                while True:
+                    line = await reader.readline()
+                    if line in (b"\r\n", b""):
+                        break
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                await reader.readexactly(length)
+                latencies.append(time.perf_counter() - t)
+                done += 1
+                errors += status != 200
+        finally:
+            writer.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done, errors, time.perf_counter() - start, latencies
+
+
+def score_throughput(args: argparse.Namespace) -> list[str]:
+    from benchmarks.service_latency import loaded_state
+
+    state = loaded_state(SCORE_CLUSTER, SCORE_WORKLOAD, SCORE_JOBS)
+    same = json.dumps({"state": state}).encode()
+    t0 = float(state["time_s"])
+
+    def same_body(k: int) -> bytes:
+        return same
+
+    def distinct_body(k: int) -> bytes:  # the same cluster a moment later: a state never seen before
+        return json.dumps({"state": dict(state, time_s=t0 + k * 1e-3)}).encode()
+
+    rows = []
+    with ServiceProcess(["--cluster", SCORE_CLUSTER]) as svc:
+        policy = svc.get("/v1/info")[1]["policy"]
+        asyncio.run(drive(svc.port, "/v1/score", distinct_body, 1.0, 2))  # warm-up
+        for mode, bodies in (("same state", same_body), ("distinct states", distinct_body)):
+            for c in args.concurrency:
+                runs = []
+                load = [load_average()]
+                for _ in range(args.runs):
+                    n, err, elapsed, lat = asyncio.run(drive(svc.port, "/v1/score", bodies, args.seconds, c))
+                    ms = np.array(lat) * 1000.0
+                    runs.append((n / elapsed, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), err))
+                load.append(load_average())
+                best = max(runs)
+                median = sorted(runs)[len(runs) // 2]
+                rows.append(f"| {SCORE_CLUSTER} | {policy} | {mode} | {c} | {best[0]:.0f} ({best[1]:.1f} / {best[2]:.1f}) "
+                            f"| {median[0]:.0f} ({median[1]:.1f} / {median[2]:.1f}) | {sum(r[3] for r in runs)} "
+                            f"| {load[0]} -> {load[1]} |")
+        assert svc.alive()
+    head = [f"POST /v1/score, {len(same) / 1024:.0f} KiB state ({len(state['running'])} running jobs), "
+            f"{args.runs} runs of {args.seconds:g} s each; best and median run by req/s",
+            "| cluster | policy | bodies | connections | best: req/s (p50 / p99 ms) | median: req/s (p50 / p99 ms) | errors "
+            "| load average (1, 5, 15 min) before -> after |",
+            "|---|---|---|---|---|---|---|---|"]
+    return head + rows
+
+
+# ---------------------------------------------------------------------- 2,000 full Node objects
+
+
+def cluster_yaml(nodes: int, leaf: int = 8) -> str:
+    """A topology file like h100-1024gpu's with `nodes` DGX H100 nodes (names gpu0001...)."""
+    width = max(4, len(str(nodes)))
+    lines = [f"# {nodes * 8} H100 GPUs: {nodes} DGX nodes, leaves of {leaf}, 2 spines (benchmarks.service_speed)",
+             f"name: h100-{nodes}node", "node_types:", "  dgx-h100:", "    gpu_type: H100-80GB", "    gpus: 8",
+             "    intra_node: nvswitch", "    numa_sockets: 2", "    pcie_GBps: 64", "    network_GBps: 400",
+             "    power_base_w: 1200", "nodes:", f'  - {{names: "gpu[{1:0{width}d}-{nodes:0{width}d}]", type: dgx-h100}}',
+             "switches:"]
+    leaves = (nodes + leaf - 1) // leaf
+    for k in range(leaves):
+        lo, hi = k * leaf + 1, min(nodes, (k + 1) * leaf)
+        lines.append(f'  - {{name: leaf{k:03d}, nodes: "gpu[{lo:0{width}d}-{hi:0{width}d}]", oversubscription: 2.0}}')
+    for s in range(2):
+        lines.append(f'  - {{name: spine{s}, switches: "leaf[000-{leaves - 1:03d}]"}}')
+    return "\n".join(lines) + "\n"
+
+
+def full_node(name: str, i: int, images: int, gpus: int = 8) -> dict:
+    """A v1 Node as kube-scheduler holds it for a DGX H100 node with GPU Feature Discovery."""
+    rack = i // 8
+    labels = {
+        "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "p5.48xlarge",
+        "topology.kubernetes.io/region": "us-east-1", "topology.kubernetes.io/zone": "us-east-1a",
+        "cloud.provider.com/topology-block": f"block{rack // 8:03d}", "cloud.provider.com/topology-rack": f"rack{rack:03d}",
+        "feature.node.kubernetes.io/cpu-model.vendor_id": "Intel", "feature.node.kubernetes.io/kernel-version.full": "6.8.0-1021-aws",
+        "feature.node.kubernetes.io/pci-10de.present": "true", "feature.node.kubernetes.io/rdma.available": "true",
+        "nvidia.com/cuda.driver.major": "550", "nvidia.com/cuda.driver.minor": "127", "nvidia.com/cuda.driver.rev": "08",
+        "nvidia.com/cuda.runtime.major": "12", "nvidia.com/cuda.runtime.minor": "4", "nvidia.com/gfd.timestamp": "1733490000",
+        "nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0", "nvidia.com/gpu.count": str(gpus),
+        "nvidia.com/gpu.deploy.container-toolkit": "true", "nvidia.com/gpu.deploy.dcgm": "true",
+        "nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.deploy.driver": "true",
+        "nvidia.com/gpu.family": "hopper", "nvidia.com/gpu.machine": "p5.48xlarge", "nvidia.com/gpu.memory": "81559",
+        "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": "single"}
+    resources = {"cpu": "192", "ephemeral-storage": "3750000000Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
+                 "memory": "2097152000Ki", "nvidia.com/gpu": str(gpus), "pods": "110", "vpc.amazonaws.com/efa": "32"}
+    t = "2026-12-06T10:00:00Z"
+    conditions = [{"type": k, "status": s, "lastHeartbeatTime": t, "lastTransitionTime": t, "reason": r, "message": m}
+                  for k, s, r, m in (("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                                     ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                                     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                                     ("Ready", "True", "KubeletReady", "kubelet is posting ready status"))]
+    return {
+        "metadata": {"name": name, "uid": f"{i:08x}-0000-4000-8000-{i:012x}", "resourceVersion": str(100000 + i),
+                     "creationTimestamp": "2026-11-01T00:00:00Z", "labels": labels,
+                     "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                                     "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                                     "nfd.node.kubernetes.io/feature-labels": "cpu-model.vendor_id,kernel-version.full,pci-10de.present",
+                                     "csi.volume.kubernetes.io/nodeid": json.dumps({"ebs.csi.aws.com": f"i-{i:017x}"})}},
+        "spec": {"podCIDR": f"10.{i // 256}.{i % 256}.0/24", "podCIDRs": [f"10.{i // 256}.{i % 256}.0/24"],
+                 "providerID": f"aws:///us-east-1a/i-{i:017x}",
+                 "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]},
+        "status": {"capacity": resources, "allocatable": dict(resources), "conditions": conditions,
+                   "addresses": [{"type": "InternalIP", "address": f"10.0.{i // 256}.{i % 256}"}, {"type": "Hostname", "address": name}],
+                   "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                   "nodeInfo": {"machineID": f"{i:032x}", "systemUUID": f"ec2{i:029x}", "bootID": f"{i:032x}",
+                                "kernelVersion": "6.8.0-1021-aws", "osImage": "Ubuntu 22.04.5 LTS",
+                                "containerRuntimeVersion": "containerd://1.7.22", "kubeletVersion": "v1.31.2",
+                                "kubeProxyVersion": "v1.31.2", "operatingSystem": "linux", "architecture": "amd64"},
+                   "images": [{"names": [f"nvcr.io/nvidia/pytorch@sha256:{i * 7919 + k:064x}", f"nvcr.io/nvidia/pytorch:24.{k:02d}-py3"],
+                               "sizeBytes": 9_000_000_000 + k} for k in range(images)]},
+    }
+
+
+def busy_occupancy(node_names: list[str], every: int = 3) -> dict:
+    """Every `every`-th node runs an 8-GPU job, every other one a 4-GPU job on half its GPUs."""
+    running = []
+    for i, _ in enumerate(node_names):
+        if i % every == 0:
+            running.append({"id": f"busy-{i}", "num_gpus": 8, "tp_degree": 8, "gpus": list(range(8 * i, 8 * i + 8)),
+                            "estimate_s": 7200.0, "arrival_s": 0.0, "work_done_s": 600.0})
+        elif i % every == 1:
+            running.append({"id": f"half-{i}", "num_gpus": 4, "tp_degree": 4, "gpus": list(range(8 * i, 8 * i + 4)),
+                            "estimate_s": 7200.0, "arrival_s": 0.0, "work_done_s": 600.0})
+    return {"time_s": 3600.0, "running": running}
+
+
+def new_pod(k: int) -> dict:
+    notes = {"gangsched.io/estimate-s": str(3600 + k), "gangsched.io/kind": "pretrain"}
+    return {"metadata": {"name": f"bench-{k}", "namespace": "bench", "uid": f"uid-bench-{k}", "annotations": notes},
+            "spec": {"priority": 0, "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+
+
+def node_verbs(args: argparse.Namespace) -> list[str]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"h100-{args.nodes}node.yaml"
+        path.write_text(cluster_yaml(args.nodes))
+        width = max(4, len(str(args.nodes)))
+        names = [f"gpu{k + 1:0{width}d}" for k in range(args.nodes)]
+        with ServiceProcess(["--cluster", str(path), "--max-body-mb", "256"], startup_timeout_s=300.0) as svc:
+            conn = http.client.HTTPConnection("127.0.0.1", svc.port, timeout=120)
+
+            def call(method: str, url: str, body: bytes) -> tuple[int, bytes, float]:
+                t = time.perf_counter()
+                conn.request(method, url, body=body, headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                data = r.read()
+                return r.status, data, time.perf_counter() - t
+
+            status, data, _ = call("PUT", "/v1/state", json.dumps(busy_occupancy(names)).encode())
+            assert status == 200, data
+            k = 0
+            for images in args.images:
+                nodes = [full_node(n, i, images) for i, n in enumerate(names)]
+                load = [load_average()]
+                for verb in ("filter", "prioritize"):
+                    times, size, passed = [], 0, 0
+                    for _ in range(args.node_requests + 2):
+                        k += 1
+                        body = json.dumps({"Pod": new_pod(k), "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}).encode()
+                        size = len(body)
+                        status, data, dt = call("POST", f"/scheduler/{verb}", body)
+                        assert status == 200, data[:500]
+                        answer = json.loads(data)
+                        if verb == "filter":
+                            assert not answer["Error"], answer["Error"]
+                            passed = len(answer["Nodes"]["items"])
+                        else:
+                            passed = sum(1 for h in answer if h["Score"] > 0)
+                        times.append(dt)
+                    ms = np.array(times[2:]) * 1000.0  # the first two warm the caches of a new body size
+                    what = f"{passed} nodes pass" if verb == "filter" else f"{passed} nodes scored > 0"
+                    rows.append((verb, images, size, what, *np.percentile(ms, [50, 99]).tolist(), float(ms.min())))
+                load.append(load_average())
+                rows[-1] += (f"{load[0]} -> {load[1]}",)
+                rows[-2] += (f"{load[0]} -> {load[1]}",)
+            conn.close()
+            assert svc.alive()
+    head = [f"filter and prioritize on {args.nodes} full Node objects (Nodes, nodeCacheCapable false), a {args.nodes}-node "
+            f"H100 topology, a third of the nodes full and a third half full; each request a new 8-GPU pod, one at a time, "
+            f"{args.node_requests} requests",
+            "| verb | images per node | request body | answer | p50 ms | p99 ms | min ms | load average before -> after |",
+            "|---|---|---|---|---|---|---|---|"]
+    return head + [f"| {v} | {im} | {size / 1e6:.1f} MB | {what} | {p50:.0f} | {p99:.0f} | {lo:.0f} | {load} |"
+                   for v, im, size, what, p50, p99, lo, load in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=10.0, help="duration of each /v1/score run")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[4, 8], help="keep-alive connections sending at once")
+    p.add_argument("--runs", type=int, default=3, help="/v1/score runs per figure (best and median printed)")
+    p.add_argument("--nodes", type=int, default=2000)
+    p.add_argument("--node-requests", type=int, default=20, help="filter and prioritize requests per figure")
+    p.add_argument("--images", type=int, nargs="+", default=[0, 10], help="image entries per Node (the kubelet reports up to 50)")
+    p.add_argument("--only", choices=("score", "nodes"))
+    args = p.parse_args(argv)
+    print("command: python -m benchmarks.service_speed " + " ".join(argv if argv is not None else sys.argv[1:]))
+    print(f"cpus: {os.cpu_count()}, load average at start: {load_average()}")
+    if args.only != "nodes":
+        print("\n".join(score_throughput(args)))
+    if args.only != "score":
+        print("\n".join(node_verbs(args)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
