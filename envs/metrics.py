@@ -10,7 +10,7 @@ import numpy as np
 
 from envs.jobs import JOB_KIND_NAMES, JobKind
 from envs.objective import Objective, objective_sums, slo_miss_flags, weighted_total
-from envs.simulator import Simulator
+from envs.simulator import JobState, Simulator
 
 # Every key `episode_metrics` returns, with its direction (for tables and comparisons).
 METRICS: dict[str, str] = {
@@ -53,6 +53,8 @@ def episode_metrics(sim: Simulator, objective: Objective | None = None) -> dict[
     frag_share = np.divide(timeline[:, 4], free, out=np.zeros_like(free), where=free > 0) if len(timeline) else free
     kinds = np.array([int(j.kind) for j in sim.jobs])
     inference = (kinds == JobKind.INFERENCE) & (sim.run_s > 0)
+    # jobs waiting now (queued, or reserved for victims to leave): their current wait is not in wait_s yet
+    waiting = (sim.state == JobState.QUEUED) | (sim.state == JobState.RESERVED)
     out = {
         "objective": weighted_total(sums, objective) / max(sim.num_jobs, 1),
         "avg_jct_s": float(jct.mean()) if len(jct) else float("nan"),
@@ -72,7 +74,7 @@ def episode_metrics(sim: Simulator, objective: Objective | None = None) -> dict[
         "inference_slo_misses": float(slo_miss_flags(sim).sum()),
         "inference_interference": float((sim.interference_loss_s[inference] / sim.run_s[inference]).mean()) if inference.any() else 0.0,
         "energy_kwh": float(sim.energy_j / 3.6e6),
-        "starvation_s": float(np.max(np.where(done, sim.wait_s, sim.wait_s + np.where(np.isnan(sim.queued_since), 0.0, sim.now - sim.queued_since)))) if sim.num_jobs else 0.0,
+        "starvation_s": float(np.max(sim.wait_s + np.where(waiting, sim.now - sim.queued_since, 0.0))) if sim.num_jobs else 0.0,
         "avg_ideal_runtime_s": float(ideal.mean()) if sim.num_jobs else float("nan"),
         "finished_jobs": float(done.sum()),
         "unfinished_jobs": float((~done).sum()),
