@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines import make_baseline
+from envs import jit as _jit
 from envs.candidates import CandidateSet, WaitGuard, apply_candidate, build_candidates
 from envs.features import predicted_rate
 from envs.jobs import Job, JobKind
@@ -54,6 +55,10 @@ from envs.topology import Cluster
 from envs.workload import WorkloadSpec, generate
 
 LOOKAHEAD_POLICIES = ("lookahead", "lookahead-oracle")
+# Rollouts of `sect` run in the native core once the fork stands at a decision with nothing
+# checkpointing (Simulator.rollout_sect, bit for bit the Python loop); False: the Python loop
+# throughout (tests and benchmarks compare the two).
+NATIVE_ROLLOUTS = True
 _FUTURE_SEED_BASE = 2**40  # fresh workload draws for sampled futures: far from every episode seed
 
 
@@ -257,6 +262,7 @@ class Lookahead:
         if self.deadline is not None and time.perf_counter() > self.deadline:
             raise SearchTimeout("the search ran past its time budget")
         base, q, las = self.base.select, self.queue_window, self.base.preempt_las
+        native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not las
         while True:  # apply, then on to the base rule's next decision until the horizon
             if action != cset.wait_index and not fork.done and fork.now < horizon_end:
                 # only WAIT moves time or ends the episode: test first, then apply and advance together
@@ -267,6 +273,9 @@ class Lookahead:
                     break
                 nxt = advance_to_decision(fork, q, until=horizon_end, preempt_las=las)
             if nxt is None or fork.done:
+                break
+            if native and not fork.checkpointing and not fork.reserved:  # the rest of the rollout in one native call
+                fork.rollout_sect(q, horizon_end)
                 break
             cset, action = nxt, base(nxt.state, nxt)
         if math.isfinite(horizon_end) and not fork.done:

@@ -1,12 +1,13 @@
-"""What a decision of the honest lookahead (agents.lookahead) costs, on the compiled kernels and on
-the plain-Python reference path, in one process.
+"""What a decision of the honest lookahead (agents.lookahead) costs: with its rollouts in the native
+core, with them in Python over the compiled kernels, and on the plain-Python reference path, in one
+process.
 
     python -m benchmarks.lookahead_speed [--scenario default] [--jobs 120] [--seed 0]
 
 Runs `lookahead` over the first `--jobs` jobs of the scenario's workload (its own search
 settings: candidates x sampled futures, each a rollout of the base rule over the horizon) and
-prints wall time per decision and the episode's average JCT, which must be the same on both
-paths. The rollouts (forks, the event loop, the base rule's candidates and placements) are its
+prints wall time per decision and the episode's average JCT, which must be the same on every
+path. The rollouts (forks, the event loop, the base rule's candidates and placements) are its
 whole cost, so this is the simulation speed the lookahead teacher sees.
 """
 
@@ -19,6 +20,7 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import agents.lookahead as lookahead
 from agents.lookahead import run_lookahead
 from envs import jit
 from envs.config import load_cluster
@@ -39,15 +41,16 @@ def main() -> None:
     run = lambda: run_lookahead("lookahead", cluster, spec, jobs, args.seed, sc.lookahead, sc.objective,  # noqa: E731
                                 sc.queue_window, sc.max_checkpoint_s)
     run()  # untimed: kernels load from numba's cache, memo tables fill
-    for compiled in [True, False] if jit.ENABLED else [False]:
+    paths = [("native rollouts", True, True), ("Python rollouts", True, False), ("reference path", False, False)]
+    for label, compiled, native in paths if jit.ENABLED else paths[2:]:
+        lookahead.NATIVE_ROLLOUTS = native
         with contextlib.nullcontext() if compiled else jit.reference_path():
             t0 = time.perf_counter()
             sim, steps, _ = run()
             wall = time.perf_counter() - t0
-        print(f"lookahead on {args.scenario}, {args.jobs} jobs, seed {args.seed}, "
-              f"{'compiled kernels' if compiled else 'reference path  '}: {wall:.1f} s, {steps} decisions, "
-              f"{wall / steps * 1e3:.1f} ms per decision (avg JCT {episode_metrics(sim)['avg_jct_s']:.3f} s)")
-
+        print(f"lookahead on {args.scenario}, {args.jobs} jobs, seed {args.seed}, {label:16s}: {wall:.1f} s, "
+              f"{steps} decisions, {wall / steps * 1e3:.1f} ms per decision (avg JCT {episode_metrics(sim)['avg_jct_s']:.3f} s)")
+    lookahead.NATIVE_ROLLOUTS = True
 
 if __name__ == "__main__":
     main()

@@ -37,6 +37,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from envs import core as _core
 from envs import jit as _jit
 from envs import kernels as _kernels
 from envs.jobs import PRIORITY_HIGH, Job
@@ -209,6 +210,11 @@ def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
 
 # Names of the per-job arrays, in the order _job_arrays makes them.
 JOB_ARRAYS: tuple[str, ...] = tuple(_job_arrays([], SimConfig()))
+# The per-job arrays the native rollout (Simulator.rollout_sect) reads or changes.
+_ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "work_total", "mem_req", "comm_fraction", "tp_comm_share",
+                       "gpus_req", "tp_degree", "priority", "kind", "preemptible", "work_done", "queued_since", "end",
+                       "work_left", "rate", "overhead_left", "attained_gpu_s", "run_s", "interference_loss_s",
+                       "interference", "wait_s", "first_start", "needs_restore", "state")
 
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))
 _job_values = operator.attrgetter(*_JOB_FIELDS)
@@ -277,6 +283,7 @@ class Simulator:
         self._state_arrived = -1  # arrivals its per-job views cover
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._events = None  # run_events' buffers, made on first use (a fork makes its own)
+        self._spent = False  # consumed by a native rollout (rollout_sect): no longer stepped or forked
         self._admit_arrivals()
         self._record()
 
@@ -620,6 +627,8 @@ class Simulator:
         records and the `_mem_ok` masks. Everything mutable else is copied; the decision state is
         not: the fork makes its own on first use (so its candidate layer's caches start empty).
         """
+        if self._spent:
+            raise ValueError("this simulator was consumed by a native rollout (rollout_sect)")
         cls = type(self)
         f = cls.__new__(cls)
         arrived = self._next_arrival
@@ -712,6 +721,7 @@ class Simulator:
         f._state_arrived = -1
         f.timeline = []  # a fork's timeline starts at the fork
         f._events = None
+        f._spent = False
         return f
 
     # ------------------------------------------------------------------ events between decisions, compiled
@@ -764,6 +774,55 @@ class Simulator:
             gpus = gpus.view()
             gpus.flags.writeable = False
         return self._run_events(class_of_shape, class_index, until, True, las, job_id, gpus)
+
+    def rollout_sect(self, queue_window: int, until: float) -> dict:
+        """A lookahead's rollout of the `sect` rule from this decision state, in one native call
+        (envs.core): at each decision, sect's choice over the queue window
+        (envs.candidates.build_candidates without `preempt-las`, baselines/sect.py), carried out
+        as `envs.replay.decide` does, then the events to the next decision, until `until` (a
+        decision at or after it is still carried out, a WAIT's event too, as
+        agents.lookahead's loop does) or the workload's end; then, short of the end, the
+        integration up to `until`. Bit for bit the Python loop's floats and decisions.
+
+        It consumes the simulator: afterwards its per-job arrays, its time, integrals and
+        counters are the rollout's, what `objective_total` and the lookahead's terminal cost
+        read, but its Python records (segments, placements, load records, the timeline) are not,
+        so it can no longer be stepped or forked. Needs the compiled path, a decision state and
+        no job checkpointing or reserved (ValueError). Returns counts: decisions, starts, events."""
+        if not _jit.ENABLED or self.checkpointing or self.reserved:
+            raise ValueError("rollout_sect needs the compiled path and no job checkpointing or reserved")
+        if self._spent:
+            raise ValueError("this simulator was consumed by a native rollout")
+        ledger, load, power, q, table = self.ledger, self.load, self.power, self.job_queue, self.load._table
+        shape_id = q.shape
+        shapes = self._shapes.of(self)[1]
+        consts = (self._events.consts if self._events is not None else _event_constants(self.cluster))
+        arrays = {name: getattr(self, name) for name in _ROLLOUT_JOB_ARRAYS}
+        arrays.update(
+            shape_id=shape_id, q_ids=q.ids, q_sorted=q.sorted_ids, q_seq=q.enqueue_seq, q_remaining=q.queued_remaining_s,
+            q_per_shape=q.per_shape, shape_gpus=np.array([x[0] for x in shapes], dtype=np.int64),
+            shape_tp=np.array([x[1] for x in shapes], dtype=np.int64), shape_mem=np.array([x[2] for x in shapes], dtype=float),
+            shape_priority=np.array([x[3] for x in shapes], dtype=np.int64), job_slot=load.job_slot, rec_i=table.i,
+            rec_f=table.f, pool_i=table.pool_i, pool_counts=table.pool_counts, node_pressure=load.node_pressure,
+            uplink_demand=load.uplink_demand, dirty_node=load.dirty_node, dirty_uplink=load.dirty_uplink,
+            gpu_owner=ledger.gpu_owner, gpu_reserved=ledger.gpu_reserved, free_mask=ledger.free_mask,
+            node_owned=ledger.node_owned, node_free=ledger.node_free, node_preemptible=ledger.node_preemptible,
+            node_power_w=power.node_power_w, node_on=power.node_on, power_terms=consts.power_terms,
+            whole_gang=consts.whole_gang)
+        floats = [self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w]
+        ints = [ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
+                self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore]
+        self._spent = True
+        (fl, it, running, decisions, starts, events, stuck) = _core.rollout_sect(
+            _core.cluster_arrays(self.cluster), _core.rate_model(self.config.speed_model), arrays,
+            self.running.tolist(), floats, ints, int(queue_window), PRIORITY_HIGH, float(until))
+        self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w = fl
+        (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
+         self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore) = it
+        self.running = np.array(running, dtype=np.int64)
+        if stuck:
+            raise SchedulingError("nothing left to wait for: no job is running or arriving")
+        return {"decisions": decisions, "starts": starts, "events": events}
 
     def _run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None, test_first: bool,
                     las: tuple | None, launch: int, launch_gpus: np.ndarray) -> int:
@@ -835,6 +894,8 @@ class Simulator:
         """Jump to the next event and process everything that happens then. Returns the time
         advanced. Raises SchedulingError when there is no future event (a deadlock: nothing
         runs, nothing arrives, and the scheduler waited)."""
+        if self._spent:
+            raise ValueError("this simulator was consumed by a native rollout (rollout_sect)")
         t = self.next_event_s()
         if not math.isfinite(t):
             raise SchedulingError("nothing left to wait for: no job is running or arriving")

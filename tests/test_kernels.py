@@ -597,7 +597,10 @@ def test_env_steps_run_the_compiled_event_loop_with_the_preempt_las_test(monkeyp
 
 def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
     """The honest lookahead's rollouts advance forks to a horizon (advance_to_decision's `until`):
-    its decisions and the episode are the reference path's, and its rollouts stopped there."""
+    its decisions and the episode are the reference path's, and its rollouts stopped there (with
+    the rollouts in Python, as where the native rollout does not serve: tests/test_native_rollout.py
+    checks that one)."""
+    import agents.lookahead as L
     from agents.lookahead import run_lookahead
     from envs import simulator
     from envs.config import load_cluster
@@ -621,6 +624,7 @@ def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(simulator.Simulator, "_run_events", counted)
+        m.setattr(L, "NATIVE_ROLLOUTS", False)
         fast = record()
     with jit.reference_path():
         ref = record()

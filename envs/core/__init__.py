@@ -16,7 +16,9 @@ What is native so far: the placement rules' per-node counts (`node_take`) and th
 inside a node (`pick_in_node`), as envs/placement.py states them; a placement's geometry
 (`placement_geometry`), as envs/speed.py states it; `sect`'s choice among a decision's
 candidates (`choose_sect`: each candidate's placement on the free GPUs, the rate its job would
-get there now, as envs/features.py's `rate_if_started` states it, and baselines/sect.py's key).
+get there now, as envs/features.py's `rate_if_started` states it, and baselines/sect.py's key);
+and a lookahead's whole rollout of `sect` over a simulator's arrays (`rollout_sect`, which
+envs.simulator.Simulator.rollout_sect calls: the decisions, the starts and the events).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ RateModel = _core.RateModel
 node_take = _core.node_take
 pick_in_node = _core.pick_in_node
 placement_geometry = _core.placement_geometry
+rollout_sect = _core.rollout_sect
 
 
 def cluster_arrays(cluster) -> ClusterArrays:
@@ -80,7 +83,8 @@ def rate_model(model) -> RateModel:
             _RATE_MODELS.clear()
         hit = _RATE_MODELS[model] = RateModel(float(model.cross_socket_factor), float(model.cross_tier_efficiency),
                                               float(model.interference_coeff), float(REFERENCE_NET_PER_GPU_GBPS),
-                                              [float(x) for x in model.sensitivity_by_kind])
+                                              [float(x) for x in model.sensitivity_by_kind],
+                                              [float(x) for x in model.pressure_by_kind])
     return hit
 
 
@@ -95,4 +99,4 @@ def choose_sect(state, window: list[int], mask: np.ndarray, num_rules: int) -> i
 
 
 __all__ = ["ClusterArrays", "RateModel", "choose_sect", "cluster_arrays", "node_take", "pick_in_node", "placement_geometry",
-           "rate_model"]
+           "rate_model", "rollout_sect"]

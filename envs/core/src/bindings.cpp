@@ -9,6 +9,7 @@
 #include "cluster.hpp"
 #include "geometry.hpp"
 #include "placement.hpp"
+#include "rollout.hpp"
 
 namespace nb = nanobind;
 using namespace gangsched;
@@ -70,6 +71,19 @@ const T* sized(const Array1<T>& a, size_t at_least, const char* name) {
     if (a.shape(0) < at_least) throw BadInput(std::string(name) + ": shorter than expected");
     return a.data();
 }
+
+// A named array of the rollout's dict (any shape, C-contiguous, this dtype), as a view.
+template <typename T, typename Py = T>
+View<T> view(const nb::dict& f, const char* name, size_t size) {
+    nb::ndarray<std::remove_const_t<Py>, nb::c_contig, nb::device::cpu> a;
+    if (!nb::try_cast(field(f, name), a, false))
+        throw BadInput(std::string(name) + ": a contiguous writable array of the right dtype expected");
+    if (size != static_cast<size_t>(-1) && a.size() != size)
+        throw BadInput(std::string(name) + ": " + std::to_string(a.size()) + " entries, expected " + std::to_string(size));
+    return View<T>{reinterpret_cast<T*>(a.data()), a.size()};
+}
+
+constexpr size_t ANY = static_cast<size_t>(-1);
 
 }  // namespace
 
@@ -168,12 +182,15 @@ NB_MODULE(_core, m) {
         .def(
             "__init__",
             [](RateModel* self, double cross_socket_factor, double cross_tier_efficiency, double interference_coeff,
-               double reference_net_per_gpu_GBps, const std::vector<double>& sensitivity_by_kind) {
+               double reference_net_per_gpu_GBps, const std::vector<double>& sensitivity_by_kind,
+               const std::vector<double>& pressure_by_kind) {
+                if (sensitivity_by_kind.size() != pressure_by_kind.size())
+                    throw BadInput("pressure_by_kind: one entry per job kind, as sensitivity_by_kind");
                 new (self) RateModel{SpeedConstants{cross_socket_factor, cross_tier_efficiency}, interference_coeff,
-                                     reference_net_per_gpu_GBps, sensitivity_by_kind};
+                                     reference_net_per_gpu_GBps, sensitivity_by_kind, pressure_by_kind};
             },
             nb::arg("cross_socket_factor"), nb::arg("cross_tier_efficiency"), nb::arg("interference_coeff"),
-            nb::arg("reference_net_per_gpu_GBps"), nb::arg("sensitivity_by_kind"));
+            nb::arg("reference_net_per_gpu_GBps"), nb::arg("sensitivity_by_kind"), nb::arg("pressure_by_kind"));
 
     m.def(
         "choose_sect",
@@ -208,4 +225,126 @@ NB_MODULE(_core, m) {
         nb::arg("restore_s"), nb::arg("needs_restore"), nb::arg("enqueue_seq"), nb::arg("any_restore"), nb::arg("window"),
         nb::arg("mask"), nb::arg("num_rules"),
         "baselines/sect.py's choice over a decision state's arrays: a candidate index, or -1 when none is valid.");
+
+    m.def(
+        "rollout_sect",
+        [](const Cluster& c, const RateModel& model, const nb::dict& f, const std::vector<int64_t>& running,
+           const std::vector<double>& fscal, const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high,
+           double until) {
+            if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
+                throw BadInput("model: one sensitivity per job kind expected");
+            if (fscal.size() != 6 || iscal.size() != 11) throw BadInput("scalars: 6 floats and 11 integers expected");
+            SimArrays a;
+            const size_t J = view<const double, double>(f, "arrival", ANY).size;
+            const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus),
+                       S = static_cast<size_t>(c.num_switches);
+            a.arrival = view<const double, double>(f, "arrival", J);
+            a.estimate = view<const double, double>(f, "estimate", J);
+            a.restore_s = view<const double, double>(f, "restore_s", J);
+            a.work_total = view<const double, double>(f, "work_total", J);
+            a.mem_req = view<const double, double>(f, "mem_req", J);
+            a.comm_fraction = view<const double, double>(f, "comm_fraction", J);
+            a.tp_comm_share = view<const double, double>(f, "tp_comm_share", J);
+            a.gpus_req = view<const int64_t, int64_t>(f, "gpus_req", J);
+            a.tp_degree = view<const int64_t, int64_t>(f, "tp_degree", J);
+            a.priority = view<const int64_t, int64_t>(f, "priority", J);
+            a.kind = view<const int64_t, int64_t>(f, "kind", J);
+            a.shape_id = view<const int64_t, int64_t>(f, "shape_id", J);
+            a.preemptible = view<const uint8_t, bool>(f, "preemptible", J);
+            a.work_done = view<double>(f, "work_done", J);
+            a.queued_since = view<double>(f, "queued_since", J);
+            a.end = view<double>(f, "end", J);
+            a.work_left = view<double>(f, "work_left", J);
+            a.rate = view<double>(f, "rate", J);
+            a.overhead_left = view<double>(f, "overhead_left", J);
+            a.attained_gpu_s = view<double>(f, "attained_gpu_s", J);
+            a.run_s = view<double>(f, "run_s", J);
+            a.interference_loss_s = view<double>(f, "interference_loss_s", J);
+            a.interference = view<double>(f, "interference", J);
+            a.wait_s = view<double>(f, "wait_s", J);
+            a.first_start = view<double>(f, "first_start", J);
+            a.needs_restore = view<uint8_t, bool>(f, "needs_restore", J);
+            a.state = view<int8_t>(f, "state", J);
+            a.q_ids = view<int64_t>(f, "q_ids", ANY);
+            a.q_sorted = view<int64_t>(f, "q_sorted", a.q_ids.size);
+            a.q_seq = view<int64_t>(f, "q_seq", J);
+            a.q_remaining = view<double>(f, "q_remaining", J);
+            a.q_per_shape = view<int64_t>(f, "q_per_shape", ANY);
+            a.shape_gpus = view<const int64_t, int64_t>(f, "shape_gpus", ANY);
+            a.shape_tp = view<const int64_t, int64_t>(f, "shape_tp", a.shape_gpus.size);
+            a.shape_priority = view<const int64_t, int64_t>(f, "shape_priority", a.shape_gpus.size);
+            a.shape_mem = view<const double, double>(f, "shape_mem", a.shape_gpus.size);
+            a.job_slot = view<const int64_t, int64_t>(f, "job_slot", ANY);
+            a.rec_i = view<const int64_t, int64_t>(f, "rec_i", ANY);
+            a.rec_f = view<const double, double>(f, "rec_f", a.rec_i.size * 2);
+            a.pool_i = view<const int64_t, int64_t>(f, "pool_i", ANY);
+            a.pool_counts = view<const double, double>(f, "pool_counts", a.pool_i.size);
+            a.node_pressure = view<double>(f, "node_pressure", N);
+            a.uplink_demand = view<double>(f, "uplink_demand", S);
+            a.dirty_node = view<uint8_t, bool>(f, "dirty_node", N);
+            a.dirty_uplink = view<uint8_t, bool>(f, "dirty_uplink", S);
+            a.gpu_owner = view<int64_t>(f, "gpu_owner", G);
+            a.gpu_reserved = view<int64_t>(f, "gpu_reserved", G);
+            a.free_mask = view<uint8_t, bool>(f, "free_mask", G);
+            a.node_owned = view<int64_t>(f, "node_owned", N);
+            a.node_free = view<int64_t>(f, "node_free", N);
+            a.node_preemptible = view<int64_t>(f, "node_preemptible", ANY);
+            a.num_priorities = N ? static_cast<int64_t>(a.node_preemptible.size / N) : 0;
+            if (a.node_preemptible.size != N * static_cast<size_t>(a.num_priorities))
+                throw BadInput("node_preemptible: a nodes x priorities table expected");
+            a.node_power_w = view<double>(f, "node_power_w", N);
+            a.node_on = view<uint8_t, bool>(f, "node_on", N);
+            a.power_terms = view<const double, double>(f, "power_terms", 3 * N);
+            a.whole_gang = view<const int64_t, int64_t>(f, "whole_gang", N);
+            if (a.q_ids.size < J) throw BadInput("q_ids: room for every job expected");
+            if (a.rec_i.size % 4) throw BadInput("rec_i: rows of 4 expected");
+            // every index the rollout follows, checked once
+            for (size_t j = 0; j < J; ++j) {
+                const int64_t k = a.shape_id[j];
+                if (k < 0 || static_cast<size_t>(k) >= a.shape_gpus.size || static_cast<size_t>(k) >= a.q_per_shape.size)
+                    throw BadInput("shape_id: a shape outside shape_gpus or q_per_shape");
+                if (a.kind[j] < 0 || a.kind[j] >= c.num_kinds) throw BadInput("kind: a job kind out of range");
+                if (a.priority[j] < 0 || a.priority[j] >= std::max<int64_t>(a.num_priorities, 1))
+                    throw BadInput("priority: outside node_preemptible's columns");
+                if (a.gpus_req[j] < 1 || a.tp_degree[j] < 1 || a.gpus_req[j] % a.tp_degree[j])
+                    throw BadInput("tp_degree: a gang that is not whole TP groups");
+            }
+            for (size_t k = 0; k < a.shape_gpus.size; ++k)
+                if (a.shape_tp[k] < 1) throw BadInput("shape_tp: at least 1");
+            const size_t rows = a.rec_i.size / 4;
+            for (int64_t j : running) {
+                if (j < 0 || static_cast<size_t>(j) >= J || static_cast<size_t>(j) >= a.job_slot.size)
+                    throw BadInput("running: a job id out of range");
+                const int64_t r = a.job_slot[static_cast<size_t>(j)];
+                if (r < 0 || static_cast<size_t>(r) >= rows) throw BadInput("job_slot: a running job's row out of range");
+                const int64_t lo = a.rec_i[static_cast<size_t>(r) * 4], hi = a.rec_i[static_cast<size_t>(r) * 4 + 1],
+                              uhi = a.rec_i[static_cast<size_t>(r) * 4 + 2];
+                if (!(0 <= lo && lo < hi && hi <= uhi && static_cast<size_t>(uhi) <= a.pool_i.size))
+                    throw BadInput("rec_i: a running job's pool range out of range");
+                for (int64_t q = lo; q < uhi; ++q) {
+                    const int64_t x = a.pool_i[static_cast<size_t>(q)];
+                    if (x < 0 || static_cast<size_t>(x) >= (q < hi ? N : S)) throw BadInput("pool_i: a node or uplink out of range");
+                }
+            }
+            for (size_t g = 0; g < G; ++g)
+                if (a.gpu_owner[g] < -1 || a.gpu_owner[g] >= static_cast<int64_t>(J)) throw BadInput("gpu_owner: a job id out of range");
+            a.running = running;
+            SimScalars s{fscal[0], fscal[1], fscal[2], fscal[3], fscal[4], fscal[5],
+                         iscal[0], iscal[1], iscal[2], iscal[3], iscal[4], iscal[5], iscal[6], iscal[7], iscal[8], iscal[9], iscal[10]};
+            if (s.qlen < 0 || static_cast<size_t>(s.qlen) > J || s.next_arrival < 0 || static_cast<size_t>(s.next_arrival) > J)
+                throw BadInput("scalars: a queue length or next arrival out of range");
+            RolloutResult r;
+            {
+                nb::gil_scoped_release release;
+                r = rollout_sect(c, model, a, s, queue_window, priority_high, until);
+            }
+            return nb::make_tuple(
+                nb::make_tuple(s.now, s.jobs_in_system_s, s.energy_j, s.allocated_gpu_s, s.useful_work_s, s.power_w),
+                nb::make_tuple(s.num_free, s.fragmented, s.alloc_version, s.num_done, s.jobs_in_system, s.next_arrival, s.qlen,
+                               s.enqueued, s.queued_gpus, s.queued_high, s.num_needs_restore),
+                a.running, r.decisions, r.starts, r.events, r.stuck);
+        },
+        nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("floats"), nb::arg("ints"),
+        nb::arg("queue_window"), nb::arg("priority_high"), nb::arg("until"),
+        "A lookahead's rollout of sect from a decision state, over a simulator's arrays (changed in place).");
 }

@@ -24,6 +24,7 @@ struct Placed {
     double mem;
     bool ok;
     Geometry geometry;
+    std::vector<int64_t> gpus;
 };
 
 }  // namespace
@@ -80,15 +81,17 @@ double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a
 }
 
 int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, const Jobs& jobs,
-                    const std::vector<int64_t>& window, const uint8_t* mask, int64_t mask_size, int64_t num_rules) {
+                    const std::vector<int64_t>& window, const uint8_t* mask, int64_t mask_size, int64_t num_rules,
+                    std::vector<int64_t>* best_gpus, Geometry* best_geometry) {
     const auto nw = static_cast<int64_t>(window.size());
     if (num_rules < 3) throw BadInput("num_rules: binpack, spread and topology come first");
     if (nw * num_rules > mask_size) throw BadInput("mask: shorter than the window's candidates");
     for (int64_t j : window)
         if (j < 0 || j >= jobs.count) throw BadInput("window: a job index out of range");
     std::vector<Placed> placed;
-    std::vector<int64_t> gpus;
+    placed.reserve(static_cast<size_t>(3 * nw));  // pointers into it stay valid
     int64_t best = -1, best_pos = 0;
+    const Placed* best_placed = nullptr;
     double best_key = 0.0;
     for (int64_t slot = 0; slot < nw; ++slot) {
         const auto j = static_cast<size_t>(window[static_cast<size_t>(slot)]);
@@ -112,8 +115,9 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
             for (const Placed& q : placed)
                 if (q.rule == rule && q.need == need && q.tp == tp && q.mem == mem) p = &q;
             if (p == nullptr) {
-                Placed q{rule, need, tp, mem, place_free(c, a, need, tp, mem, rule, gpus), Geometry()};
-                if (q.ok) placement_geometry(c, gpus, tp, m.geometry, q.geometry);
+                Placed q{rule, need, tp, mem, false, Geometry(), {}};
+                q.ok = place_free(c, a, need, tp, mem, rule, q.gpus);
+                if (q.ok) placement_geometry(c, q.gpus, tp, m.geometry, q.geometry);
                 placed.push_back(std::move(q));
                 p = &placed.back();
             }
@@ -125,8 +129,13 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
                 best = i;
                 best_key = key;
                 best_pos = pos;
+                best_placed = p;
             }
         }
+    }
+    if (best_placed != nullptr) {
+        if (best_gpus != nullptr) *best_gpus = best_placed->gpus;
+        if (best_geometry != nullptr) *best_geometry = best_placed->geometry;
     }
     return best;
 }

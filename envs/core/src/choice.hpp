@@ -16,6 +16,7 @@ struct RateModel {  // envs.speed.SpeedModel's fields and constants a rate reads
     double interference_coeff = 0.6;
     double reference_net_per_gpu_GBps = 50.0;
     std::vector<double> sensitivity_by_kind;  // (K)
+    std::vector<double> pressure_by_kind;     // (K) memory-bandwidth pressure per GPU
 };
 
 // What the decision state holds about the allocation (envs.state.ClusterState's fields).
@@ -55,8 +56,10 @@ double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a
 
 // baselines/sect.py's choice: over the window's valid non-preempting candidates (`mask`, slot
 // s's rule r at s * num_rules + r), the smallest estimated remaining runtime / predicted rate,
-// FIFO rank on ties, the first index on equal keys. -1 when none is valid.
+// FIFO rank on ties, the first index on equal keys. -1 when none is valid. With `gpus` and
+// `geometry`, the chosen candidate's placement and its geometry are written there.
 int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, const Jobs& jobs,
-                    const std::vector<int64_t>& window, const uint8_t* mask, int64_t mask_size, int64_t num_rules);
+                    const std::vector<int64_t>& window, const uint8_t* mask, int64_t mask_size, int64_t num_rules,
+                    std::vector<int64_t>* gpus = nullptr, Geometry* geometry = nullptr);
 
 }  // namespace gangsched

@@ -1,0 +1,623 @@
+#include "rollout.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "placement.hpp"
+
+namespace gangsched {
+
+namespace {
+
+constexpr int8_t QUEUED = 1, RUNNING = 3, DONE = 5;  // envs.simulator.JobState
+constexpr double EPS = 1e-9;                         // envs.simulator._EPS
+constexpr double INF = std::numeric_limits<double>::infinity();
+constexpr int64_t NUM_RULES = 5;                     // envs.placement.RULES
+
+double block_sum(const double* a, size_t lo, size_t n) {  // numpy's pairwise_sum for n <= 128
+    if (n < 8) {
+        double res = 0.0;
+        for (size_t i = lo; i < lo + n; ++i) res += a[i];
+        return res;
+    }
+    double r0 = a[lo], r1 = a[lo + 1], r2 = a[lo + 2], r3 = a[lo + 3];
+    double r4 = a[lo + 4], r5 = a[lo + 5], r6 = a[lo + 6], r7 = a[lo + 7];
+    size_t i = 8;
+    for (; i < n - (n % 8); i += 8) {
+        r0 += a[lo + i];
+        r1 += a[lo + i + 1];
+        r2 += a[lo + i + 2];
+        r3 += a[lo + i + 3];
+        r4 += a[lo + i + 4];
+        r5 += a[lo + i + 5];
+        r6 += a[lo + i + 6];
+        r7 += a[lo + i + 7];
+    }
+    double res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
+    for (; i < n; ++i) res += a[lo + i];
+    return res;
+}
+
+double pairwise(const double* a, size_t lo, size_t n) {
+    if (n <= 128) return block_sum(a, lo, n);
+    size_t half = n / 2;
+    half -= half % 8;
+    return pairwise(a, lo, half) + pairwise(a, lo + half, n - half);
+}
+
+enum Event { PROCESSED, UNTIL, NO_EVENT };
+
+// The rollout's simulator: the caller's arrays, plus its own copy of the running jobs' load
+// records (PlacedTable rows) and the records of the jobs it starts.
+class Rollout {
+  public:
+    Rollout(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high)
+        : c_(c), m_(m), a_(a), s_(s), priority_high_(priority_high), n_jobs_(static_cast<int64_t>(a.arrival.size)) {
+        slot_.assign(static_cast<size_t>(n_jobs_), -1);
+        for (int64_t j : a_.running) {
+            const auto r = static_cast<size_t>(a_.job_slot[static_cast<size_t>(j)]);
+            const int64_t lo = a_.rec_i[r * 4], hi = a_.rec_i[r * 4 + 1], uhi = a_.rec_i[r * 4 + 2];
+            const auto row = static_cast<int64_t>(ri_.size() / 4);
+            const auto k = static_cast<int64_t>(pi_.size());
+            for (int64_t q = lo; q < uhi; ++q) {
+                pi_.push_back(a_.pool_i[static_cast<size_t>(q)]);
+                pc_.push_back(a_.pool_counts[static_cast<size_t>(q)]);
+            }
+            for (int x = 0; x < 8; ++x) rf_.push_back(a_.rec_f[r * 8 + static_cast<size_t>(x)]);
+            ri_.insert(ri_.end(), {k, k + (hi - lo), k + (uhi - lo), a_.rec_i[r * 4 + 3]});
+            slot_[static_cast<size_t>(j)] = row;
+        }
+        // envs.window's memory levels: the distinct GPU memory sizes, ascending
+        levels_ = c_.node_memory_gb;
+        std::sort(levels_.begin(), levels_.end());
+        levels_.erase(std::unique(levels_.begin(), levels_.end()), levels_.end());
+        const size_t shapes = a_.shape_gpus.size;
+        fits_now_.assign(shapes, 0);
+        fits_any_.assign(shapes, 0);
+    }
+
+    bool done() const { return s_.num_done == n_jobs_; }
+
+    // Some queued job fits now, or after preempting lower-priority preemptible jobs
+    // (envs.window.any_feasible, by shape).
+    bool any_feasible() {
+        if (!s_.qlen) return false;
+        shape_fits();
+        for (size_t k = 0; k < a_.q_per_shape.size; ++k)
+            if (a_.q_per_shape[k] && fits_any_[k]) return true;
+        return false;
+    }
+
+    // One decision of `sect` (envs.window.select_window, envs.candidates.build_candidates'
+    // mask for binpack, spread and topology, baselines/sect.py): the candidate index, or -1
+    // (WAIT); the chosen job and its GPUs and geometry.
+    int64_t decide(int64_t& job, std::vector<int64_t>& gpus, Geometry& geometry, int64_t queue_window) {
+        shape_fits();
+        window(queue_window);
+        mask_.assign(static_cast<size_t>(queue_window * NUM_RULES + 1), 0);
+        for (size_t slot = 0; slot < window_.size(); ++slot) {
+            const uint8_t ok = fits_now_[static_cast<size_t>(a_.shape_id[static_cast<size_t>(window_[slot])])];
+            for (int64_t r = 0; r < 3; ++r) mask_[slot * NUM_RULES + static_cast<size_t>(r)] = ok;
+        }
+        Allocation alloc{a_.free_mask.data, a_.node_free.data, a_.node_pressure.data, a_.uplink_demand.data};
+        Jobs jobs{n_jobs_, a_.gpus_req.data, a_.tp_degree.data, a_.mem_req.data, a_.kind.data, a_.comm_fraction.data,
+                  a_.tp_comm_share.data, a_.estimate.data, a_.work_done.data, a_.restore_s.data, a_.needs_restore.data,
+                  a_.q_seq.data, s_.num_needs_restore > 0};
+        const int64_t best = choose_sect(c_, m_, alloc, jobs, window_, mask_.data(), static_cast<int64_t>(mask_.size()),
+                                         NUM_RULES, &gpus, &geometry);
+        job = best < 0 ? -1 : window_[static_cast<size_t>(best / NUM_RULES)];
+        return best;
+    }
+
+    // Simulator.start (its records, then envs.kernels._launch_job, the rates and the power).
+    void start(int64_t j, const std::vector<int64_t>& gpus, const Geometry& g) {
+        const auto u = static_cast<size_t>(j);
+        a_.wait_s[u] += s_.now - a_.queued_since[u];
+        slot_[u] = add_record(j, g);
+        a_.state[u] = RUNNING;  // Simulator._mark_launched
+        double restore = 0.0;
+        if (a_.needs_restore[u]) {
+            restore = a_.restore_s[u];
+            --s_.num_needs_restore;
+        }
+        a_.overhead_left[u] = restore;
+        a_.needs_restore[u] = 0;
+        if (std::isnan(a_.first_start[u])) a_.first_start[u] = s_.now;
+        a_.running.push_back(j);
+        queue_remove(j);
+        for (int64_t gpu : gpus) {  // AllocationLedger.claim
+            const auto x = static_cast<size_t>(gpu);
+            a_.gpu_owner[x] = j;
+            a_.gpu_reserved[x] = -1;
+            a_.free_mask[x] = 0;
+        }
+        load_and_hold(1.0, j, slot_[u]);
+        update_rates();
+        s_.power_w = masked_power();
+    }
+
+    // Simulator.advance, bounded by `until` (envs.kernels.run_events' event).
+    Event event(double until) {
+        auto& run = a_.running;
+        const size_t nrun = run.size();
+        bool restoring = false;
+        for (int64_t j : run) restoring |= a_.overhead_left[static_cast<size_t>(j)] > 0;
+        const int64_t na = s_.next_arrival;
+        double t = na < n_jobs_ ? a_.arrival[static_cast<size_t>(na)] : INF;
+        if (nrun) {
+            const double cmp = next_completion(restoring);
+            if (cmp < t) t = cmp;
+        }
+        if (t > until) return UNTIL;
+        if (!(t < INF)) return NO_EVENT;
+        const double dt = t - s_.now;
+        integrals(dt);
+        size_t found = 0;
+        if (nrun) {
+            const double useful = advance_running(dt, restoring, true, found);
+            if (dt > 0) s_.useful_work_s += useful;
+        }
+        s_.now = t;
+        const bool changed = found > 0;
+        if (changed) {
+            for (size_t i = 0; i < found; ++i) {
+                const int64_t j = order_[i];
+                const auto u = static_cast<size_t>(j);
+                a_.work_left[u] = 0.0;
+                a_.work_done[u] = a_.work_total[u];
+                a_.state[u] = DONE;
+                a_.end[u] = s_.now;
+                release_job(j);
+                ++s_.num_done;
+                --s_.jobs_in_system;
+            }
+            run.clear();
+            for (size_t i = nrun; i-- > found;) run.push_back(order_[i]);  // the others, in their order
+        }
+        admit_arrivals();
+        if (changed) {
+            update_rates();
+            s_.power_w = masked_power();
+        }
+        ++events_;
+        return PROCESSED;
+    }
+
+    // Simulator.advance_until(t) when the next event is later than t: integrate, no event.
+    void integrate_to(double t) {
+        const double dt = t - s_.now;
+        integrals(dt);
+        if (!a_.running.empty() && dt > 0) {
+            bool restoring = false;
+            for (int64_t j : a_.running) restoring |= a_.overhead_left[static_cast<size_t>(j)] > 0;
+            size_t found = 0;
+            s_.useful_work_s += advance_running(dt, restoring, false, found);
+        }
+        s_.now = t;
+    }
+
+    int64_t events_ = 0;
+
+  private:
+    void integrals(double dt) {
+        if (dt > 0) {
+            s_.jobs_in_system_s += static_cast<double>(s_.jobs_in_system) * dt;
+            s_.energy_j += s_.power_w * dt;
+            s_.allocated_gpu_s += static_cast<double>(c_.num_gpus - s_.num_free) * dt;
+        }
+    }
+
+    double next_completion(bool restoring) const {  // envs.kernels.next_completion_s
+        if (restoring) {
+            double t = INF;
+            for (int64_t j : a_.running) {
+                const auto u = static_cast<size_t>(j);
+                const double x = s_.now + a_.overhead_left[u] + a_.work_left[u] / a_.rate[u];
+                if (x < t) t = x;
+            }
+            return t;
+        }
+        double mn = INF;
+        for (int64_t j : a_.running) {
+            const auto u = static_cast<size_t>(j);
+            const double x = a_.work_left[u] / a_.rate[u];
+            if (x < mn) mn = x;
+        }
+        return s_.now + mn;
+    }
+
+    // envs.kernels.advance_running: integrate the running jobs over dt; with `finish`, the
+    // finished first in order_ (in run's order), the others after them reversed.
+    double advance_running(double dt, bool restoring, bool finish, size_t& found) {
+        const auto& run = a_.running;
+        const size_t n = run.size();
+        double total = 0.0;
+        if (dt > 0) {
+            useful_.resize(n);
+            for (size_t i = 0; i < n; ++i) {
+                const auto j = static_cast<size_t>(run[i]);
+                double progress;
+                if (restoring) {
+                    const double left = a_.overhead_left[j];
+                    const double overhead = std::min(left, dt);
+                    a_.overhead_left[j] = left - overhead;
+                    progress = (dt - overhead) * a_.rate[j];
+                } else {
+                    progress = dt * a_.rate[j];
+                }
+                double left = a_.work_left[j];
+                progress = std::min(progress, left);
+                left = left - progress;
+                a_.work_left[j] = left;
+                a_.work_done[j] = a_.work_total[j] - left;
+                useful_[i] = progress * static_cast<double>(a_.gpus_req[j]);
+                a_.attained_gpu_s[j] += static_cast<double>(a_.gpus_req[j]) * dt;
+                a_.run_s[j] += dt;
+                a_.interference_loss_s[j] += (1.0 - a_.interference[j]) * dt;
+            }
+            total = 0.0 + pairwise(useful_.data(), 0, n);
+        }
+        found = 0;
+        if (finish) {
+            order_.resize(n);
+            size_t back = n;
+            for (int64_t j : run) {
+                const auto u = static_cast<size_t>(j);
+                if (a_.overhead_left[u] + a_.work_left[u] / a_.rate[u] <= 1e-7)
+                    order_[found++] = j;
+                else
+                    order_[--back] = j;
+            }
+        }
+        return total;
+    }
+
+    void admit_arrivals() {  // Simulator._admit_arrivals, JobQueue.push
+        const double until = s_.now + EPS;
+        int64_t j = s_.next_arrival;
+        while (j < n_jobs_ && a_.arrival[static_cast<size_t>(j)] <= until) {
+            const auto u = static_cast<size_t>(j);
+            a_.state[u] = QUEUED;
+            a_.queued_since[u] = s_.now;
+            double r = a_.estimate[u] - a_.work_done[u];
+            if (r < 0.0) r = 0.0;
+            if (s_.num_needs_restore > 0) r = r + a_.restore_s[u] * (a_.needs_restore[u] ? 1.0 : 0.0);
+            const int64_t length = s_.qlen, seq = s_.enqueued;
+            a_.q_ids[static_cast<size_t>(length)] = j;
+            a_.q_remaining[u] = r;
+            a_.q_seq[u] = seq;
+            int64_t lo = 0, hi = length;  // envs.kernels.sorted_insert_at
+            while (lo < hi) {
+                const int64_t mid = (lo + hi) / 2;
+                if (r < a_.q_remaining[static_cast<size_t>(a_.q_sorted[static_cast<size_t>(mid)])])
+                    hi = mid;
+                else
+                    lo = mid + 1;
+            }
+            for (int64_t x = length; x > lo; --x) a_.q_sorted[static_cast<size_t>(x)] = a_.q_sorted[static_cast<size_t>(x - 1)];
+            a_.q_sorted[static_cast<size_t>(lo)] = j;
+            s_.qlen = length + 1;
+            s_.queued_gpus += a_.gpus_req[u];
+            if (a_.priority[u] == priority_high_) ++s_.queued_high;
+            s_.enqueued = seq + 1;
+            ++a_.q_per_shape[static_cast<size_t>(a_.shape_id[u])];
+            ++s_.jobs_in_system;
+            s_.next_arrival = ++j;
+        }
+    }
+
+    void queue_remove(int64_t j) {  // JobQueue.remove (envs.kernels.queue_positions)
+        const auto u = static_cast<size_t>(j);
+        const double key = a_.q_remaining[u];
+        const int64_t seq = a_.q_seq[u], length = s_.qlen;
+        int64_t lo = 0, hi = length;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi) / 2;
+            const auto x = static_cast<size_t>(a_.q_sorted[static_cast<size_t>(mid)]);
+            if (a_.q_remaining[x] < key || (a_.q_remaining[x] == key && a_.q_seq[x] < seq))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const int64_t at = lo;
+        lo = 0;
+        hi = length;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi) / 2;
+            if (a_.q_seq[static_cast<size_t>(a_.q_ids[static_cast<size_t>(mid)])] < seq)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (a_.q_sorted[static_cast<size_t>(at)] != j || a_.q_ids[static_cast<size_t>(lo)] != j)
+            throw BadInput("queue: a started job is not where the queue's order puts it");
+        for (int64_t x = at; x < length - 1; ++x) a_.q_sorted[static_cast<size_t>(x)] = a_.q_sorted[static_cast<size_t>(x + 1)];
+        for (int64_t x = lo; x < length - 1; ++x) a_.q_ids[static_cast<size_t>(x)] = a_.q_ids[static_cast<size_t>(x + 1)];
+        s_.qlen = length - 1;
+        s_.queued_gpus -= a_.gpus_req[u];
+        if (a_.priority[u] == priority_high_) --s_.queued_high;
+        --a_.q_per_shape[static_cast<size_t>(a_.shape_id[u])];
+    }
+
+    // envs.load.Placed and PlacedTable.add for job j on geometry g.
+    int64_t add_record(int64_t j, const Geometry& g) {
+        const auto u = static_cast<size_t>(j);
+        const int64_t kind = a_.kind[u], need = a_.gpus_req[u], tp = a_.tp_degree[u];
+        const double comm = a_.comm_fraction[u], share = a_.tp_comm_share[u];
+        const double c_tp = tp > 1 ? comm * share : 0.0;
+        const double c_dp = need / tp > 1 ? comm * (1.0 - share) : 0.0;
+        const auto k = static_cast<size_t>(kind);
+        const double min_speed = g.min_speed_by_kind[k];
+        const double dp_bw = g.dp_bw_GBps * 1.0;  // PlacementGeometry.congested(1.0)
+        const double tp_term = g.tp_stretch / 1.0;
+        const double bw = dp_bw > 1e-12 ? dp_bw : 1e-12;
+        const double q = m_.reference_net_per_gpu_GBps / bw;
+        const double dp_term = q > 1.0 ? q : 1.0;
+        const double eff = 1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp_term + c_dp * dp_term);
+        const auto row = static_cast<int64_t>(ri_.size() / 4);
+        const auto at = static_cast<int64_t>(pi_.size());
+        for (size_t i = 0; i < g.nodes.size(); ++i) {
+            pi_.push_back(g.nodes[i]);
+            pc_.push_back(static_cast<double>(g.gpus_on_node[i]));
+        }
+        for (size_t i = 0; i < g.uplinks.size(); ++i) {
+            pi_.push_back(g.uplinks[i]);
+            pc_.push_back(g.uplink_demand_GBps[i]);
+        }
+        const auto n = static_cast<int64_t>(g.nodes.size()), nu = static_cast<int64_t>(g.uplinks.size());
+        rf_.insert(rf_.end(), {m_.pressure_by_kind[k], m_.interference_coeff * m_.sensitivity_by_kind[k],
+                               min_speed * eff, min_speed, g.tp_stretch, g.dp_bw_GBps, c_tp, c_dp});
+        ri_.insert(ri_.end(), {at, at + n, at + n + nu, g.tp_cross_node ? 1 : 0});
+        return row;
+    }
+
+    // envs.kernels._load_and_hold
+    void load_and_hold(double sign, int64_t j, int64_t row) {
+        const auto r = static_cast<size_t>(row);
+        const int64_t lo = ri_[r * 4], hi = ri_[r * 4 + 1], uhi = ri_[r * 4 + 2];
+        const double pressure = sign * rf_[r * 8];
+        for (int64_t q = lo; q < hi; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            a_.node_pressure[n] += pressure * pc_[static_cast<size_t>(q)];
+            a_.dirty_node[n] = 1;
+        }
+        for (int64_t q = hi; q < uhi; ++q) {
+            const auto x = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            a_.uplink_demand[x] += sign * pc_[static_cast<size_t>(q)];
+            a_.dirty_uplink[x] = 1;
+        }
+        const auto step = static_cast<int64_t>(sign);
+        const auto P = static_cast<size_t>(a_.num_priorities);
+        if (a_.preemptible[static_cast<size_t>(j)]) {
+            const auto p = static_cast<size_t>(a_.priority[static_cast<size_t>(j)]);
+            for (int64_t q = lo; q < hi; ++q)
+                a_.node_preemptible[static_cast<size_t>(pi_[static_cast<size_t>(q)]) * P + p] +=
+                    step * static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+        }
+        ++s_.alloc_version;
+        for (int64_t q = lo; q < hi; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            const int64_t k = step * static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+            a_.node_owned[n] += k;
+            const int64_t was = a_.node_free[n];
+            a_.node_free[n] = was - k;
+            s_.num_free -= k;
+            const int64_t w = a_.whole_gang[n];
+            s_.fragmented += ((was - k) < w ? (was - k) : 0) - (was < w ? was : 0);
+        }
+        for (int64_t q = lo; q < hi; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            const int64_t o = a_.node_owned[n];
+            a_.node_power_w[n] = a_.power_terms[n * 3] + static_cast<double>(o) * a_.power_terms[n * 3 + 1] +
+                                 static_cast<double>(c_.node_gpus[n] - o) * a_.power_terms[n * 3 + 2];
+            a_.node_on[n] = o > 0;
+        }
+    }
+
+    void release_job(int64_t j) {  // envs.kernels._release_job
+        const auto u = static_cast<size_t>(j);
+        a_.rate[u] = 0.0;
+        const auto r = static_cast<size_t>(slot_[u]);
+        for (int64_t q = ri_[r * 4]; q < ri_[r * 4 + 1]; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            for (int64_t g = c_.node_first_gpu[n]; g < c_.node_first_gpu[n] + c_.node_gpus[n]; ++g)
+                if (a_.gpu_owner[static_cast<size_t>(g)] == j) {
+                    a_.gpu_owner[static_cast<size_t>(g)] = -1;
+                    a_.free_mask[static_cast<size_t>(g)] = 1;
+                }
+        }
+        load_and_hold(-1.0, j, slot_[u]);
+    }
+
+    double masked_power() {  // envs.kernels.masked_sum(node_power_w, node_on)
+        picked_.clear();
+        for (size_t n = 0; n < a_.node_power_w.size; ++n)
+            if (a_.node_on[n]) picked_.push_back(a_.node_power_w[n]);
+        return 0.0 + pairwise(picked_.data(), 0, picked_.size());
+    }
+
+    void update_rates() {  // envs.kernels.update_rates over the rollout's records
+        bool any_uplink = false;
+        for (size_t x = 0; x < a_.dirty_uplink.size; ++x) any_uplink |= a_.dirty_uplink[x] != 0;
+        bool have_shares = false;
+        for (int64_t j : a_.running) {
+            const auto u = static_cast<size_t>(j);
+            const auto s = static_cast<size_t>(slot_[u]);
+            const int64_t lo = ri_[s * 4], hi = ri_[s * 4 + 1], uhi = ri_[s * 4 + 2];
+            bool stale = false;
+            for (int64_t q = lo; q < hi && !stale; ++q) stale = a_.dirty_node[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
+            if (!stale && any_uplink)
+                for (int64_t q = hi; q < uhi && !stale; ++q)
+                    stale = a_.dirty_uplink[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
+            if (!stale) continue;
+            const double pressure = rf_[s * 8];
+            auto n = static_cast<size_t>(pi_[static_cast<size_t>(lo)]);
+            double others = (a_.node_pressure[n] - pressure * pc_[static_cast<size_t>(lo)]) / static_cast<double>(c_.node_gpus[n]);
+            for (int64_t q = lo + 1; q < hi; ++q) {
+                n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+                const double x = (a_.node_pressure[n] - pressure * pc_[static_cast<size_t>(q)]) / static_cast<double>(c_.node_gpus[n]);
+                if (x > others) others = x;
+            }
+            const double interf = 1.0 / (1.0 + rf_[s * 8 + 1] * (0.0 > others ? 0.0 : others));
+            a_.interference[u] = interf;
+            if (uhi > hi) {
+                if (!have_shares) {
+                    shares_.assign(a_.uplink_demand.size, 1.0);
+                    for (size_t x = 0; x < shares_.size(); ++x)
+                        if (a_.uplink_demand[x] > c_.switch_uplink_GBps[x]) shares_[x] = c_.switch_uplink_GBps[x] / a_.uplink_demand[x];
+                    have_shares = true;
+                }
+                double congestion = shares_[static_cast<size_t>(pi_[static_cast<size_t>(hi)])];
+                for (int64_t q = hi + 1; q < uhi; ++q) {
+                    const double x = shares_[static_cast<size_t>(pi_[static_cast<size_t>(q)])];
+                    if (x < congestion) congestion = x;
+                }
+                const double tp = rf_[s * 8 + 4] / (ri_[s * 4 + 3] ? congestion : 1.0);
+                const double dp_bw = rf_[s * 8 + 5] * congestion;
+                double dp = m_.reference_net_per_gpu_GBps / (dp_bw > 1e-12 ? dp_bw : 1e-12);
+                if (1.0 > dp) dp = 1.0;
+                const double c_tp = rf_[s * 8 + 6], c_dp = rf_[s * 8 + 7];
+                a_.rate[u] = rf_[s * 8 + 3] * (1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp + c_dp * dp)) * interf;
+            } else {
+                a_.rate[u] = rf_[s * 8 + 2] * interf;
+            }
+        }
+        for (size_t x = 0; x < a_.dirty_node.size; ++x) a_.dirty_node[x] = 0;
+        for (size_t x = 0; x < a_.dirty_uplink.size; ++x) a_.dirty_uplink[x] = 0;
+    }
+
+    // envs.window.class_fits per shape: fits now in whole TP groups, or after preempting the
+    // preemptible jobs of lower priority (memory as the smallest level that holds it).
+    void shape_fits() {
+        if (fits_version_ == s_.alloc_version) return;
+        fits_version_ = s_.alloc_version;
+        const auto N = static_cast<size_t>(c_.num_nodes), P = static_cast<size_t>(a_.num_priorities);
+        for (size_t k = 0; k < a_.shape_gpus.size; ++k) {
+            const int64_t need = a_.shape_gpus[k], tp = a_.shape_tp[k];
+            const auto prio = static_cast<size_t>(a_.shape_priority[k]);
+            const size_t at = static_cast<size_t>(std::lower_bound(levels_.begin(), levels_.end(), a_.shape_mem[k]) - levels_.begin());
+            const double level = levels_[std::min(at, levels_.size() - 1)];
+            int64_t now = 0, after = 0;
+            for (size_t n = 0; n < N; ++n) {
+                if (!(c_.node_memory_gb[n] >= level)) continue;
+                const int64_t f = a_.node_free[n];
+                int64_t held = 0;
+                for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
+                now += f / tp * tp;
+                after += (f + held) / tp * tp;
+            }
+            fits_now_[k] = need <= now;
+            fits_any_[k] = need <= now || need <= after;
+        }
+    }
+
+    // envs.window.select_window: up to Q feasible queued jobs, round-robin from the heads of
+    // the orders arrival (FIFO), shortest remaining estimate, highest priority, least attained.
+    void window(int64_t queue_window) {
+        feasible_.clear();
+        for (int64_t i = 0; i < s_.qlen; ++i) {
+            const int64_t j = a_.q_ids[static_cast<size_t>(i)];
+            if (fits_any_[static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)])]) feasible_.push_back(j);
+        }
+        window_.clear();
+        const auto Q = static_cast<size_t>(queue_window);
+        if (feasible_.size() <= Q) {
+            window_ = feasible_;
+            return;
+        }
+        shortest_.clear();
+        for (int64_t i = 0; i < s_.qlen; ++i) {
+            const int64_t j = a_.q_sorted[static_cast<size_t>(i)];
+            if (fits_any_[static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)])]) shortest_.push_back(j);
+        }
+        by_priority_ = feasible_;
+        std::stable_sort(by_priority_.begin(), by_priority_.end(), [&](int64_t x, int64_t y) {
+            return -static_cast<double>(a_.priority[static_cast<size_t>(x)]) < -static_cast<double>(a_.priority[static_cast<size_t>(y)]);
+        });
+        by_attained_ = feasible_;
+        std::stable_sort(by_attained_.begin(), by_attained_.end(), [&](int64_t x, int64_t y) {
+            return a_.attained_gpu_s[static_cast<size_t>(x)] < a_.attained_gpu_s[static_cast<size_t>(y)];
+        });
+        const std::vector<int64_t>* orders[4] = {&feasible_, &shortest_, &by_priority_, &by_attained_};
+        size_t heads[4] = {0, 0, 0, 0};
+        seen_.assign(static_cast<size_t>(n_jobs_), 0);
+        while (window_.size() < Q) {
+            for (int k = 0; k < 4; ++k) {
+                const auto& order = *orders[k];
+                while (heads[k] < order.size() && seen_[static_cast<size_t>(order[heads[k]])]) ++heads[k];
+                if (heads[k] < order.size() && window_.size() < Q) {
+                    const int64_t j = order[heads[k]];
+                    window_.push_back(j);
+                    seen_[static_cast<size_t>(j)] = 1;
+                }
+            }
+        }
+    }
+
+    const Cluster& c_;
+    const RateModel& m_;
+    SimArrays& a_;
+    SimScalars& s_;
+    const int64_t priority_high_;
+    const int64_t n_jobs_;
+    std::vector<double> rf_, pc_;
+    std::vector<int64_t> ri_, pi_, slot_;
+    std::vector<double> levels_, useful_, picked_, shares_;
+    std::vector<int64_t> order_, feasible_, shortest_, by_priority_, by_attained_, window_;
+    std::vector<uint8_t> fits_now_, fits_any_, mask_, seen_;
+    int64_t fits_version_ = -1;
+};
+
+}  // namespace
+
+double pairwise_sum(const double* a, size_t n) { return 0.0 + pairwise(a, 0, n); }
+
+RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
+                           int64_t priority_high, double until) {
+    if (queue_window < 1) throw BadInput("queue_window: at least 1");
+    Rollout sim(c, m, a, s, priority_high);
+    RolloutResult res;
+    std::vector<int64_t> gpus;
+    Geometry geometry;
+    while (true) {
+        // a decision state: sect chooses (envs.replay.decide / apply_candidate)
+        int64_t job = -1;
+        const int64_t best = sim.decide(job, gpus, geometry, queue_window);
+        ++res.decisions;
+        if (best >= 0) {
+            sim.start(job, gpus, geometry);
+            ++res.starts;
+            if (!(s.now < until)) break;  // a decision at the horizon is carried out, then the rollout stops
+        } else {
+            if (a.running.empty()) throw BadInput("state: no valid candidate and nothing running (not a decision state)");
+            if (sim.event(INF) == NO_EVENT) {  // WAIT: Simulator.advance
+                res.stuck = true;
+                break;
+            }
+            if (sim.done() || !(s.now < until)) break;
+        }
+        // envs.replay.advance_to_decision(until)
+        bool decision = false;
+        while (!sim.done()) {
+            if (sim.any_feasible()) {
+                decision = true;
+                break;
+            }
+            const Event e = sim.event(until);
+            if (e == UNTIL) {
+                sim.integrate_to(until);
+                break;
+            }
+            if (e == NO_EVENT) {
+                res.stuck = true;
+                break;
+            }
+        }
+        if (!decision || res.stuck) break;
+    }
+    res.events = sim.events_;
+    return res;
+}
+
+}  // namespace gangsched

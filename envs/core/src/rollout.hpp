@@ -1,0 +1,77 @@
+// A lookahead's rollout of `sect` in one call: the decisions (the queue window, each window
+// job's placements and predicted rates, sect's choice), the starts, and the events between
+// them, until a horizon or the workload's end, over a simulator's arrays (envs/simulator.py and
+// envs/kernels.py's run_events state them; agents/lookahead.py calls it).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "choice.hpp"
+#include "cluster.hpp"
+
+namespace gangsched {
+
+template <typename T>
+struct View {  // a caller's array: `size` entries, row-major for tables
+    T* data = nullptr;
+    size_t size = 0;
+    T& operator[](size_t i) const { return data[i]; }
+};
+
+// The simulator's state the rollout reads and changes in place (a fork's own arrays).
+struct SimArrays {
+    // per job (n_jobs each)
+    View<const double> arrival, estimate, restore_s, work_total, mem_req, comm_fraction, tp_comm_share;
+    View<const int64_t> gpus_req, tp_degree, priority, kind, shape_id;
+    View<const uint8_t> preemptible;
+    View<double> work_done, queued_since, end, work_left, rate, overhead_left, attained_gpu_s, run_s,
+        interference_loss_s, interference, wait_s, first_start;
+    View<uint8_t> needs_restore;
+    View<int8_t> state;
+    // the queue (envs.sim_queue.JobQueue)
+    View<int64_t> q_ids, q_sorted, q_seq, q_per_shape;
+    View<double> q_remaining;
+    // the load model: each job's record row, the records (PlacedTable), loads and dirty marks
+    View<const int64_t> job_slot, rec_i, pool_i;
+    View<const double> rec_f, pool_counts;
+    View<double> node_pressure, uplink_demand;
+    View<uint8_t> dirty_node, dirty_uplink;
+    // the ledger
+    View<int64_t> gpu_owner, gpu_reserved, node_owned, node_free, node_preemptible;  // node_preemptible: N x P
+    View<uint8_t> free_mask;
+    int64_t num_priorities = 0;
+    // power
+    View<double> node_power_w;
+    View<uint8_t> node_on;
+    View<const double> power_terms;  // N x 3: base W, busy W per GPU, idle W per GPU
+    View<const int64_t> whole_gang;
+    // shapes: (GPUs, TP degree, GB per GPU, priority) of each shape id
+    View<const int64_t> shape_gpus, shape_tp, shape_priority;
+    View<const double> shape_mem;
+    std::vector<int64_t> running;  // in the simulator's order
+};
+
+// The simulator's scalars, read at the call and written back after it.
+struct SimScalars {
+    double now = 0.0, jobs_in_system_s = 0.0, energy_j = 0.0, allocated_gpu_s = 0.0, useful_work_s = 0.0,
+           power_w = 0.0;
+    int64_t num_free = 0, fragmented = 0, alloc_version = 0, num_done = 0, jobs_in_system = 0, next_arrival = 0,
+            qlen = 0, enqueued = 0, queued_gpus = 0, queued_high = 0, num_needs_restore = 0;
+};
+
+struct RolloutResult {
+    int64_t decisions = 0, starts = 0, events = 0;
+    bool stuck = false;  // WAIT with nothing left to happen (the simulator's SchedulingError)
+};
+
+// From a decision state (a queued job can be placed; nothing checkpoints or is reserved): `sect`
+// decides, each start runs the events to the next decision, until `until` (a decision at or
+// after it is still carried out, as the lookahead's loop does) or the workload's end.
+RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
+                           int64_t priority_high, double until);
+
+// numpy's float(a.sum()) of a float64 array (pairwise summation, blocks of 128, 8 accumulators).
+double pairwise_sum(const double* a, size_t n);
+
+}  // namespace gangsched

@@ -1,0 +1,168 @@
+"""The lookahead's rollouts of `sect` in the native core (Simulator.rollout_sect) against the
+Python loop they replace: at every rollout of honest lookahead episodes, two identical forks run
+the rest of the rollout each way, and everything the rollout leaves behind must be equal bit for
+bit: the cost, every per-job array, the time, the integrals and the counters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import agents.lookahead as L
+from agents.lookahead import run_lookahead
+from envs.config import load_cluster
+from envs.replay import advance_to_decision
+from envs.scenario import load_scenario
+from envs.simulator import _ROLLOUT_JOB_ARRAYS, Simulator
+from envs.workload import load_workload_spec, make_workload
+
+SCALARS = ("now", "jobs_in_system_s", "energy_j", "allocated_gpu_s", "useful_work_s", "num_done", "jobs_in_system",
+           "_next_arrival", "_num_needs_restore")
+
+
+def _same(a, b) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("scenario, jobs", [("default", 40), ("slo-preempt", 40), ("topology-stress", 40), ("large", 150)])
+def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monkeypatch):
+    sc = load_scenario(scenario)
+    cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
+    seen = {"rollouts": 0, "native": 0, "decisions": 0, "restores": 0, "at_horizon": 0}
+    rollout, native = L.Lookahead._rollout, Simulator.rollout_sect
+
+    def counted(sim, queue_window, until):
+        seen["native"] += 1
+        seen["restores"] += sim._num_needs_restore > 0
+        out = native(sim, queue_window, until)
+        seen["decisions"] += out["decisions"]
+        seen["at_horizon"] += sim.now >= until
+        return out
+
+    def both(self, fork, cset, action, horizon_end):
+        twin = fork.fork()
+        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", False)
+        want = rollout(self, fork, cset, action, horizon_end)
+        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", True)
+        got = rollout(self, twin, cset, action, horizon_end)
+        assert got == want, (scenario, seen["rollouts"], got, want)
+        for name in _ROLLOUT_JOB_ARRAYS:
+            assert _same(getattr(twin, name), getattr(fork, name)), (scenario, seen["rollouts"], name)
+        for name in SCALARS:
+            assert getattr(twin, name) == getattr(fork, name), (scenario, seen["rollouts"], name)
+        assert twin.running.tolist() == fork.running.tolist()
+        seen["rollouts"] += 1
+        return got
+
+    monkeypatch.setattr(L.Lookahead, "_rollout", both)
+    monkeypatch.setattr(Simulator, "rollout_sect", counted)
+    run_lookahead("lookahead", cluster, spec, make_workload(spec, cluster, 1, jobs), 1, sc.lookahead, sc.objective,
+                  sc.queue_window, sc.max_checkpoint_s)
+    # The native path ran in most rollouts, made several decisions in each, and stopped at the horizon.
+    assert seen["rollouts"] >= 100 and seen["native"] >= seen["rollouts"] // 2, seen
+    assert seen["decisions"] >= 2 * seen["native"] and seen["at_horizon"] > 0, seen
+    if scenario == "slo-preempt":  # preempting options: rollouts that start with restores owed
+        assert seen["restores"] > 0, seen
+
+
+def _decision_sim():
+    sc = load_scenario("default")
+    cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
+    sim = Simulator(cluster, make_workload(spec, cluster, 0, 30))
+    advance_to_decision(sim, 8, preempt_las=False)
+    return sim
+
+
+def test_a_consumed_simulator_cannot_go_on():
+    sim = _decision_sim()
+    sim.rollout_sect(8, sim.now + 3600.0)
+    with pytest.raises(ValueError, match="consumed"):
+        sim.fork()
+    with pytest.raises(ValueError, match="consumed"):
+        sim.advance()
+    with pytest.raises(ValueError, match="consumed"):
+        sim.rollout_sect(8, sim.now + 3600.0)
+
+
+def test_bad_rollout_arrays_are_named():
+    from envs import core
+    sim = _decision_sim()
+    orig = core.rollout_sect
+
+    def broken(field, value):
+        def call(c, m, arrays, *rest):
+            return orig(c, m, {**arrays, field: value}, *rest)
+        return call
+
+    for field, value in [("estimate", np.zeros(3)), ("state", np.zeros(len(sim.arrival), dtype=np.int64)),
+                         ("shape_id", np.full(len(sim.arrival), 999, dtype=np.int64)),
+                         ("node_preemptible", np.zeros(7, dtype=np.int64))]:
+        fork = sim.fork()
+        core.rollout_sect = broken(field, value)
+        try:
+            with pytest.raises(ValueError, match=field):
+                fork.rollout_sect(8, fork.now + 3600.0)
+        finally:
+            core.rollout_sect = orig
+
+
+def _bursts_of_small_jobs(seed: int) -> list:
+    """120 jobs of 1-2 GPUs in four bursts, of all three priority classes, preemptible, with
+    estimates off by up to 2x: on 32 GPUs, most of the queue fits whenever a job ends, so the
+    window is full and its four orders (arrival, shortest, priority, least attained) differ."""
+    from envs.jobs import Job, JobKind
+    rng = np.random.default_rng(seed)
+    jobs = []
+    for j in range(120):
+        work = float(rng.uniform(600.0, 7200.0))
+        jobs.append(Job(job_id=j, arrival_s=3000.0 * (j // 30) + float(j % 30), kind=JobKind.FINETUNE,
+                        gpus=int(rng.integers(1, 3)), tp_degree=1, mem_per_gpu_gb=40.0, work_s=work,
+                        estimate_s=work * float(rng.uniform(0.5, 2.0)), comm_fraction=0.2, tp_comm_share=0.0,
+                        priority=int(rng.integers(0, 3)), preemptible=True, checkpoint_s=30.0, restore_s=60.0))
+    return jobs
+
+
+@pytest.mark.parametrize("workload, driver", [("bursts", "priority"), ("bursts", "tiresias"), ("slo-preempt", "priority")])
+def test_native_rollouts_from_states_of_a_preempting_rule(workload, driver, monkeypatch):
+    """From every decision of a replay driven by a preempting rule (queued jobs that were
+    preempted: attained service, restores owed, mixed priority classes, full windows), a rollout
+    of sect to the horizon gives the same on both paths."""
+    from baselines import make_baseline
+    from envs.replay import replay
+    from envs.window import feasible_queue
+    from tests.helpers import toy_cluster
+
+    sc = load_scenario("slo-preempt")
+    spec = load_workload_spec(sc.workload)
+    if workload == "bursts":
+        cluster = toy_cluster(nodes=4, gpus=8)
+        jobs = _bursts_of_small_jobs(2)
+    else:
+        cluster = load_cluster(sc.cluster)
+        jobs = make_workload(spec, cluster, 2, 120)
+    sim = Simulator(cluster, jobs)
+    la = L.Lookahead(sim, spec, sc.lookahead, sc.objective, sc.queue_window, clairvoyant=True, seed=2)
+    drive, sect = make_baseline(driver), make_baseline("sect")
+    seen = {"rollouts": 0, "full_mixed": 0}
+
+    def select(state, cset):
+        q = feasible_queue(state)
+        if len(q) > sc.queue_window and len(set(state.priority[q].tolist())) > 1 and state.attained_gpu_s[q].any():
+            seen["full_mixed"] += 1
+        if not (sim.checkpointing or sim.reserved):
+            fork, twin = sim.fork(), sim.fork()
+            action, horizon = sect.select(state, cset), sim.now + sc.lookahead.horizon_s
+            monkeypatch.setattr(L, "NATIVE_ROLLOUTS", False)
+            want = la._rollout(fork, cset, action, horizon)
+            monkeypatch.setattr(L, "NATIVE_ROLLOUTS", True)
+            got = la._rollout(twin, cset, action, horizon)
+            assert got == want, (workload, seen, got, want)
+            for name in _ROLLOUT_JOB_ARRAYS:
+                assert _same(getattr(twin, name), getattr(fork, name)), (workload, seen, name)
+            seen["rollouts"] += 1
+        return drive.select(state, cset)
+
+    replay(sim, select, sc.queue_window, preempt_las=drive.preempt_las)
+    assert seen["rollouts"] >= 50, seen
+    if workload == "bursts":
+        assert seen["full_mixed"] >= 5, seen
