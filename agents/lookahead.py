@@ -62,6 +62,18 @@ NATIVE_ROLLOUTS = True
 _FUTURE_SEED_BASE = 2**40  # fresh workload draws for sampled futures: far from every episode seed
 
 
+def _native_first(fork: Simulator, cset: CandidateSet, action: int) -> tuple | None:
+    """What Simulator.rollout_sect does first for a rollout that starts with candidate `action`:
+    (job, GPUs) for a start, (-1,) for WAIT; None where the rollout's start stays Python's (a
+    preemption, a job checkpointing or reserved, an invalid action, which Python refuses)."""
+    if fork.checkpointing or fork.reserved or not (0 <= action < len(cset.candidates) and cset.mask[action]):
+        return None
+    if action == cset.wait_index:
+        return (-1,)
+    cd = cset.candidates[action]
+    return None if cd.victims else (cd.job_id, cd.gpus.tolist())
+
+
 def terminal_cost(sim: Simulator, objective: Objective) -> float:
     """At a finite horizon, what the jobs still in the system will cost at least: each one's
     remaining work (the fork's own truth: sampled, or the real one for the oracle) at reference
@@ -263,7 +275,10 @@ class Lookahead:
             raise SearchTimeout("the search ran past its time budget")
         base, q, las = self.base.select, self.queue_window, self.base.preempt_las
         native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not las
-        while True:  # apply, then on to the base rule's next decision until the horizon
+        first = _native_first(fork, cset, action) if native else None
+        if first is not None:  # the whole rollout, its first action included, in one native call
+            fork.rollout_sect(q, horizon_end, *first)
+        while first is None:  # apply, then on to the base rule's next decision until the horizon
             if action != cset.wait_index and not fork.done and fork.now < horizon_end:
                 # only WAIT moves time or ends the episode: test first, then apply and advance together
                 nxt = decide(fork, cset, action, q, until=horizon_end, preempt_las=las)

@@ -775,14 +775,16 @@ class Simulator:
             gpus.flags.writeable = False
         return self._run_events(class_of_shape, class_index, until, True, las, job_id, gpus)
 
-    def rollout_sect(self, queue_window: int, until: float) -> dict:
+    def rollout_sect(self, queue_window: int, until: float, first_job: int = -2, first_gpus=()) -> dict:
         """A lookahead's rollout of the `sect` rule from this decision state, in one native call
         (envs.core): at each decision, sect's choice over the queue window
         (envs.candidates.build_candidates without `preempt-las`, baselines/sect.py), carried out
         as `envs.replay.decide` does, then the events to the next decision, until `until` (a
         decision at or after it is still carried out, a WAIT's event too, as
         agents.lookahead's loop does) or the workload's end; then, short of the end, the
-        integration up to `until`. Bit for bit the Python loop's floats and decisions.
+        integration up to `until`. Bit for bit the Python loop's floats and decisions. Its first
+        action is sect's choice (`first_job` -2), WAIT (-1), or the start of queued job `first_job`
+        on free `first_gpus` (a valid candidate's: checked for the gang rule, ValueError).
 
         It consumes the simulator: afterwards its per-job arrays, its time, integrals and
         counters are the rollout's, what `objective_total` and the lookahead's terminal cost
@@ -815,7 +817,8 @@ class Simulator:
         self._spent = True
         (fl, it, running, decisions, starts, events, stuck) = _core.rollout_sect(
             _core.cluster_arrays(self.cluster), _core.rate_model(self.config.speed_model), arrays,
-            self.running.tolist(), floats, ints, int(queue_window), PRIORITY_HIGH, float(until))
+            self.running.tolist(), floats, ints, int(queue_window), PRIORITY_HIGH, float(until), int(first_job),
+            [int(g) for g in first_gpus])
         self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w = fl
         (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
          self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore) = it

@@ -28,13 +28,15 @@ def _same(a, b) -> bool:
 def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monkeypatch):
     sc = load_scenario(scenario)
     cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
-    seen = {"rollouts": 0, "native": 0, "decisions": 0, "restores": 0, "at_horizon": 0}
+    seen = {"rollouts": 0, "native": 0, "decisions": 0, "restores": 0, "at_horizon": 0, "first_start": 0, "first_wait": 0}
     rollout, native = L.Lookahead._rollout, Simulator.rollout_sect
 
-    def counted(sim, queue_window, until):
+    def counted(sim, queue_window, until, *first):
         seen["native"] += 1
+        seen["first_start"] += bool(first) and first[0] >= 0
+        seen["first_wait"] += bool(first) and first[0] == -1
         seen["restores"] += sim._num_needs_restore > 0
-        out = native(sim, queue_window, until)
+        out = native(sim, queue_window, until, *first)
         seen["decisions"] += out["decisions"]
         seen["at_horizon"] += sim.now >= until
         return out
@@ -58,11 +60,13 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
     monkeypatch.setattr(Simulator, "rollout_sect", counted)
     run_lookahead("lookahead", cluster, spec, make_workload(spec, cluster, 1, jobs), 1, sc.lookahead, sc.objective,
                   sc.queue_window, sc.max_checkpoint_s)
-    # The native path ran in most rollouts, made several decisions in each, and stopped at the horizon.
+    # The native path ran in most rollouts, from their first action (a start or a WAIT) or from the
+    # first decision after a preemption, made several decisions in each, and stopped at the horizon.
     assert seen["rollouts"] >= 100 and seen["native"] >= seen["rollouts"] // 2, seen
+    assert seen["first_start"] > 0 and seen["first_wait"] > 0, seen
     assert seen["decisions"] >= 2 * seen["native"] and seen["at_horizon"] > 0, seen
-    if scenario == "slo-preempt":  # preempting options: rollouts that start with restores owed
-        assert seen["restores"] > 0, seen
+    if scenario == "slo-preempt":  # preempting options: Python starts the rollout, native goes on; restores owed
+        assert seen["native"] > seen["first_start"] + seen["first_wait"] and seen["restores"] > 0, seen
 
 
 def _decision_sim():

@@ -230,7 +230,7 @@ NB_MODULE(_core, m) {
         "rollout_sect",
         [](const Cluster& c, const RateModel& model, const nb::dict& f, const std::vector<int64_t>& running,
            const std::vector<double>& fscal, const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high,
-           double until) {
+           double until, int64_t first_job, const std::vector<int64_t>& first_gpus) {
             if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
                 throw BadInput("model: one sensitivity per job kind expected");
             if (fscal.size() != 6 || iscal.size() != 11) throw BadInput("scalars: 6 floats and 11 integers expected");
@@ -336,7 +336,7 @@ NB_MODULE(_core, m) {
             RolloutResult r;
             {
                 nb::gil_scoped_release release;
-                r = rollout_sect(c, model, a, s, queue_window, priority_high, until);
+                r = rollout_sect(c, model, a, s, queue_window, priority_high, until, first_job, first_gpus);
             }
             return nb::make_tuple(
                 nb::make_tuple(s.now, s.jobs_in_system_s, s.energy_j, s.allocated_gpu_s, s.useful_work_s, s.power_w),
@@ -345,6 +345,8 @@ NB_MODULE(_core, m) {
                 a.running, r.decisions, r.starts, r.events, r.stuck);
         },
         nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("floats"), nb::arg("ints"),
-        nb::arg("queue_window"), nb::arg("priority_high"), nb::arg("until"),
-        "A lookahead's rollout of sect from a decision state, over a simulator's arrays (changed in place).");
+        nb::arg("queue_window"), nb::arg("priority_high"), nb::arg("until"), nb::arg("first_job") = SECT_DECIDES,
+        nb::arg("first_gpus") = std::vector<int64_t>(),
+        "A lookahead's rollout of sect from a decision state, over a simulator's arrays (changed in place): first a "
+        "start of first_job on first_gpus, a WAIT (-1) or sect's choice (-2).");
 }

@@ -574,23 +574,48 @@ class Rollout {
 double pairwise_sum(const double* a, size_t n) { return 0.0 + pairwise(a, 0, n); }
 
 RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
-                           int64_t priority_high, double until) {
+                           int64_t priority_high, double until, int64_t first_job, const std::vector<int64_t>& first_gpus) {
     if (queue_window < 1) throw BadInput("queue_window: at least 1");
+    if (first_job >= 0) {  // Simulator._check_placement's rules for the first start
+        const auto j = static_cast<size_t>(first_job);
+        if (j >= a.arrival.size || a.state[j] != QUEUED) throw BadInput("first_job: not a queued job");
+        if (static_cast<int64_t>(first_gpus.size()) != a.gpus_req[j]) throw BadInput("first_gpus: not the job's gang size");
+        std::vector<uint8_t> taken(static_cast<size_t>(c.num_gpus), 0);
+        for (int64_t g : first_gpus) {
+            if (g < 0 || g >= c.num_gpus || !a.free_mask[static_cast<size_t>(g)] || taken[static_cast<size_t>(g)])
+                throw BadInput("first_gpus: a GPU out of range, busy or repeated");
+            taken[static_cast<size_t>(g)] = 1;
+        }
+    } else if (first_job != SECT_DECIDES && first_job != FIRST_WAIT) {
+        throw BadInput("first_job: a job id, -1 (WAIT) or -2 (sect decides)");
+    }
     Rollout sim(c, m, a, s, priority_high);
     RolloutResult res;
     std::vector<int64_t> gpus;
     Geometry geometry;
+    bool first = first_job != SECT_DECIDES;
     while (true) {
-        // a decision state: sect chooses (envs.replay.decide / apply_candidate)
-        int64_t job = -1;
-        const int64_t best = sim.decide(job, gpus, geometry, queue_window);
-        ++res.decisions;
+        // a decision state: the first action, then sect's choices (envs.replay.decide / apply_candidate)
+        int64_t job = -1, best = -1;
+        if (first) {
+            job = first_job;
+            if (job >= 0) {
+                gpus = first_gpus;
+                placement_geometry(c, gpus, a.tp_degree[static_cast<size_t>(job)], m.geometry, geometry);
+                best = 0;
+            }
+            first = false;
+        } else {
+            best = sim.decide(job, gpus, geometry, queue_window);
+            ++res.decisions;
+            if (best < 0 && a.running.empty())
+                throw BadInput("state: no valid candidate and nothing running (not a decision state)");
+        }
         if (best >= 0) {
             sim.start(job, gpus, geometry);
             ++res.starts;
             if (!(s.now < until)) break;  // a decision at the horizon is carried out, then the rollout stops
         } else {
-            if (a.running.empty()) throw BadInput("state: no valid candidate and nothing running (not a decision state)");
             if (sim.event(INF) == NO_EVENT) {  // WAIT: Simulator.advance
                 res.stuck = true;
                 break;

@@ -65,11 +65,17 @@ struct RolloutResult {
     bool stuck = false;  // WAIT with nothing left to happen (the simulator's SchedulingError)
 };
 
-// From a decision state (a queued job can be placed; nothing checkpoints or is reserved): `sect`
-// decides, each start runs the events to the next decision, until `until` (a decision at or
-// after it is still carried out, as the lookahead's loop does) or the workload's end.
+// What the rollout does first: `sect` decides (SECT_DECIDES), WAIT (FIRST_WAIT), or a start of
+// the job `first_job` on `first_gpus` (the lookahead's option, a valid candidate).
+constexpr int64_t SECT_DECIDES = -2, FIRST_WAIT = -1;
+
+// From a decision state (a queued job can be placed; nothing checkpoints or is reserved): the
+// first action, then `sect` decides, each start runs the events to the next decision, until
+// `until` (a decision at or after it is still carried out, as the lookahead's loop does) or the
+// workload's end.
 RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
-                           int64_t priority_high, double until);
+                           int64_t priority_high, double until, int64_t first_job = SECT_DECIDES,
+                           const std::vector<int64_t>& first_gpus = {});
 
 // numpy's float(a.sum()) of a float64 array (pairwise summation, blocks of 128, 8 accumulators).
 double pairwise_sum(const double* a, size_t n);
