@@ -89,6 +89,9 @@ constexpr size_t ANY = static_cast<size_t>(-1);
 
 NB_MODULE(_core, m) {
     m.doc() = "The native decision core of gangsched (C++17). Use it through envs.core.";
+    // Clusters (and so their ClusterArrays) and RateModels are cached for the process's life: what
+    // is alive at exit is kept on purpose, not leaked.
+    nb::set_leak_warnings(false);
     nb::register_exception_translator([](const std::exception_ptr& p, void*) {
         try {
             std::rethrow_exception(p);
