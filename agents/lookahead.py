@@ -301,12 +301,14 @@ class Lookahead:
 
     def _futures(self, state: ClusterState, sample: int, horizon_end: float):
         """A maker of forks of the simulator for future `sample`: the truth for the oracle, else
-        sampled work for the unfinished jobs and sampled arrivals."""
+        sampled work for the unfinished jobs and sampled arrivals. The sample's world is forked
+        once and each rollout forks that (a plain fork continues bit for bit as its parent would),
+        so the sampled jobs' arrays and records are made once per sample, not once per option."""
         if self.clairvoyant:
             return self.sim.fork
         work = self.sampler.work(state, unfinished_ids(state), self.rng)
         future = self.sampler.future(state, sample, horizon_end, self.rng)
-        return lambda: self.sim.fork(work=work, future_jobs=future)
+        return self.sim.fork(work=work, future_jobs=future).fork
 
     def _departs(self, diff: np.ndarray, scale: float) -> bool:
         """The honest lookahead's test for leaving the base rule's choice, on the paired cost
