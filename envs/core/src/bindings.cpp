@@ -336,6 +336,13 @@ NB_MODULE(_core, m) {
                          iscal[0], iscal[1], iscal[2], iscal[3], iscal[4], iscal[5], iscal[6], iscal[7], iscal[8], iscal[9], iscal[10]};
             if (s.qlen < 0 || static_cast<size_t>(s.qlen) > J || s.next_arrival < 0 || static_cast<size_t>(s.next_arrival) > J)
                 throw BadInput("scalars: a queue length or next arrival out of range");
+            for (int64_t i = 0; i < s.qlen; ++i) {
+                const int64_t x = a.q_ids[static_cast<size_t>(i)], y = a.q_sorted[static_cast<size_t>(i)];
+                if (x < 0 || static_cast<size_t>(x) >= J || y < 0 || static_cast<size_t>(y) >= J)
+                    throw BadInput("q_ids: a queued job id out of range");
+            }
+            for (int64_t j : running)
+                if (a.state[static_cast<size_t>(j)] != 3) throw BadInput("running: a job that is not running");
             RolloutResult r;
             {
                 nb::gil_scoped_release release;
