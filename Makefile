@@ -5,7 +5,7 @@ TORCH_VERSION ?= 2.13.0
 # pytest-xdist worker processes for make test / test-fast, each test file on one worker (0: no workers, one process).
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast sanitize mutation bench clean
+.PHONY: install demo test test-fast sanitize sanitize-python mutation bench clean
 
 # torch is pinned first so that pip does not pull a multi-GB CUDA build on CPU-only machines.
 install:
@@ -36,6 +36,9 @@ sanitize:
 	cmake -S . -B build/sanitize -DGANGSCHED_PYTHON=OFF -DGANGSCHED_FUZZ=ON -DGANGSCHED_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build build/sanitize -j 2
 	build/sanitize/core_fuzz 20000
+
+sanitize-python:  # the core's Python tests against an ASan+UBSan build of the extension (~2.5 min; not in CI)
+	bash envs/core/fuzz/sanitize_python.sh
 
 bench: install
 	$(PYTHON) -m benchmarks.env_speed
