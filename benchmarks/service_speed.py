@@ -2,7 +2,8 @@
 full Node objects (a benchmark printing figures, not a timed test).
 
     python -m benchmarks.service_speed [--seconds 10] [--concurrency 4 8] [--runs 3] [--nodes 2000]
-                                       [--node-requests 20] [--images 0 10] [--only score|nodes]
+                                       [--node-requests 20] [--images 0 10] [--state-calls 500]
+                                       [--only score|nodes|state]
 
 It starts `python -m service` as a real process on 127.0.0.1 (service.testing.ServiceProcess)
 and measures, from this process, on loopback:
@@ -24,7 +25,14 @@ and measures, from this process, on loopback:
   decision, no reuse), sent one at a time; time from request written to response read,
   `--node-requests` each, p50 / p99 / min.
 
-Prints `uptime`'s load average before and after each part: on a shared machine the figures
+* in this process, `ClusterState.from_dict` on the same h100-1024gpu state (parsed from its
+  JSON), `--state-calls` calls of each path, interleaved: the field-by-field reference, the bulk
+  path when its memo of running sets holds this one (a cluster whose running jobs did not change
+  since the last request, as the "distinct states" bodies above), and when it does not (the memo
+  emptied before each call); median and p99 ms.
+
+With GANGSCHED_STATE_BULK=0 the service runs the reference alone (the "before" of the same
+machine and load). Prints `uptime`'s load average before and after each part: on a shared machine the figures
 include waiting for a core.
 """
 
@@ -128,6 +136,44 @@ def score_throughput(args: argparse.Namespace) -> list[str]:
             "| load average (1, 5, 15 min) before -> after |",
             "|---|---|---|---|---|---|---|---|"]
     return head + rows
+
+
+def state_build(args: argparse.Namespace) -> list[str]:
+    from benchmarks.service_latency import loaded_state
+    from envs.config import load_cluster
+    from envs.memo import per_cluster
+    from envs.speed import SpeedModel
+    from envs.state import ClusterState, _from_dict_reference
+
+    cluster, model = load_cluster(SCORE_CLUSTER), SpeedModel()
+    data = json.loads(json.dumps(loaded_state(SCORE_CLUSTER, SCORE_WORKLOAD, SCORE_JOBS)))
+    running_sets = per_cluster(cluster, ("running set", model))
+
+    def miss():
+        running_sets.clear()
+        return ClusterState.from_dict(data, cluster, model)
+
+    paths = {"reference (field by field)": lambda: _from_dict_reference(data, cluster, model, 60.0),
+             "bulk, running set seen before": lambda: ClusterState.from_dict(data, cluster, model),
+             "bulk, running set new": miss}
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    load = [load_average()]
+    for f in paths.values():
+        f()
+    for _ in range(args.state_calls):
+        for name, f in paths.items():
+            t = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - t)
+    load.append(load_average())
+    rows = [f"ClusterState.from_dict in process, {SCORE_CLUSTER} ({len(data['running'])} running jobs, "
+            f"{len(data['recent_arrivals'])} recent arrivals), {args.state_calls} calls of each path, interleaved; "
+            f"load average {load[0]} -> {load[1]}",
+            "| path | median ms | p99 ms |", "|---|---|---|"]
+    for name, t in times.items():
+        ms = np.array(t) * 1000.0
+        rows.append(f"| {name} | {np.median(ms):.3f} | {np.percentile(ms, 99):.3f} |")
+    return rows
 
 
 # ---------------------------------------------------------------------- 2,000 full Node objects
@@ -280,14 +326,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=2000)
     p.add_argument("--node-requests", type=int, default=20, help="filter and prioritize requests per figure")
     p.add_argument("--images", type=int, nargs="+", default=[0, 10], help="image entries per Node (the kubelet reports up to 50)")
-    p.add_argument("--only", choices=("score", "nodes"))
+    p.add_argument("--state-calls", type=int, default=500, help="in-process from_dict calls of each path")
+    p.add_argument("--only", choices=("score", "nodes", "state"))
     args = p.parse_args(argv)
     print("command: python -m benchmarks.service_speed " + " ".join(argv if argv is not None else sys.argv[1:]))
     print(f"cpus: {os.cpu_count()}, load average at start: {load_average()}")
-    if args.only != "nodes":
+    if args.only in (None, "score"):
         print("\n".join(score_throughput(args)))
-    if args.only != "score":
+    if args.only in (None, "nodes"):
         print("\n".join(node_verbs(args)))
+    if args.only in (None, "state"):
+        print("\n".join(state_build(args)))
     return 0
 
 

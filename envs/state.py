@@ -56,6 +56,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
+from itertools import chain
 from numbers import Integral, Real
 from typing import Any
 
@@ -72,8 +74,13 @@ from envs.speed import (
     running_rates,
 )
 from envs.memo import geometry as memo_geometry
+from envs.memo import per_cluster as memo_per_cluster
 from envs.topology import Cluster
 
+# from_dict's bulk path; GANGSCHED_STATE_BULK=0 leaves only the field-by-field reference (benchmarks
+# time the two in one process or over HTTP)
+BULK_FROM_DICT = os.environ.get("GANGSCHED_STATE_BULK", "1").strip() != "0"
+RUNNING_SET_MEMO = 64  # running sets whose derived terms from_dict keeps, per cluster and speed model
 ARRIVAL_HISTORY_S = 6 * 3600.0  # how far back `to_dict` reports arrivals (the features look back less)
 STATE_SECTIONS = ("running", "checkpointing", "reserved", "queued")
 
@@ -293,8 +300,12 @@ class ClusterState:
     def from_dict(cls, data: Any, cluster: Cluster, speed_model: SpeedModel | None = None,
                   max_checkpoint_s: float = 60.0) -> ClusterState:
         """Build a state from plain data (see the module docstring). Raises StateError naming
-        the field for anything invalid; nothing is half-built."""
-        return _from_dict(data, cluster, speed_model or SpeedModel(), max_checkpoint_s)
+        the field for anything invalid; nothing is half-built. Reads the fields column by column
+        (`_from_dict_fast`) and leaves anything it does not accept outright, every refusal
+        included, to the field-by-field reference, which words the error."""
+        model = speed_model or SpeedModel()
+        state = _from_dict_fast(data, cluster, model, max_checkpoint_s) if BULK_FROM_DICT else None
+        return _from_dict_reference(data, cluster, model, max_checkpoint_s) if state is None else state
 
 
     def with_job_queued_first(self, job: dict) -> ClusterState:
@@ -389,7 +400,9 @@ _SECTION_KEYS = {"running": {"gpus", "restore_left_s"}, "checkpointing": {"gpus"
 _PLACED_KEYS = set().union(*_SECTION_KEYS.values())  # fields that only some sections take
 
 
-def _from_dict(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s: float) -> ClusterState:
+def _from_dict_reference(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s: float) -> ClusterState:
+    """`from_dict` field by field: the reference, and the path that words every refusal (the bulk
+    path below hands it whatever it does not accept outright)."""
     if not isinstance(data, dict):
         _fail("state", f"must be a mapping, got {type(data).__name__}")
     unknown = sorted(set(data) - {"time_s", "recent_arrivals", *STATE_SECTIONS})
@@ -592,3 +605,301 @@ def _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, r
         num_free=int(free.sum()), fragmented_free=int(node_free[node_free < whole].sum()),
         arrival_times_s=np.array(times, dtype=float), arrival_requested_gpu_s=np.array(requested, dtype=float),
     )
+
+
+# ---------------------------------------------------------------------- from plain data, in bulk
+#
+# `_from_dict_fast` reads each field of all jobs as one column (a list comprehension), checks the
+# column's types as a set and its ranges with numpy, and derives what `_assemble` derives from
+# the arrays. It accepts only what the reference accepts, builds the same state bit for bit, and
+# gives up (None) on anything else: then the reference runs and words the error. Its checks are
+# therefore all-or-nothing and in any order; tests/test_state_fast.py runs both paths on valid
+# states of several clusters and on thousands of malformed variants.
+
+
+class _NotPlain(Exception):
+    """Something the bulk path does not accept outright: the reference decides."""
+
+
+_STATE_KEYS = frozenset(("time_s", "recent_arrivals", *STATE_SECTIONS))
+_SECTION_JOB_KEYS = {s: frozenset(_JOB_KEYS - (_PLACED_KEYS - keys)) for s, keys in _SECTION_KEYS.items()}
+_ARRIVAL_KEYS = frozenset(("time_s", "requested_gpu_s", "gpus", "estimate_s"))
+_NUMBER_TYPES = frozenset((int, float))
+_ID_TYPES = frozenset((int, str))
+_INT_TYPES = frozenset((int,))
+_BOOL_TYPES = frozenset((bool,))
+_DICT_TYPES = frozenset((dict,))
+_NONE = type(None)
+_NOW = object()  # a default: the state's time_s
+# The number fields of every job as `_from_dict_reference` reads them: (field, default, minimum);
+# the order is the unpacking's in `_bulk`.
+_JOB_NUMBERS = (("mem_per_gpu_gb", 1.0, 0.0), ("comm_fraction", 0.0, 0.0), ("tp_comm_share", 0.0, 0.0),
+                ("estimate_s", None, 0.0), ("work_done_s", 0.0, 0.0), ("checkpoint_s", 30.0, 0.0), ("restore_s", 60.0, 0.0),
+                ("arrival_s", _NOW, -math.inf), ("wait_s", 0.0, 0.0), ("attained_gpu_s", 0.0, 0.0))
+# ... then the minimums of the running jobs' restore_left_s and of the other jobs' section fields
+# (checkpoint_end_s, queued_since_s: none, and every finite number is above -inf).
+_NUMBER_MINIMUMS = np.array([minimum for _, _, minimum in _JOB_NUMBERS] + [0.0, -math.inf])
+# A choice's codes by name and by number; values of other types never reach these (bool, float).
+_KIND_CODES = {**{name: int(k) for name, k in JOB_KIND_BY_NAME.items()}, **{int(k): int(k) for k in JOB_KIND_BY_NAME.values()}}
+_PRIORITY_CODES = {**{name: int(k) for name, k in PRIORITY_BY_NAME.items()}, **{int(k): int(k) for k in PRIORITY_BY_NAME.values()}}
+
+
+def _float_column(values: list, default, minimum: float | None = 0.0) -> np.ndarray:
+    """`_number` over a column: None takes `default` (None: required), ints become floats as
+    `float()` makes them; finite and at least `minimum`, else _NotPlain."""
+    types = set(map(type, values))
+    if _NONE in types:
+        if default is None:
+            raise _NotPlain
+        values = [default if v is None else v for v in values]
+        types = set(map(type, values))
+    if not types <= _NUMBER_TYPES:
+        raise _NotPlain
+    if int in types:
+        values = [float(v) for v in values]
+    a = np.array(values, dtype=np.float64)
+    if not np.isfinite(a).all() or (minimum is not None and (a < minimum).any()):
+        raise _NotPlain
+    return a
+
+
+def _int_column(values: list, default, minimum: int) -> np.ndarray:
+    types = set(map(type, values))
+    if _NONE in types:
+        if default is None:
+            raise _NotPlain
+        values = [default if v is None else v for v in values]
+        types = set(map(type, values))
+    if not types <= _INT_TYPES:
+        raise _NotPlain
+    a = np.array(values, dtype=np.int64)  # OverflowError beyond int64: the reference decides
+    if len(a) and a.min() < minimum:
+        raise _NotPlain
+    return a
+
+
+def _from_dict_fast(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s: float) -> ClusterState | None:
+    """`_from_dict_reference`'s state, built column by column; None where the reference must decide."""
+    try:
+        return _bulk(data, cluster, model, max_checkpoint_s)
+    except Exception:  # noqa: BLE001 - anything unusual (a refusal, an overflow) is the reference's to report
+        return None
+
+
+def _bulk(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s: float) -> ClusterState:
+    if type(data) is not dict or not data.keys() <= _STATE_KEYS:
+        raise _NotPlain
+    if type(max_checkpoint_s) is int and abs(max_checkpoint_s) < 2**53:
+        max_checkpoint_s = float(max_checkpoint_s)
+    if type(max_checkpoint_s) is not float:
+        raise _NotPlain
+    now = _number(data, "time_s", "state", default=0.0)
+    jobs: list = []
+    bounds = [0]
+    for section in STATE_SECTIONS:
+        items = data.get(section, [])
+        if type(items) is not list:
+            raise _NotPlain
+        if items and (set(map(type, items)) != _DICT_TYPES or not set().union(*items) <= _SECTION_JOB_KEYS[section]):
+            raise _NotPlain
+        jobs += items
+        bounds.append(len(jobs))
+    r, rc, p, m = bounds[1:]  # running [0, r), checkpointing [r, rc), reserved [rc, p), queued [p, m)
+    G = cluster.num_gpus
+
+    ids = [d.get("id") for d in jobs]
+    if not set(map(type, ids)) <= _ID_TYPES or len(set(ids)) != m:
+        raise _NotPlain
+    gpu_lists = [d.get("gpus") for d in jobs[:p]]
+    for gl in gpu_lists:
+        if type(gl) is not list or not gl:
+            raise _NotPlain
+    lens = [len(gl) for gl in gpu_lists]
+    flat = list(chain.from_iterable(gpu_lists))
+    if flat and set(map(type, flat)) != _INT_TYPES:
+        raise _NotPlain
+    gpus = np.fromiter(flat, dtype=np.int64, count=len(flat))  # ints only (checked): OverflowError beyond int64
+    if len(gpus) and (gpus.min() < 0 or gpus.max() >= G):
+        raise _NotPlain
+
+    col = [d.get("num_gpus") for d in jobs]
+    if None in col[:p]:
+        col[:p] = [n if v is None else v for v, n in zip(col[:p], lens)]
+    num_gpus = _int_column(col, None, 1)
+    tp = _int_column([d.get("tp_degree") for d in jobs], 1, 1)
+    if m and (num_gpus.max() > G or (num_gpus % tp).any() or lens != num_gpus[:p].tolist()):
+        raise _NotPlain
+    kind = np.array([_KIND_CODES[v] if type(v) in _ID_TYPES else {}[v] for v in [d.get("kind", "finetune") for d in jobs]],
+                    dtype=np.int64)
+    prio = np.array([_PRIORITY_CODES[v] if type(v) in _ID_TYPES else {}[v] for v in [d.get("priority", "normal") for d in jobs]],
+                    dtype=np.int64)
+    col = [d.get("preemptible", True) for d in jobs] + [d.get("needs_restore", False) for d in jobs]
+    if m and set(map(type, col)) != _BOOL_TYPES:
+        raise _NotPlain
+    preemptible, needs = np.array(col[:m], dtype=bool), np.array(col[m:], dtype=bool)
+    preemptions = _int_column([d.get("preemptions") for d in jobs], 0, 0)
+    # The number fields of all jobs in one array (`_float_column` at once): each field of every
+    # job, then restore_left_s of the running, checkpoint_end_s of the checkpointing and
+    # queued_since_s of the reserved and queued jobs.
+    floats: list = []
+    for key, default, part in (*((key, default, jobs) for key, default, _ in _JOB_NUMBERS),
+                               ("restore_left_s", 0.0, jobs[:r]), ("checkpoint_end_s", now, jobs[r:rc]),
+                               ("queued_since_s", now, jobs[rc:])):
+        col = [d.get(key) for d in part]
+        if None in col:
+            if default is None:
+                raise _NotPlain
+            col = [(now if default is _NOW else default) if v is None else v for v in col]
+        floats += col
+    types = set(map(type, floats))
+    if not types <= _NUMBER_TYPES:
+        raise _NotPlain
+    if int in types:
+        floats = [float(v) for v in floats]
+    values = np.array(floats, dtype=np.float64)
+    if not np.isfinite(values).all() or (values < np.repeat(_NUMBER_MINIMUMS, [m] * len(_JOB_NUMBERS) + [r, m - r])).any():
+        raise _NotPlain
+    (mem, comm, tp_share, estimate, done, checkpoint_s, restore_s, arrival, wait,
+     attained) = (values[k * m : (k + 1) * m].copy() for k in range(len(_JOB_NUMBERS)))
+    placed = values[len(_JOB_NUMBERS) * m :]
+    restore_left, checkpoint_end, queued_since = np.zeros(m), np.full(m, math.inf), np.full(m, math.nan)
+    restore_left[:r], checkpoint_end[r:rc], queued_since[rc:] = placed[:r], placed[r:rc], placed[rc:]
+    if (comm >= 1.0).any() or (tp_share > 1.0).any() or (estimate <= 0).any():
+        raise _NotPlain
+    checkpoint_s = np.where(max_checkpoint_s < checkpoint_s, max_checkpoint_s, checkpoint_s)  # min(v, max) as Python's
+    if (arrival > now).any() or (queued_since[rc:] > now).any() or needs[:r].any():
+        raise _NotPlain
+
+    # The GPUs: enough memory, TP groups on one node, each held by one job, reservations only on
+    # free GPUs or those of checkpointing jobs.
+    job_of_gpu = np.repeat(np.arange(p, dtype=np.int64), lens)
+    if len(gpus):
+        if (cluster.gpu_memory_gb[gpus] < mem[job_of_gpu]).any():
+            raise _NotPlain
+        tp_of_gpu = tp[job_of_gpu]
+        if (tp_of_gpu > 1).any():
+            starts = np.cumsum([0] + lens[:-1])
+            position = np.arange(len(gpus)) - starts[job_of_gpu]
+            node = cluster.gpu_node[gpus]
+            if (node != node[np.arange(len(gpus)) - position % tp_of_gpu]).any():
+                raise _NotPlain
+    held = sum(lens[:rc])
+    if (np.bincount(gpus[:held], minlength=G) > 1).any() or (np.bincount(gpus[held:], minlength=G) > 1).any():
+        raise _NotPlain
+    owner = np.full(G, -1, dtype=np.int64)
+    owner[gpus[:held]] = job_of_gpu[:held]
+    blockers = owner[gpus[held:]]
+    if ((blockers >= 0) & (blockers < r)).any():
+        raise _NotPlain
+    reserved_for = np.full(G, -1, dtype=np.int64)
+    reserved_for[gpus[held:]] = job_of_gpu[held:]
+
+    history = data.get("recent_arrivals", [])
+    if type(history) is not list:
+        raise _NotPlain
+    if history and set(map(type, history)) != _DICT_TYPES:
+        raise _NotPlain
+    times = _float_column([a.get("time_s") for a in history], None, minimum=None)
+    if len(times) and (times[-1] > now or (times[1:] < times[:-1]).any()):
+        raise _NotPlain
+    totals = [a.get("requested_gpu_s") for a in history]
+    if None not in totals and sum(map(len, history)) == 2 * len(history):  # each {time_s, requested_gpu_s}: to_dict's form
+        requested = _float_column(totals, None)
+    else:
+        for a in history:
+            if not a.keys() <= _ARRIVAL_KEYS:
+                raise _NotPlain
+        with_total = ["requested_gpu_s" in a for a in history]
+        total = _float_column([a["requested_gpu_s"] for a, w in zip(history, with_total) if w], None).tolist()
+        shaped = [a for a, w in zip(history, with_total) if not w]
+        sizes = [a.get("gpus") for a in shaped]
+        _int_column(sizes, None, 1)
+        # gang size x estimate, as the reference multiplies them (int x float)
+        products = [g * e for g, e in zip(sizes, _float_column([a.get("estimate_s") for a in shaped], None).tolist())]
+        total.reverse()
+        products.reverse()
+        requested = np.array([total.pop() if w else products.pop() for w in with_total], dtype=np.float64)
+
+    return _assemble_columns(cluster, model, now, ids, bounds, gpus, lens, owner, reserved_for, times, requested, dict(
+        num_gpus=num_gpus, tp_degree=tp, mem_per_gpu_gb=mem, kind=kind, priority=prio, preemptible=preemptible,
+        comm_fraction=comm, tp_comm_share=tp_share, estimate_s=estimate, work_done_s=done, checkpoint_s=checkpoint_s,
+        restore_s=restore_s, needs_restore=needs, arrival_s=arrival, queued_since_s=queued_since, wait_s=wait,
+        attained_gpu_s=attained, preemptions=preemptions, restore_left_s=restore_left, checkpoint_end_s=checkpoint_end))
+
+
+def _assemble_columns(cluster, model, now, ids, bounds, gpus, lens, owner, reserved_for, times, requested, cols) -> ClusterState:
+    """`_assemble` from columns: the same state, the sums over jobs in the same order."""
+    r, rc, p, m = bounds[1:]
+    num_gpus, tp, kind, prio = cols["num_gpus"], cols["tp_degree"], cols["kind"], cols["priority"]
+    preemptible, needs = cols["preemptible"], cols["needs_restore"]
+    ends = np.cumsum(lens).tolist()
+    placement = {j: gpus[a:b].copy() for j, (a, b) in enumerate(zip([0] + ends[:-1], ends))}
+    lists = {name: cols[name].tolist() for name in JOB_LIST_FIELDS}
+    # What the running and checkpointing jobs derive depends on them alone: kept per cluster and
+    # speed model for the last few sets seen (a live cluster's change seldom between requests).
+    key = b"".join((np.array([r, rc, *lens[:rc]], dtype=np.int64).tobytes(), gpus[: sum(lens[:rc])].tobytes(),
+                    num_gpus[:rc].tobytes(), tp[:rc].tobytes(), kind[:rc].tobytes(), cols["comm_fraction"][:rc].tobytes(),
+                    cols["tp_comm_share"][:rc].tobytes(), prio[:r].tobytes(), preemptible[:r].tobytes()))
+    memo = memo_per_cluster(cluster, ("running set", model))
+    hit = memo.get(key)
+    if hit is None:
+        if len(memo) >= RUNNING_SET_MEMO:
+            memo.clear()
+        hit = memo[key] = _running_set(cluster, model, r, rc, placement, lists, prio, preemptible)
+    run_profiles, run_rates, node_pressure, uplink_demand, node_preemptible = hit
+    rate = np.zeros(m)
+    rate[:r] = run_rates
+    free = (owner < 0) & (reserved_for < 0)
+    first = cluster.node_first_gpu
+    node_free = np.add.reduceat(free.view(np.int8), first).astype(np.int64) if cluster.num_gpus else np.zeros(0, np.int64)
+    whole = cluster.node_whole_gang
+    estimate, done, restore_s = cols["estimate_s"], cols["work_done_s"], cols["restore_s"]
+    queue = np.arange(p, m, dtype=np.int64)
+    any_restore = bool(needs.any())
+    seq = np.zeros(m, dtype=np.int64)
+    seq[queue] = np.arange(len(queue))
+    remaining = remaining_estimate_s(estimate, done, restore_s, needs, queue, any_restore).tolist() if len(queue) else []
+    by_remaining_ids = _by_remaining(remaining, queue)
+    return ClusterState(
+        cluster=cluster, speed_model=model, now=now, version=0, alloc_version=0, names=ids, job_lists=JobLists(lists),
+        requested_gpu_s=num_gpus * estimate, enqueue_seq=seq, rate=rate, **cols,
+        queue=queue, queue_by_remaining_ids=by_remaining_ids,
+        running=np.arange(r, dtype=np.int64), checkpointing=list(range(r, rc)), reserved=list(range(rc, p)),
+        placement=placement, profiles=dict(zip(range(rc), run_profiles)), queued_gpus=int(num_gpus[queue].sum()),
+        queued_high_priority=int((prio[queue] == PRIORITY_HIGH).sum()), num_restores_owed=int(needs.sum()),
+        gpu_owner=owner, gpu_reserved=reserved_for, free_mask=free, node_free=node_free,
+        node_preemptible=node_preemptible.copy(), node_pressure=node_pressure.copy(), uplink_demand=uplink_demand.copy(),
+        num_free=int(free.sum()), fragmented_free=int(node_free[node_free < whole].sum()),
+        arrival_times_s=times, arrival_requested_gpu_s=requested,
+    )
+
+
+def _running_set(cluster, model, r, rc, placement, lists, prio, preemptible):
+    """(profiles of jobs 0..rc-1, rates of the running jobs 0..r-1, node pressure, uplink demand,
+    GPUs held by preemptible running jobs per node and class), as `_assemble` derives them."""
+    table = memo_per_cluster(cluster, ("geometry", model))
+    gang, tps, kinds, comms, shares = lists["num_gpus"], lists["tp_degree"], lists["kind"], lists["comm_fraction"], lists["tp_comm_share"]
+    profiles = tuple(job_profile_of(job_constants_of(gang[j], tps[j], kinds[j], comms[j], shares[j], model),
+                                    memo_geometry(cluster, placement[j], tps[j], model, table)) for j in range(rc))
+    N, S, P = cluster.num_nodes, len(cluster.switch_names), max(PRIORITY_NAMES) + 1
+    if not r:
+        return profiles, np.zeros(0), np.zeros(N), np.zeros(S), np.zeros((N, P), dtype=np.int64)
+    run_profiles = list(profiles[:r])
+    # node_pressure and uplink_demand: each running job's terms added in start order, as the
+    # reference's loop adds them (bincount adds its weights in input order, from 0.0)
+    nodes = [pr.nodes for pr in run_profiles]
+    per_job = np.array([len(n) for n in nodes])
+    node_cat, on_node_cat = np.concatenate(nodes), np.concatenate([pr.gpus_on_node for pr in run_profiles])
+    pressure = np.repeat(np.array([pr.pressure for pr in run_profiles]), per_job)
+    node_pressure = np.bincount(node_cat, weights=pressure * on_node_cat, minlength=N)
+    uplinks = [pr.uplinks for pr in run_profiles]
+    if any(len(u) for u in uplinks):
+        uplink_demand = np.bincount(np.concatenate(uplinks), weights=np.concatenate([pr.uplink_demand_GBps for pr in run_profiles]),
+                                    minlength=S)
+    else:
+        uplink_demand = np.zeros(S)
+    rates = running_rates(cluster, run_profiles, uplink_demand, node_pressure, model)[0]
+    held = np.repeat(preemptible[:r], per_job)
+    cell = node_cat[held] * P + np.repeat(prio[:r], per_job)[held]
+    node_preemptible = np.bincount(np.repeat(cell, on_node_cat[held]), minlength=N * P).astype(np.int64).reshape(N, P)
+    return profiles, rates, node_pressure, uplink_demand, node_preemptible
