@@ -1,5 +1,5 @@
 """One distillation labelling round, timed: round 0 of a training config's DAgger rounds (the
-teacher alone), over the config's labelling workers.
+teacher alone: the honest lookahead), over the config's labelling workers.
 
     python -m benchmarks.label_round configs/train/distill-generalist-s8.yaml
 """
