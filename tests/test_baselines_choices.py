@@ -79,6 +79,34 @@ def test_sect_takes_the_slow_node_when_the_job_is_short_enough() -> None:
     assert chosen(cset, i)[0] == 1 and chosen(cset, i)[2] == SLOW
 
 
+def test_sect_never_takes_a_preempting_candidate_even_with_the_better_key() -> None:
+    """Job 0 (low priority, preemptible) holds all of f0, job 3 half of s0. Job 1 (normal
+    priority, 8 GPUs, estimate 2,000 s) fits only by preempting job 0: `preempt` puts it on f0,
+    2,000 / 1.0 = 2,000 s. Job 2 (4 GPUs, 3,000 s) fits on s0's free half: 3,000 / 0.5 = 6,000 s.
+    The preemption has the better key, but sect never preempts: job 2 on s0."""
+    low = dataclasses.replace(job(0, 8, 1e6), priority=PRIORITY_LOW)
+    sim = Simulator(TWO_SPEEDS, [low, job(1, 8, 2000.0), job(2, 4, 3000.0), job(3, 4, 1e6)])
+    sim.start(0, np.arange(8))
+    sim.start(3, np.arange(8, 12))
+    cset = decision(sim)
+    preempt = cset.index(cset.window.index(1), RULES.index("preempt"))
+    assert cset.mask[preempt] and sorted(cset.candidates[preempt].gpus.tolist()) == FAST  # the better key is there
+    i = make_baseline("sect").select(cset.state, cset)
+    assert chosen(cset, i)[:2] == (2, "binpack") and chosen(cset, i)[2] == SLOW[4:]
+
+
+def test_sect_waits_when_only_a_preemption_would_place_a_job() -> None:
+    """Job 0 (low priority) holds all of f0 and job 1 all of s0; job 2 (normal priority, 8 GPUs)
+    fits only by preempting job 0: sect waits (WAIT is valid: jobs are running)."""
+    low = dataclasses.replace(job(0, 8, 1e6), priority=PRIORITY_LOW)
+    sim = Simulator(TWO_SPEEDS, [low, job(1, 8, 1e6), job(2, 8, 2000.0)])
+    sim.start(0, np.arange(8))
+    sim.start(1, np.arange(8, 16))
+    cset = decision(sim)
+    assert cset.valid_placements(preempting=False) == [] and cset.valid_placements(preempting=True)
+    assert chosen(cset, make_baseline("sect").select(cset.state, cset)) == ("wait",)
+
+
 def test_wait_or_any_takes_the_first_valid_candidate_when_wait_is_invalid() -> None:
     """Nothing runs and nothing else arrives, so WAIT is invalid: the first valid candidate is
     job 0's binpack (index 0 of the candidate set), not the second valid one."""
