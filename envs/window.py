@@ -18,6 +18,7 @@ then FIFO): they never displace a job the other rules can place (`candidate_wind
 from __future__ import annotations
 
 import bisect
+import math
 
 import numpy as np
 
@@ -95,8 +96,9 @@ def _class_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
                                   lists.priority[lo:hi])):
         k = of_shape.get(shape)
         if k is None:  # the memory asked, as the smallest level that holds it
-            levels = cls.levels
-            key = (shape[0], shape[1], levels[min(bisect.bisect_left(levels, shape[2]), len(levels) - 1)], shape[3])
+            levels = cls.levels  # the smallest level that holds it; above every level: inf, no node has it
+            at = bisect.bisect_left(levels, shape[2])
+            key = (shape[0], shape[1], levels[at] if at < len(levels) else math.inf, shape[3])
             k = cls.ids.get(key)
             if k is None:
                 k = cls.ids[key] = len(cls.need)
@@ -118,6 +120,7 @@ def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
     cls = _classes(state)
     if cls.index_for != len(cls.need):
         node_memory, levels = _memory_levels(state)
+        levels = np.append(levels, np.inf)  # a last level no node has: classes asking more memory than any GPU
         need, tps, mems, prios = (np.array(x) for x in (cls.need, cls.tp, cls.level, cls.priority))
         tp_values, tp_of = np.unique(tps, return_inverse=True)
         on_level = (node_memory[None, :] >= levels[:, None]).astype(np.int64)

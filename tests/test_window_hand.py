@@ -692,8 +692,6 @@ def test_an_empty_state_has_no_candidates_and_no_wait():
     assert cset.remaining_estimates() == [] and cset.valid_placements() == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a job asking more memory per GPU than any GPU has is counted as "
-                                       "fitting (its class's memory level is clamped to the largest size)")
 def test_a_job_asking_more_memory_than_any_gpu_has_never_fits():
     # TWO8's GPUs have 80 GB; the job asks 100 GB per GPU: no node can host it, so none of its
     # candidates is valid (and a valid one would have no placement: Candidate.gpus raises).

@@ -497,7 +497,7 @@ class Rollout {
             const int64_t need = a_.shape_gpus[k], tp = a_.shape_tp[k];
             const auto prio = static_cast<size_t>(a_.shape_priority[k]);
             const size_t at = static_cast<size_t>(std::lower_bound(levels_.begin(), levels_.end(), a_.shape_mem[k]) - levels_.begin());
-            const double level = levels_[std::min(at, levels_.size() - 1)];
+            const double level = at < levels_.size() ? levels_[at] : INF;  // above every level: no node has it
             int64_t now = 0, after = 0;
             for (size_t n = 0; n < N; ++n) {
                 if (!(c_.node_memory_gb[n] >= level)) continue;
