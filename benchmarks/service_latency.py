@@ -154,11 +154,13 @@ def sequential(port: int, path: str, bodies, n: int, warmup: int = 30) -> tuple[
     return out, errors
 
 
-async def sustained(port: int, path: str, bodies, seconds: float, concurrency: int) -> tuple[int, int, float]:
-    """(requests answered, errors, elapsed s) from `concurrency` keep-alive connections."""
+async def drive(port: int, path: str, bodies, seconds: float, concurrency: int) -> tuple[int, int, float, list[float]]:
+    """(requests answered, errors, elapsed s, latencies s) from `concurrency` keep-alive
+    connections sending for `seconds`; `bodies(k)` is the k-th request's body."""
     stop = time.perf_counter() + seconds
     done = errors = 0
     counter = [0]
+    latencies: list[float] = []
 
     async def worker() -> None:
         nonlocal done, errors
@@ -167,6 +169,7 @@ async def sustained(port: int, path: str, bodies, seconds: float, concurrency: i
             while time.perf_counter() < stop:
                 counter[0] += 1
                 body = bodies(counter[0])
+                t = time.perf_counter()
                 writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
                 await writer.drain()
@@ -179,6 +182,7 @@ async def sustained(port: int, path: str, bodies, seconds: float, concurrency: i
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
                 await reader.readexactly(length)
+                latencies.append(time.perf_counter() - t)
                 done += 1
                 errors += status != 200
         finally:
@@ -186,7 +190,12 @@ async def sustained(port: int, path: str, bodies, seconds: float, concurrency: i
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return done, errors, time.perf_counter() - start
+    return done, errors, time.perf_counter() - start, latencies
+
+
+async def sustained(port: int, path: str, bodies, seconds: float, concurrency: int) -> tuple[int, int, float]:
+    """(requests answered, errors, elapsed s) from `concurrency` keep-alive connections (`drive`)."""
+    return (await drive(port, path, bodies, seconds, concurrency))[:3]
 
 
 def main(argv: list[str] | None = None) -> int:

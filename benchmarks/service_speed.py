@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.service_latency import drive
 from service.testing import ServiceProcess
 
 SCORE_CLUSTER, SCORE_WORKLOAD, SCORE_JOBS = "h100-1024gpu", "llm-mix-large", 600
@@ -57,45 +58,6 @@ SCORE_CLUSTER, SCORE_WORKLOAD, SCORE_JOBS = "h100-1024gpu", "llm-mix-large", 600
 
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-async def drive(port: int, path: str, bodies, seconds: float, concurrency: int) -> tuple[int, int, float, list[float]]:
-    """(requests answered, errors, elapsed s, latencies s) from `concurrency` keep-alive
-    connections sending for `seconds`; `bodies(k)` is the k-th request's body."""
-    stop = time.perf_counter() + seconds
-    done = errors = 0
-    counter = [0]
-    latencies: list[float] = []
-
-    async def worker() -> None:
-        nonlocal done, errors
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            while time.perf_counter() < stop:
-                counter[0] += 1
-                body = bodies(counter[0])
-                t = time.perf_counter()
-                writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-                await writer.drain()
-                status = int((await reader.readline()).split()[1])
-                length = 0
-                while True:
-                    line = await reader.readline()
-                    if line in (b"\r\n", b""):
-                        break
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                await reader.readexactly(length)
-                latencies.append(time.perf_counter() - t)
-                done += 1
-                errors += status != 200
-        finally:
-            writer.close()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return done, errors, time.perf_counter() - start, latencies
 
 
 def score_throughput(args: argparse.Namespace) -> list[str]:

@@ -136,13 +136,14 @@ class _JobShapes:
     with the same jobs share it; one with other future jobs keeps the prefix of the jobs it
     shares and adds its own."""
 
-    __slots__ = ("ids", "made", "shapes", "index")
+    __slots__ = ("ids", "made", "shapes", "index", "_columns")
 
     def __init__(self):
         self.ids = np.zeros(0, dtype=np.int64)
         self.made = 0
         self.shapes: list[tuple] = []
         self.index: dict[tuple, int] = {}
+        self._columns: tuple | None = None
 
     def prefix(self, k: int) -> _JobShapes:
         out = _JobShapes()
@@ -150,6 +151,18 @@ class _JobShapes:
         out.ids = self.ids[: out.made]
         out.shapes, out.index = self.shapes.copy(), self.index.copy()
         return out
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The shapes as arrays by field (shape_gpus, shape_tp, shape_mem, shape_priority), remade
+        when a shape is added (the native rollout reads them)."""
+        if self._columns is None or self._columns[0] != len(self.shapes):
+            shapes = self.shapes
+            self._columns = (len(shapes), {
+                "shape_gpus": np.array([x[0] for x in shapes], dtype=np.int64),
+                "shape_tp": np.array([x[1] for x in shapes], dtype=np.int64),
+                "shape_mem": np.array([x[2] for x in shapes], dtype=float),
+                "shape_priority": np.array([x[3] for x in shapes], dtype=np.int64)})
+        return self._columns[1]
 
     def of(self, sim: Simulator) -> tuple[np.ndarray, list[tuple]]:
         n = len(sim.jobs)
@@ -796,15 +809,12 @@ class Simulator:
         if self._spent:
             raise ValueError("this simulator was consumed by a native rollout")
         ledger, load, power, q, table = self.ledger, self.load, self.power, self.job_queue, self.load._table
-        shape_id = q.shape
-        shapes = self._shapes.of(self)[1]
+        self._shapes.of(self)  # every job's shape filed
         consts = (self._events.consts if self._events is not None else _event_constants(self.cluster))
         arrays = {name: getattr(self, name) for name in _ROLLOUT_JOB_ARRAYS}
         arrays.update(
-            shape_id=shape_id, q_ids=q.ids, q_sorted=q.sorted_ids, q_seq=q.enqueue_seq, q_remaining=q.queued_remaining_s,
-            q_per_shape=q.per_shape, shape_gpus=np.array([x[0] for x in shapes], dtype=np.int64),
-            shape_tp=np.array([x[1] for x in shapes], dtype=np.int64), shape_mem=np.array([x[2] for x in shapes], dtype=float),
-            shape_priority=np.array([x[3] for x in shapes], dtype=np.int64), job_slot=load.job_slot, rec_i=table.i,
+            **self._shapes.columns(), shape_id=q.shape, q_ids=q.ids, q_sorted=q.sorted_ids, q_seq=q.enqueue_seq,
+            q_remaining=q.queued_remaining_s, q_per_shape=q.per_shape, job_slot=load.job_slot, rec_i=table.i,
             rec_f=table.f, pool_i=table.pool_i, pool_counts=table.pool_counts, node_pressure=load.node_pressure,
             uplink_demand=load.uplink_demand, dirty_node=load.dirty_node, dirty_uplink=load.dirty_uplink,
             gpu_owner=ledger.gpu_owner, gpu_reserved=ledger.gpu_reserved, free_mask=ledger.free_mask,

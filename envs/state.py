@@ -644,17 +644,24 @@ _KIND_CODES = {**{name: int(k) for name, k in JOB_KIND_BY_NAME.items()}, **{int(
 _PRIORITY_CODES = {**{name: int(k) for name, k in PRIORITY_BY_NAME.items()}, **{int(k): int(k) for k in PRIORITY_BY_NAME.values()}}
 
 
-def _float_column(values: list, default, minimum: float | None = 0.0) -> np.ndarray:
-    """`_number` over a column: None takes `default` (None: required), ints become floats as
-    `float()` makes them; finite and at least `minimum`, else _NotPlain."""
+def _filled(values: list, default, allowed: frozenset | set) -> tuple[list, set]:
+    """A column with None replaced by `default` (None: required) and its value types, all of
+    them in `allowed`, else _NotPlain."""
     types = set(map(type, values))
     if _NONE in types:
         if default is None:
             raise _NotPlain
         values = [default if v is None else v for v in values]
         types = set(map(type, values))
-    if not types <= _NUMBER_TYPES:
+    if not types <= allowed:
         raise _NotPlain
+    return values, types
+
+
+def _float_column(values: list, default, minimum: float | None = 0.0) -> np.ndarray:
+    """`_number` over a column: None takes `default` (None: required), ints become floats as
+    `float()` makes them; finite and at least `minimum`, else _NotPlain."""
+    values, types = _filled(values, default, _NUMBER_TYPES)
     if int in types:
         values = [float(v) for v in values]
     a = np.array(values, dtype=np.float64)
@@ -664,14 +671,7 @@ def _float_column(values: list, default, minimum: float | None = 0.0) -> np.ndar
 
 
 def _int_column(values: list, default, minimum: int) -> np.ndarray:
-    types = set(map(type, values))
-    if _NONE in types:
-        if default is None:
-            raise _NotPlain
-        values = [default if v is None else v for v in values]
-        types = set(map(type, values))
-    if not types <= _INT_TYPES:
-        raise _NotPlain
+    values, _ = _filled(values, default, _INT_TYPES)
     a = np.array(values, dtype=np.int64)  # OverflowError beyond int64: the reference decides
     if len(a) and a.min() < minimum:
         raise _NotPlain

@@ -340,7 +340,8 @@ void choices(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
                                    "free GPUs with the job's memory", it);
     Geometry geo;
     placement_geometry(c, picked, tp[j], m.geometry, geo);
-    const double c_tp = tp[j] > 1 ? comm[j] * share[j] : 0.0, c_dp = gpus[j] / tp[j] > 1 ? comm[j] * (1.0 - share[j]) : 0.0;
+    double c_tp, c_dp;
+    comm_shares(gpus[j], tp[j], comm[j], share[j], c_tp, c_dp);
     const double rate = rate_if_started(c, m, a, geo, c_tp, c_dp, m.sensitivity_by_kind[static_cast<size_t>(kind[j])], kind[j]);
     check(std::isfinite(rate) && rate > 0.0, "a positive finite rate", it);
 }

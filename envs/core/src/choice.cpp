@@ -9,9 +9,6 @@ namespace gangsched {
 
 namespace {
 
-// Python's builtin max(a, b) on floats: a unless b > a (NaN in a is kept).
-inline double py_max(double a, double b) { return b > a ? b : a; }
-
 // numpy's minimum: NaN if either is NaN.
 inline double np_minimum(double a, double b) {
     if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
@@ -71,12 +68,10 @@ double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a
         }
     }
     // PlacementGeometry.congested, then envs.speed.efficiency_of and interference_from.
-    const double tp_congestion = g.tp_cross_node ? congestion : 1.0;
-    const double dp_bw = g.dp_bw_GBps * (g.uplinks.empty() ? 1.0 : congestion);
-    const double tp_term = g.tp_stretch / tp_congestion;
-    const double dp_term = py_max(1.0, m.reference_net_per_gpu_GBps / py_max(dp_bw, 1e-12));
-    const double eff = 1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp_term + c_dp * dp_term);
-    const double interf = 1.0 / (1.0 + m.interference_coeff * sensitivity * py_max(others, 0.0));
+    const double eff = efficiency_of(g.tp_stretch, g.tp_cross_node ? congestion : 1.0,
+                                     g.dp_bw_GBps * (g.uplinks.empty() ? 1.0 : congestion), c_tp, c_dp,
+                                     m.reference_net_per_gpu_GBps);
+    const double interf = interference_of(m.interference_coeff * sensitivity, others);
     return g.min_speed_by_kind[static_cast<size_t>(kind)] * eff * interf;
 }
 
@@ -105,8 +100,8 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
         if (jobs.any_restore) remaining = remaining + jobs.restore_s[j] * (jobs.needs_restore[j] ? 1.0 : 0.0);
         // envs.speed.job_constants_of
         const double comm = jobs.comm_fraction[j], share = jobs.tp_comm_share[j];
-        const double c_tp = tp > 1 ? comm * share : 0.0;
-        const double c_dp = need / tp > 1 ? comm * (1.0 - share) : 0.0;
+        double c_tp, c_dp;
+        comm_shares(need, tp, comm, share, c_tp, c_dp);
         const double sensitivity = m.sensitivity_by_kind[static_cast<size_t>(kind)];
         for (int64_t rule = 0; rule < 3; ++rule) {
             const int64_t i = slot * num_rules + rule;

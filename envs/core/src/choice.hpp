@@ -44,6 +44,27 @@ struct Jobs {
     bool any_restore = false;  // some job owes a restore (ClusterState.num_restores_owed > 0)
 };
 
+// Python's builtin max(a, b) on floats: a unless b > a (NaN in a is kept).
+inline double py_max(double a, double b) { return b > a ? b : a; }
+
+// envs.speed.job_constants_of's communication shares of a gang of `gpus` in TP groups of `tp`.
+inline void comm_shares(int64_t gpus, int64_t tp, double comm, double share, double& c_tp, double& c_dp) {
+    c_tp = tp > 1 ? comm * share : 0.0;
+    c_dp = gpus / tp > 1 ? comm * (1.0 - share) : 0.0;
+}
+
+// envs.speed.efficiency_of on floats, the same operations in the same order.
+inline double efficiency_of(double tp_stretch, double tp_congestion, double dp_bw, double c_tp, double c_dp,
+                            double reference_net_per_gpu_GBps) {
+    const double dp = py_max(1.0, reference_net_per_gpu_GBps / py_max(dp_bw, 1e-12));
+    return 1.0 / ((1.0 - c_tp - c_dp) + c_tp * (tp_stretch / tp_congestion) + c_dp * dp);
+}
+
+// envs.speed.interference_from with the coefficient times the sensitivity made first.
+inline double interference_of(double coeff_sensitivity, double others) {
+    return 1.0 / (1.0 + coeff_sensitivity * py_max(others, 0.0));
+}
+
 // envs.placement.place over the free GPUs: the GPUs rule `rule` (BINPACK, SPREAD or TOPOLOGY)
 // gives a gang, grouped by node in the rule's order. False: no placement.
 bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,

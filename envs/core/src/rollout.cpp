@@ -345,16 +345,12 @@ class Rollout {
         const auto u = static_cast<size_t>(j);
         const int64_t kind = a_.kind[u], need = a_.gpus_req[u], tp = a_.tp_degree[u];
         const double comm = a_.comm_fraction[u], share = a_.tp_comm_share[u];
-        const double c_tp = tp > 1 ? comm * share : 0.0;
-        const double c_dp = need / tp > 1 ? comm * (1.0 - share) : 0.0;
+        double c_tp, c_dp;
+        comm_shares(need, tp, comm, share, c_tp, c_dp);
         const auto k = static_cast<size_t>(kind);
         const double min_speed = g.min_speed_by_kind[k];
-        const double dp_bw = g.dp_bw_GBps * 1.0;  // PlacementGeometry.congested(1.0)
-        const double tp_term = g.tp_stretch / 1.0;
-        const double bw = dp_bw > 1e-12 ? dp_bw : 1e-12;
-        const double q = m_.reference_net_per_gpu_GBps / bw;
-        const double dp_term = q > 1.0 ? q : 1.0;
-        const double eff = 1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp_term + c_dp * dp_term);
+        // the rate before interference: PlacementProfile.efficiency(1.0)
+        const double eff = efficiency_of(g.tp_stretch, 1.0, g.dp_bw_GBps * 1.0, c_tp, c_dp, m_.reference_net_per_gpu_GBps);
         const auto row = static_cast<int64_t>(ri_.size() / 4);
         const auto at = static_cast<int64_t>(pi_.size());
         for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -459,7 +455,7 @@ class Rollout {
                 const double x = (a_.node_pressure[n] - pressure * pc_[static_cast<size_t>(q)]) / static_cast<double>(c_.node_gpus[n]);
                 if (x > others) others = x;
             }
-            const double interf = 1.0 / (1.0 + rf_[s * 8 + 1] * (0.0 > others ? 0.0 : others));
+            const double interf = interference_of(rf_[s * 8 + 1], others);
             a_.interference[u] = interf;
             if (uhi > hi) {
                 if (!have_shares) {
@@ -473,12 +469,10 @@ class Rollout {
                     const double x = shares_[static_cast<size_t>(pi_[static_cast<size_t>(q)])];
                     if (x < congestion) congestion = x;
                 }
-                const double tp = rf_[s * 8 + 4] / (ri_[s * 4 + 3] ? congestion : 1.0);
-                const double dp_bw = rf_[s * 8 + 5] * congestion;
-                double dp = m_.reference_net_per_gpu_GBps / (dp_bw > 1e-12 ? dp_bw : 1e-12);
-                if (1.0 > dp) dp = 1.0;
-                const double c_tp = rf_[s * 8 + 6], c_dp = rf_[s * 8 + 7];
-                a_.rate[u] = rf_[s * 8 + 3] * (1.0 / ((1.0 - c_tp - c_dp) + c_tp * tp + c_dp * dp)) * interf;
+                a_.rate[u] = rf_[s * 8 + 3] *
+                             efficiency_of(rf_[s * 8 + 4], ri_[s * 4 + 3] ? congestion : 1.0, rf_[s * 8 + 5] * congestion,
+                                           rf_[s * 8 + 6], rf_[s * 8 + 7], m_.reference_net_per_gpu_GBps) *
+                             interf;
             } else {
                 a_.rate[u] = rf_[s * 8 + 2] * interf;
             }
