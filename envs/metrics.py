@@ -75,7 +75,8 @@ def episode_metrics(sim: Simulator, objective: Objective | None = None) -> dict[
         "inference_interference": float((sim.interference_loss_s[inference] / sim.run_s[inference]).mean()) if inference.any() else 0.0,
         "energy_kwh": float(sim.energy_j / 3.6e6),
         "starvation_s": float(np.max(sim.wait_s + np.where(waiting, sim.now - sim.queued_since, 0.0))) if sim.num_jobs else 0.0,
-        "avg_ideal_runtime_s": float(ideal.mean()) if sim.num_jobs else float("nan"),
+        # the lower bound: each job's work at the fastest GPU speed for its kind, no queueing
+        "avg_ideal_runtime_s": float((ideal / c.gpu_speed_by_kind.max(axis=0)[kinds]).mean()) if sim.num_jobs else float("nan"),
         "finished_jobs": float(done.sum()),
         "unfinished_jobs": float((~done).sum()),
     }

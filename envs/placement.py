@@ -2,8 +2,11 @@
 
 Each rule turns per-node counts of available GPUs (those with enough memory for the job) into
 per-node counts for the gang, then picks concrete GPUs inside each node (one NUMA socket when
-they fit in one). A gang is a set of pods, one per TP group, and a TP group always sits on one
-node. The rules:
+they fit in one). A gang is a set of pods, one per TP group, and a TP group sits on one node, or,
+where a multi-node NVLink domain's trays are smaller than the group, on whole trays of one
+domain (`Cluster.spanning_domains`: a domain then hosts whole groups of trays, a node hosts
+whole groups of GPUs; the rules below distribute the gang's groups over these hosts, see
+`_node_take_spanning`). The rules:
 
 * `binpack`: fewest nodes, fullest first (best-fit single node, else fill from the emptiest and
   best-fit the rest), blind to switches;
@@ -233,6 +236,8 @@ def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
 
 def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
     """Per node, how many of its eligible available GPUs (`free`) the rule gives the gang."""
+    if c.num_domains and c.spans(tp):  # TP groups across trays: the reference path alone
+        return _node_take_spanning(c, free, need, tp, rule)
     if _jit.ENABLED:  # the native core (envs.core), bit for bit this reference
         return _core.node_take(_core.cluster_arrays(c), free, need, tp, rule)
     free = _single_type(c, free, need, rule, tp)
@@ -241,6 +246,118 @@ def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -
         units = (_binpack if rule == BINPACK else _spread)([f // tp for f in free] if tp > 1 else free, need // tp)
         return None if units is None else {n: k * tp for n, k in units.items()}
     return _topology(c, free, need, tp)  # TOPOLOGY, and both preempt rules: the topology rule over free and victims' GPUs
+
+
+def usable_per_node(c: Cluster, free: Sequence[int], tp: int) -> list[int]:
+    """Per node, its available GPUs (`free`) usable in whole TP groups of `tp`: `f // tp * tp`
+    on a node that hosts TP groups alone; in an NVLink domain whose groups span trays
+    (`Cluster.spanning_domains`), every GPU of its fully available trays taken in whole groups
+    of trays (the domain's first such trays in node order), 0 on its other trays."""
+    out = [f // tp * tp for f in free]
+    if not c.num_domains:
+        return out
+    gpus = c.node_lists.gpus
+    for d in c.spanning_domains(tp):
+        nodes = c.domain_nodes[d]
+        trays = tp // gpus[nodes[0]]
+        whole = [n for n in nodes if free[n] == gpus[n]]
+        for n in whole[: len(whole) // trays * trays]:
+            out[n] = gpus[n]
+    return out
+
+
+def _hosts(c: Cluster, usable: list[int], tp: int) -> tuple[list[int], list[list[int]]]:
+    """The hosts of TP groups of `tp` for per-node usable GPUs (`usable_per_node`): each node
+    outside the spanning domains, and each spanning domain, in the order of their first node;
+    per host, its whole groups and its nodes with usable GPUs."""
+    spanning = set(c.spanning_domains(tp))
+    domain = c.node_domain.tolist()
+    groups: list[int] = []
+    members: list[list[int]] = []
+    seen: dict[int, int] = {}
+    for n, u in enumerate(usable):
+        d = domain[n]
+        if d in spanning:
+            h = seen.get(d)
+            if h is None:
+                h = seen[d] = len(groups)
+                groups.append(0)
+                members.append([])
+            if u:
+                members[h].append(n)
+                groups[h] += u
+        else:
+            groups.append(u)
+            members.append([n] if u else [])
+    return [g // tp for g in groups], members
+
+
+def _node_take_spanning(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
+    """`_node_take` for a gang whose TP groups span trays in some NVLink domain: the rule
+    distributes its `need // tp` groups over the hosts (`_hosts`) as it distributes pods over
+    nodes (binpack: fewest hosts, fullest first; spread: one group at a time to the host with
+    the most left; topology and the preempt rules: the fastest, then tightest host that holds
+    them all, else the smallest switch subtree that does, filled by `_fill_domain` over its
+    hosts); a domain host gives its first usable trays, whole. Each host's nodes are consecutive
+    in the result, so consecutive runs of `tp` GPUs are the TP groups."""
+    usable = usable_per_node(c, free, tp)
+    lists = c.node_lists
+    if lists.num_types > 1:  # one GPU type when one can host the gang (as `_single_type`)
+        per_type = [0] * lists.num_types
+        for u, t in zip(usable, lists.gpu_type):
+            per_type[t] += u
+        fits = [t for t in range(lists.num_types) if per_type[t] >= need]
+        if fits:
+            keep = (max if rule == SPREAD else min)(fits, key=per_type.__getitem__)
+            usable = [u if t == keep else 0 for u, t in zip(usable, lists.gpu_type)]
+    if sum(usable) < need:
+        return None
+    groups, members = _hosts(c, usable, tp)
+    k = need // tp
+    if rule == BINPACK:
+        by_host = _binpack(groups, k)
+    elif rule == SPREAD:
+        by_host = _spread(groups, k)
+    else:
+        by_host = _spanning_topology(c, groups, members, k)
+    take: dict[int, int] = {}
+    for h, g in by_host.items():
+        if g:
+            left = g * tp
+            for n in members[h]:
+                share = min(usable[n], left)
+                take[n] = share
+                left -= share
+                if not left:
+                    break
+    return take
+
+
+def _spanning_topology(c: Cluster, groups: list[int], members: list[list[int]], k: int) -> dict[int, int]:
+    """The topology rule over TP-group hosts: the fastest, then tightest, then first host that
+    holds the `k` groups; else the smallest switch subtree whose hosts do (faster, then tighter,
+    then lower id), filled by `_fill_domain` (one unit per group)."""
+    speed = c.node_speed
+    host_speed = np.array([float(speed[m[0]]) if m else 0.0 for m in members])
+    g = np.array(groups, dtype=np.int64)
+    fit = np.flatnonzero(g >= k)
+    if len(fit):
+        return {int(fit[np.lexsort((fit, g[fit], -host_speed[fit]))[0]]): k}
+    present = np.flatnonzero(g > 0)
+    for level in range(1, int(c.switch_level.max(initial=0)) + 1):
+        switches = np.flatnonzero(c.switch_level == level)
+        if not len(switches):
+            continue
+        under = np.zeros((len(groups), len(switches)), dtype=bool)  # a host is under a switch when all its nodes are
+        for h in present:
+            under[h] = c.node_under_switch[np.ix_(members[h], switches)].all(axis=0)
+        dom = g @ under
+        ok = np.flatnonzero(dom >= k)
+        if len(ok):
+            dom_speed = np.add.accumulate((g * host_speed)[:, None] * under[:, ok], axis=0)[-1] / dom[ok]
+            d = ok[np.lexsort((dom[ok], -dom_speed))[0]]
+            return _fill_domain(g, np.flatnonzero(under[:, d] & (g > 0)), k, 1, host_speed)
+    return _fill_domain(g, present, k, 1, host_speed)
 
 
 def free_view(state: ClusterState) -> tuple[list[int], int, int]:
@@ -263,8 +380,10 @@ def whole_free_nodes(state: ClusterState) -> int:
     return hit
 
 
-def _aligned_total(counts: list[int], tp: int) -> int:
+def _aligned_total(c: Cluster, counts: list[int], tp: int) -> int:
     """GPUs usable in whole TP groups over nodes with these available counts."""
+    if c.num_domains and c.spans(tp):
+        return sum(usable_per_node(c, counts, tp))
     return sum([f // tp * tp for f in counts])
 
 
@@ -304,7 +423,7 @@ def _place_over_victims(state: ClusterState, j: int, pool: np.ndarray, order, ru
     c = state.cluster
     need, tp, mem = int(state.num_gpus[j]), int(state.tp_degree[j]), float(state.mem_per_gpu_gb[j])
     counts = list(_eligible(c, free_view(state)[0], mem))  # per node: free GPUs, then also the victims'
-    if _aligned_total(counts, tp) >= need:
+    if _aligned_total(c, counts, tp) >= need:
         return None
     if not len(pool):
         return None
@@ -333,7 +452,7 @@ def _greedy_victims(state: ClusterState, need: int, tp: int, mem: float, counts:
     memory = c.node_lists.memory_gb
     chosen: list[int] = []
     for i in ranked.tolist():
-        if _aligned_total(counts, tp) >= need:
+        if _aligned_total(c, counts, tp) >= need:
             break
         if useful[i] > 0:
             v = int(pool[i])
@@ -342,7 +461,7 @@ def _greedy_victims(state: ClusterState, need: int, tp: int, mem: float, counts:
             for n, k in zip(p.nodes.tolist(), p.gpus_on_node.tolist()):
                 if memory[n] >= mem:
                     counts[n] += k
-    if _aligned_total(counts, tp) < need:
+    if _aligned_total(c, counts, tp) < need:
         return None
     avail = state.free_mask.copy()
     for v in chosen:

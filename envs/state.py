@@ -416,6 +416,7 @@ def _from_dict_reference(data: Any, cluster: Cluster, model: SpeedModel, max_che
     owner = [-1] * G  # job index holding each GPU
     reserved_for = [-1] * G  # job index each GPU is promised to
     gpu_memory, gpu_node = cluster.gpu_memory_gb.tolist(), cluster.gpu_node.tolist()
+    node_domain = cluster.node_domain.tolist()
     for section in STATE_SECTIONS:
         items = data.get(section, [])
         if not isinstance(items, list):
@@ -497,10 +498,14 @@ def _from_dict_reference(data: Any, cluster: Cluster, model: SpeedModel, max_che
                 if short:
                     _fail(f"{path}.gpus", f"GPU {short[0]} has {gpu_memory[short[0]]:g} GB, the job needs {mem:g} GB per GPU")
                 if tp > 1:
+                    spanning = set(cluster.spanning_domains(tp)) if cluster.num_domains else set()
                     for k in range(0, n, tp):
-                        if len({gpu_node[g] for g in gpu_ids[k : k + tp]}) > 1:
+                        nodes = {gpu_node[g] for g in gpu_ids[k : k + tp]}
+                        domains = {node_domain[v] for v in nodes}
+                        if len(nodes) > 1 and not (len(domains) == 1 and domains <= spanning):
                             _fail(f"{path}.gpus", f"TP group {k // tp} (GPUs {gpu_ids[k : k + tp]}) spans nodes: "
-                                                  "each run of tp_degree GPUs must sit on one node")
+                                                  "each run of tp_degree GPUs must sit on one node, or on trays of "
+                                                  "one NVLink domain whose trays are smaller than the group")
                 for g in gpu_ids:  # a reserved job may wait for GPUs that checkpointing jobs still hold
                     holder = reserved_for[g] if section == "reserved" else max(owner[g], reserved_for[g])
                     if holder >= 0:

@@ -204,6 +204,35 @@ class Cluster:
         return out
 
     @cached_property
+    def domain_nodes(self) -> list[list[int]]:
+        """(D,) the nodes of each multi-node NVLink domain, in node order."""
+        out: list[list[int]] = [[] for _ in range(self.num_domains)]
+        for n, d in enumerate(self.node_domain.tolist()):
+            if d >= 0:
+                out[d].append(n)
+        return out
+
+    @cached_property
+    def _spanning(self) -> dict[int, tuple[int, ...]]:
+        return {}
+
+    def spanning_domains(self, tp: int) -> tuple[int, ...]:
+        """The NVLink domains whose TP groups of `tp` GPUs span trays: every node of the domain
+        has the same GPU count, below `tp`, and it divides `tp`. Such a group takes tp / that
+        count whole trays of one domain (the GB200 NVL72 practice: a TP or expert-parallel
+        group larger than a tray gets its trays whole); elsewhere a TP group sits on one node."""
+        hit = self._spanning.get(tp)
+        if hit is None:
+            sizes = [{int(self.node_gpus[n]) for n in nodes} for nodes in self.domain_nodes]
+            hit = self._spanning[tp] = tuple(d for d, s in enumerate(sizes)
+                                             if len(s) == 1 and (g := next(iter(s))) < tp and tp % g == 0)
+        return hit
+
+    def spans(self, tp: int) -> bool:
+        """Some NVLink domain places TP groups of `tp` across trays (`spanning_domains`)."""
+        return bool(self.spanning_domains(tp))
+
+    @cached_property
     def node_lists(self) -> NodeLists:
         """Per-node values as Python lists, for the placement rules' loops over a few nodes
         (plain floats and ints cost less there than numpy's per-call dispatch)."""

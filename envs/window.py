@@ -46,7 +46,7 @@ class _Classes:
     degree, memory level and priority, and `index` (what `class_fits` looks up) for the current
     class count. `levels` are the cluster's distinct GPU memory sizes."""
 
-    __slots__ = ("ids", "of_shape", "need", "tp", "level", "priority", "index", "index_for", "levels")
+    __slots__ = ("ids", "of_shape", "need", "tp", "level", "priority", "index", "index_for", "levels", "spanning")
 
     def __init__(self, levels: list[float]):
         self.levels = levels
@@ -58,6 +58,7 @@ class _Classes:
         self.priority: list[int] = []
         self.index: tuple | None = None
         self.index_for = -1  # the class count `index` was made for
+        self.spanning: list[tuple[int, int]] = []  # (column, TP degree) of the index's TP degrees whose groups span trays
 
 
 def _memory_levels(state: ClusterState) -> tuple[np.ndarray, np.ndarray]:
@@ -131,17 +132,49 @@ def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
         cell = np.searchsorted(levels, mems) * len(tp_values) + tp_of.reshape(-1)
         positions = np.concatenate([cell, prios.astype(np.int64) * len(levels) * len(tp_values) + cell]).astype(np.int64)
         cls.index = (lower, on_level, by_free, positions, np.concatenate([need, need]).astype(np.int64))
+        c = state.cluster
+        cls.spanning = [(i, int(t)) for i, t in enumerate(tp_values.tolist()) if c.num_domains and c.spans(int(t))]
         cls.index_for = len(cls.need)
     return cls.index
+
+
+def _spanning(state: ClusterState) -> list[tuple[int, int]]:
+    """The class index's TP degrees whose groups span trays in some NVLink domain (column, TP
+    degree): the compiled feasibility kernels count TP groups per node only, so states with such
+    classes take the reference path."""
+    _class_index(state)
+    return _classes(state).spanning
+
+
+def _spanning_totals(state: ClusterState, counts: np.ndarray) -> np.ndarray:
+    """What TP groups that span trays add to the per-node totals `on_level @ by_free[counts]`
+    (rows, levels, TP degrees) for per-node available counts `counts` (rows, nodes): per
+    spanning domain, its fully available trays in whole groups of trays, on the memory levels
+    its GPU type has (a node of such a domain hosts no group alone: its `by_free` is 0)."""
+    c = state.cluster
+    _, on_level, by_free, _, _ = _class_index(state)
+    out = np.zeros((len(counts), on_level.shape[0], by_free.shape[1]), dtype=np.int64)
+    whole = counts == c.node_gpus  # (rows, nodes)
+    for col, tp in _classes(state).spanning:
+        for d in c.spanning_domains(tp):
+            nodes = c.domain_nodes[d]
+            trays = tp // int(c.node_gpus[nodes[0]])
+            groups = whole[:, nodes].sum(axis=1) // trays
+            out[:, :, col] += (groups * tp)[:, None] * on_level[None, :, nodes[0]]
+    return out
 
 
 def shape_classes(state: ClusterState, shapes: list[tuple]) -> tuple[np.ndarray, tuple] | None:
     """For the simulator's compiled event loop (Simulator.run_events): each of `shapes` (GPUs, TP
     degree, GB per GPU asked, priority) as its registered class, -1 where none is (nothing is
-    registered here), and `_class_index` for those classes; None while no class is registered.
-    Kept per state object until a class or a shape is added."""
+    registered here), and `_class_index` for those classes; None while no class is registered,
+    or when some class or shape has TP groups that span trays (`_spanning`: the compiled loop
+    does not count those). Kept per state object until a class or a shape is added."""
     cls = _classes(state)
-    if not cls.need:
+    if not cls.need or _spanning(state):
+        return None
+    c = state.cluster
+    if c.num_domains and any(c.spans(tp) for tp in {s[1] for s in shapes}):
         return None
     cache = per_jobs(state)
     hit = cache.get("shape_classes")
@@ -174,12 +207,15 @@ def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     # GPUs usable in whole TP groups for every (memory level, TP degree), counting on each node
     # its free GPUs and, in row p, also those held by preemptible jobs of priority < p (row 0:
     # free alone): per node from a lookup by that count, summed over the nodes of each level.
-    if _jit.ENABLED:
+    if _jit.ENABLED and not _spanning(state):
         rows = _kernels.class_fits(state.node_free, state.node_preemptible, lower, on_level, by_free, positions, need)
         cache["class_fits"] = hit = (rows[0], rows[1], rows[2], len(state.num_gpus))
         return hit
     counts = state.node_free + lower @ state.node_preemptible.T  # (priorities, nodes)
-    fits = need <= (on_level @ by_free[counts]).take(positions)  # (priorities, levels, TP degrees), read per class
+    totals = on_level @ by_free[counts]  # (priorities, levels, TP degrees), read per class
+    if _spanning(state):
+        totals += _spanning_totals(state, counts)
+    fits = need <= totals.take(positions)
     fits_aligned = fits[:n_classes]
     fits_preempt = fits[n_classes:] & ~fits_aligned
     cache["class_fits"] = hit = (fits_aligned, fits_preempt, fits_aligned | fits_preempt, len(state.num_gpus))
@@ -299,7 +335,7 @@ def _las_totals(state: ClusterState) -> np.ndarray | None:
         return cache["las_totals"]
     totals = None
     held = _preemptible_gpus(state)
-    if held is not None and _jit.ENABLED:
+    if held is not None and _jit.ENABLED and not _spanning(state):
         owner, node = held
         class_fits(state)  # every job's class is registered: the class index below is final for this state
         _, on_level, by_free, _, _ = _class_index(state)
@@ -318,7 +354,10 @@ def _las_totals(state: ClusterState) -> np.ndarray | None:
             counts = state.node_free + _las_rows(n_priorities) @ held_by  # (rows, nodes)
             class_fits(state)  # every job's class is registered: the class index below is final for this state
             _, on_level, by_free, _, _ = _class_index(state)
-            totals = (on_level @ by_free[counts]).reshape(len(counts), -1)
+            totals = on_level @ by_free[counts]
+            if _spanning(state):
+                totals += _spanning_totals(state, counts)
+            totals = totals.reshape(len(counts), -1)
     cache["las_totals"] = totals
     return totals
 
