@@ -30,8 +30,8 @@ The bound on WAIT of the served masks is the model's (policy.json `wait_guard`) 
 agents.deploy validated the model on), the model's anchor baseline is served instead, with a
 warning.
 
-`--watch` (with `--kube-api`) takes the occupancy from the API server: Nodes and Pods listed
-and watched (service.watch); `PUT /v1/state` is then refused. `--leader-elect` (with `--watch`)
+`--watch` (with `--kube-api`) takes the occupancy from the API server: Nodes, Pods and
+PodGroups listed and watched (service.watch); `PUT /v1/state` is then refused. `--leader-elect` (with `--watch`)
 runs several replicas of which only the Lease holder binds (service.leader).
 """
 
@@ -86,10 +86,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--health-port", type=int, default=None,
                    help="also serve GET /healthz, /readyz and /metrics (only) over plain HTTP on this port, for probes")
     p.add_argument("--watch", action="store_true",
-                   help="take the occupancy from the API server (needs --kube-api): list and watch Nodes and Pods, "
-                        "running jobs from bound GPU pods; PUT /v1/state is then refused")
+                   help="take the occupancy from the API server (needs --kube-api): list and watch Nodes, Pods and "
+                        "PodGroups, running jobs from bound GPU pods, gang sizes from PodGroups; PUT /v1/state is then refused")
     p.add_argument("--watch-resync-s", type=float, default=300.0,
-                   help="with --watch: list Nodes and Pods again this often, a safety net for a lost event (0: never)")
+                   help="with --watch: list Nodes, Pods and PodGroups again this often, a safety net for a lost event "
+                        "(0: never); a PodGroup kind whose CRD is not installed is tried again this often (30 s when 0)")
     p.add_argument("--watch-timeout-s", type=float, default=300.0,
                    help="with --watch: each watch call lasts a random time in [this, twice this] and is resumed "
                         "from its last resourceVersion (client-go's minWatchTimeout)")

@@ -15,7 +15,8 @@ Contract (docs/service.md has the full API):
   with `{"Error": "<request part>: <why>"}` (filter and bind answer 200 with their own `Error`
   field set, as the protocol wants).
 * `GET /healthz` (alive), `GET /readyz` (policy loaded and a warm-up decision made; with the
-  watch, Nodes and Pods listed once; with leader election, this replica leads),
+  watch, Nodes and Pods listed once and each PodGroup kind answered once; with leader
+  election, this replica leads),
   `GET /metrics` (Prometheus), `GET /v1/info` (policy, the planner's settings when it is served,
   cluster, and whether torch is imported: it never is), `GET /docs` (OpenAPI).
 * Every request body is read by `BodyGuard` first: more than `max_body_bytes` -> 413, not all
@@ -91,7 +92,7 @@ class WatchCollector:
             lists = CounterMetricFamily("gangsched_watch_lists", "Lists of the resource by reason (initial, expired: "
                                         "410 Gone on the watch, resync, error: after a failure)", labels=["resource", "reason"])
             events = CounterMetricFamily("gangsched_watch_events", "Watch events received by type", labels=["resource", "type"])
-            for inf in (self.watch.nodes, self.watch.pods):
+            for inf in self.watch.informers():
                 i = inf.info()
                 synced.add_metric([inf.resource], 1.0 if i["listed"] else 0.0)
                 healthy.add_metric([inf.resource], 1.0 if i["healthy"] else 0.0)
@@ -352,7 +353,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
         if not ready["ok"]:
             return _json({"status": "not ready", "detail": ready["why"]}, 503)
         if watch is not None and not watch.synced:
-            return _json({"status": "not ready", "detail": "Nodes and Pods not yet listed from the API server (--watch)"}, 503)
+            return _json({"status": "not ready", "detail": "Nodes, Pods and PodGroups not yet listed from the API server (--watch)"}, 503)
         if leader is not None and not leader.is_leader():
             return _json({"status": "not ready", "detail": f"a follower: the lease {leader.namespace}/{leader.name} is held by "
                                                            f"{leader.holder() or 'nobody'} (only the leader takes requests)",

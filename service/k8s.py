@@ -199,7 +199,7 @@ class Extender:
             return
         snap = self.watch.snapshot()
         if snap is None:
-            raise ExtenderError("the service has not yet listed Nodes and Pods from the API server (--watch): "
+            raise ExtenderError("the service has not yet listed Nodes, Pods and PodGroups from the API server (--watch): "
                                 "no decision before it has; see /v1/info watch")
         if snap is not self.snap:
             self.snap = snap
@@ -443,10 +443,11 @@ class Extender:
 
     def resolve_gang(self, pod: PodInfo) -> PodInfo:
         """The pod with its gang size counted in GPU members asking its GPU count: the annotation
-        `gangsched.io/gang-size` as given; else the PodGroup's `spec.minMember` (read through the
-        API server) or the pod's min-member annotation, less the group's members known to ask
-        another GPU count (a 0-GPU launcher, a 1-GPU coordinator: listed through the API server
-        or seen here). Without any size the pod is decided alone."""
+        `gangsched.io/gang-size` as given; else the PodGroup's `spec.minMember` (watched with
+        `--watch`, else read through the API server) or the pod's min-member annotation, less
+        the group's members known to ask another GPU count (a 0-GPU launcher, a 1-GPU
+        coordinator: watched, or listed through the API server, or seen here). Without any size
+        the pod is decided alone."""
         if not pod.gang or pod.gpus <= 0 or pod.gang_size_key == GANG_SIZE_KEY:
             return pod
         size = pod.gang_size if pod.gang_size_key else None
@@ -461,21 +462,24 @@ class Extender:
         return dataclasses.replace(pod, gang_size=max(1, size - others))
 
     def _pod_group(self, pod: PodInfo) -> tuple[int | None, list[int]]:
-        """(PodGroup minMember or None, GPU counts of the group's pods listed by label), from
-        the API server, cached for API_CACHE_S."""
+        """(PodGroup minMember or None, GPU counts of the group's pods). With the watch both come
+        from its caches (the watched PodGroups, the watched pods), no API call; without it, read
+        through the API server (a GET of the PodGroup, a list by the group label), cached for API_CACHE_S."""
+        name = pod.gang.split("/", 1)[1]
+        if self.watch is not None:
+            listed = [] if self.snap is None else list(self.snap.gang_pods.get(pod.gang, []))
+            return self.watch.min_member(pod.gang_key, pod.namespace, name), listed
         now = self.clock()
         hit = self._pod_groups.get(pod.gang)
         if hit is None or now - hit[0] > API_CACHE_S:
-            name = pod.gang.split("/", 1)[1]
             min_member = self.kube.pod_group_min_member(pod.gang_key, pod.namespace, name)
             listed = []
-            group = None if self.snap is None else self.snap.gang_pods.get(pod.gang, [])
-            for raw in (self.kube.group_pods(pod.namespace, pod.gang_key, name) or []) if group is None else []:
+            for raw in self.kube.group_pods(pod.namespace, pod.gang_key, name) or []:
                 try:
                     listed.append(parse_pod(raw, "group pod").gpus)
                 except WireError:
                     continue
-            hit = self._pod_groups[pod.gang] = (now, min_member, listed if group is None else group)
+            hit = self._pod_groups[pod.gang] = (now, min_member, listed)
             self._pod_groups.move_to_end(pod.gang)
             while len(self._pod_groups) > MAX_PLANS:
                 self._pod_groups.popitem(last=False)

@@ -11,7 +11,9 @@ Contract:
   reports it in `ExtenderBindingResult.Error`.
 * `pod_group_min_member(kind, namespace, name)`: `spec.minMember` of a PodGroup (scheduler-plugins
   `scheduling.x-k8s.io/v1alpha1` or Volcano `scheduling.volcano.sh/v1beta1`), None when the object
-  does not exist or cannot be read (the caller falls back to the pod's annotation).
+  does not exist or cannot be read (the caller falls back to the pod's annotation); a GET per
+  call, used without the watch (with `--watch`, service.watch keeps PodGroups watched).
+* `min_member_of(obj)`: a PodGroup object's `spec.minMember` when it is an integer >= 1, else None.
 * `read_node(name)`: the Node (plain dict) or None, for nodes sent by name only.
 * `node_pods(node)`: the pods bound to a node, to name the victims kube-scheduler sends by UID.
 * `group_pods(namespace, selector_key, name)`: the pods of a group (label selector), as plain
@@ -34,6 +36,12 @@ POD_GROUP_APIS = {
     "scheduling.volcano.sh/group-name": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
     "scheduling.k8s.io/group-name": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
 }
+
+
+def min_member_of(obj) -> int | None:
+    """A PodGroup's `spec.minMember` when it is an integer >= 1, else None (no object, no or a bad value)."""
+    v = (obj.get("spec") or {}).get("minMember") if isinstance(obj, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else None
 
 
 class KubeConfigError(RuntimeError):
@@ -118,8 +126,7 @@ class KubeAPI:
         except Exception as e:
             log.warning("PodGroup %s/%s (%s): %s: %s", namespace, name, group, type(e).__name__, e)
             return None
-        v = (obj.get("spec") or {}).get("minMember") if isinstance(obj, dict) else None
-        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else None
+        return min_member_of(obj)
 
     def read_node(self, name: str) -> dict | None:
         """The Node object as plain data, None when it does not exist or cannot be read."""

@@ -26,7 +26,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from service.kube import POD_GROUP_APIS
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# the PodGroup CRDs FakeAPIServer serves by default: (group, version) of every PodGroup kind the service knows
+POD_GROUP_CRDS = tuple(sorted({(g, v) for g, v, _ in POD_GROUP_APIS.values()}))
 
 
 def free_port() -> int:
@@ -118,32 +122,40 @@ class FakeAPIServer:
       `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`, a PUT whose
       `metadata.resourceVersion` is not the stored one answering 409 Conflict (optimistic
       concurrency; a PUT without one is an unconditional update, as on the real server);
-    * `GET /apis/{group}/{version}/namespaces/{ns}/podgroups/{name}` for the PodGroups added with `add_pod_group`.
+    * PodGroups of the custom resources in `crds` (default both of `service.kube.POD_GROUP_APIS`:
+      scheduler-plugins `scheduling.x-k8s.io/v1alpha1`, Volcano `scheduling.volcano.sh/v1beta1`),
+      one collection per group/version: `GET /apis/{group}/{version}/podgroups` and
+      `.../namespaces/{ns}/podgroups` (a `PodGroupList`), `.../namespaces/{ns}/podgroups/{name}`,
+      and their watches (`?watch=true`, as for Nodes and Pods); `add_pod_group` (ADDED, or
+      MODIFIED when it exists) and `delete_pod_group` (DELETED). Every path of a group/version
+      not in `crds` answers 404, as for a CRD not installed; `install_crd` adds one;
     Does not emulate: admission, RBAC beyond the one token, node existence checks on binding,
     field selectors other than spec.nodeName, label selectors other than equality, list
     pagination (`limit`/`continue`) and lists at an older resourceVersion (a list always serves
-    the latest), watch bookmarks, PATCH, the pod lifecycle (phases change only when a test sets them),
-    and server-side timestamps on Leases (the client writes renewTime)."""
+    the latest), watch bookmarks, PATCH, CustomResourceDefinition objects (`crds` stands for
+    them), the pod lifecycle (phases change only when a test sets them), and server-side
+    timestamps on Leases (the client writes renewTime)."""
 
-    def __init__(self, token: str | None = "test-token", history: int = 10_000):
+    def __init__(self, token: str | None = "test-token", history: int = 10_000, crds=POD_GROUP_CRDS):
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.token = token
         self.pods: dict[tuple[str, str], dict] = {}
-        self.pod_groups: dict[tuple[str, str, str], dict] = {}
+        self.crds: set[tuple[str, str]] = set(crds)  # (group, version) of the PodGroup CRDs installed
+        self.pod_groups: dict[tuple[str, str], dict[tuple[str, str], dict]] = {}  # (group, version) -> (ns, name) -> PodGroup
         self.nodes: dict[str, dict] = {}
         self.leases: dict[tuple[str, str], dict] = {}
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.rv = 0  # the resourceVersion of the last change
-        self.history: list[tuple[int, str, str, dict]] = []  # (rv, "pods"|"nodes", event type, object)
+        self.history: list[tuple[int, str, str, dict]] = []  # (rv, collection (see _collection), event type, object)
         self.history_limit = history
         self.oldest_rv = 0  # watches from before this answer 410 Gone
         self.watch_epoch = 0  # end_watches() ends every open watch
         self.expire_epoch = 0  # expire_watches() ends every open watch with 410 Expired
-        self.list_gate = threading.Event()  # cleared: lists of Nodes and Pods wait until it is set again
+        self.list_gate = threading.Event()  # cleared: lists of Nodes, Pods and PodGroups wait until it is set again
         self.list_gate.set()
         self.refuse_leases = False  # lease calls answer 503 (an API server the leader cannot reach)
         self.closed = False
@@ -180,10 +192,10 @@ class FakeAPIServer:
                     return self._status(401, "Unauthorized", "Unauthorized")
                 parts = [p for p in url.path.split("/") if p]
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                if method == "GET" and str(query.get("watch")).lower() in ("true", "1") and parts[:2] == ["api", "v1"] \
-                        and parts[2:] in (["nodes"], ["pods"]):
-                    return server._watch(self, parts[2], query)
-                if method == "GET" and parts[:2] == ["api", "v1"] and parts[2:] in (["nodes"], ["pods"]):
+                coll = server._collection(parts) if method == "GET" else None
+                if coll is not None:
+                    if str(query.get("watch")).lower() in ("true", "1"):
+                        return server._watch(self, coll[0], query, coll[1])
                     server.list_gate.wait(60)
                 with server.lock:
                     return server._route(self, method, parts, query, body)
@@ -307,12 +319,34 @@ class FakeAPIServer:
                 self._record("nodes", "DELETED", node)
             return node is not None
 
-    def add_pod_group(self, group: str, version: str, namespace: str, name: str, min_member: int, **spec) -> None:
+    def install_crd(self, group: str, version: str) -> None:
+        """Serve PodGroups of group/version from now on (their paths answered 404 before)."""
         with self.lock:
-            self.pod_groups[(group, namespace, name)] = {
-                "apiVersion": f"{group}/{version}", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": namespace, "uid": f"pg-{name}"},
-                "spec": {"minMember": min_member, **spec}, "status": {}}
+            self.crds.add((group, version))
+
+    def add_pod_group(self, group: str, version: str, namespace: str, name: str, min_member: int, **spec) -> dict:
+        """Create the PodGroup (ADDED) or replace its spec (MODIFIED): the CRD must be installed."""
+        with self.lock:
+            assert (group, version) in self.crds, f"the {group}/{version} PodGroup CRD is not installed"
+            store = self.pod_groups.setdefault((group, version), {})
+            old = store.get((namespace, name))
+            meta = {"name": name, "namespace": namespace, "uid": f"pg-{namespace}-{name}"}
+            if old is not None:
+                meta = dict(old["metadata"])
+            else:
+                meta["creationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            pg = {"apiVersion": f"{group}/{version}", "kind": "PodGroup", "metadata": meta,
+                  "spec": {"minMember": min_member, **spec}, "status": {}}
+            store[(namespace, name)] = pg
+            self._record(self._pod_group_collection(group, version), "MODIFIED" if old is not None else "ADDED", pg)
+            return json.loads(json.dumps(pg))
+
+    def delete_pod_group(self, group: str, version: str, namespace: str, name: str) -> bool:
+        with self.lock:
+            pg = self.pod_groups.get((group, version), {}).pop((namespace, name), None)
+            if pg is not None:
+                self._record(self._pod_group_collection(group, version), "DELETED", pg)
+            return pg is not None
 
     def lease(self, namespace: str, name: str) -> dict | None:
         with self.lock:
@@ -335,8 +369,33 @@ class FakeAPIServer:
 
     # ------------------------------------------------------------------ serving
 
-    def _watch(self, h, kind: str, query: dict) -> None:
-        """A watch stream: the events after `resourceVersion`, then new ones as they happen."""
+    @staticmethod
+    def _pod_group_collection(group: str, version: str) -> str:
+        return f"{group}/{version}/podgroups"
+
+    def _collection(self, parts: list[str]) -> tuple[str, str | None] | None:
+        """(collection, namespace or None) of a path that lists or watches: Nodes, Pods of all
+        namespaces, PodGroups of an installed CRD (all namespaces or one); None for any other path."""
+        if parts[:2] == ["api", "v1"] and parts[2:] in (["nodes"], ["pods"]):
+            return parts[2], None
+        if parts[:1] == ["apis"] and len(parts) >= 4 and (parts[1], parts[2]) in self.crds:
+            if parts[3:] == ["podgroups"]:
+                return self._pod_group_collection(parts[1], parts[2]), None
+            if len(parts) == 6 and parts[3] == "namespaces" and parts[5] == "podgroups":
+                return self._pod_group_collection(parts[1], parts[2]), parts[4]
+        return None
+
+    def _store(self, collection: str) -> dict:
+        if collection == "nodes":
+            return self.nodes
+        if collection == "pods":
+            return self.pods
+        group, version, _ = collection.split("/")
+        return self.pod_groups.setdefault((group, version), {})
+
+    def _watch(self, h, kind: str, query: dict, namespace: str | None = None) -> None:
+        """A watch stream of a collection (`_collection`; namespace: its objects there only): the
+        events after `resourceVersion`, then new ones as they happen."""
         try:
             since = int(query.get("resourceVersion") or 0)
         except ValueError:
@@ -347,6 +406,9 @@ class FakeAPIServer:
         h.send_header("Content-Type", "application/json")
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
+
+        def here(obj: dict) -> bool:
+            return namespace is None or (obj.get("metadata") or {}).get("namespace") == namespace
 
         def write(obj: dict) -> None:
             line = json.dumps(obj).encode() + b"\n"
@@ -363,8 +425,7 @@ class FakeAPIServer:
                     h.wfile.write(b"0\r\n\r\n")
                     return
                 if not since:  # no resourceVersion: the current objects as ADDED, then changes
-                    store = self.nodes if kind == "nodes" else self.pods
-                    pending = [("ADDED", json.loads(json.dumps(o))) for o in store.values()]
+                    pending = [("ADDED", json.loads(json.dumps(o))) for o in self._store(kind).values() if here(o)]
                     since = self.rv
                 else:
                     pending = []
@@ -379,7 +440,7 @@ class FakeAPIServer:
                         if since < self.oldest_rv or self.expire_epoch != expire:  # compacted under an open watch
                             pending = None
                             break
-                        pending = [(e, o) for rv, k, e, o in self.history if rv > since and k == kind]
+                        pending = [(e, o) for rv, k, e, o in self.history if rv > since and k == kind and here(o)]
                         if self.rv > since:
                             since = self.rv
                         if pending:
@@ -492,9 +553,16 @@ class FakeAPIServer:
                     new["metadata"] = dict(lease["metadata"], resourceVersion=str(self.rv))
                     self.leases[(ns, name)] = new
                     return h._send(200, new)
-        if parts[:1] == ["apis"] and len(parts) == 7 and parts[5] == "podgroups" and method == "GET":
-            pg = self.pod_groups.get((parts[1], parts[4], parts[6]))
-            if pg is None or pg["apiVersion"] != f"{parts[1]}/{parts[2]}":
+        coll = self._collection(parts) if method == "GET" else None
+        if coll is not None and coll[0].endswith("/podgroups"):
+            group_version = "/".join(parts[1:3])
+            items = [g for g in self._store(coll[0]).values() if coll[1] is None or g["metadata"]["namespace"] == coll[1]]
+            return h._send(200, {"kind": "PodGroupList", "apiVersion": group_version,
+                                 "metadata": {"resourceVersion": str(self.rv)}, "items": items})
+        if parts[:1] == ["apis"] and len(parts) == 7 and parts[3] == "namespaces" and parts[5] == "podgroups" \
+                and method == "GET" and (parts[1], parts[2]) in self.crds:
+            pg = self.pod_groups.get((parts[1], parts[2]), {}).get((parts[4], parts[6]))
+            if pg is None:
                 return h._status(404, "NotFound", f'podgroups.{parts[1]} "{parts[6]}" not found')
             return h._send(200, pg)
         return h._status(404, "NotFound", "the server could not find the requested resource")

@@ -1,9 +1,10 @@
-"""The cluster's state from the API server: Nodes and Pods listed and watched with the official
-`kubernetes` client, informer-style, and the extender's occupancy derived from them.
+"""The cluster's state from the API server: Nodes, Pods and PodGroups listed and watched with the
+official `kubernetes` client, informer-style, and the extender's occupancy derived from them.
 
 Contract:
-* `Informer` keeps one resource kind (Nodes, or Pods of all namespaces) as client-go's Reflector
-  does (`k8s.io/client-go/tools/cache/reflector.go`): LIST, then WATCH from the list's
+* `Informer` keeps one resource kind (Nodes, Pods of all namespaces, or PodGroups of one API
+  group of all namespaces) as client-go's Reflector does
+  (`k8s.io/client-go/tools/cache/reflector.go`): LIST, then WATCH from the list's
   `resourceVersion`; a watch that ends normally (its `timeoutSeconds`, random in [t, 2t) as the
   Reflector's minWatchTimeout) is resumed from the last resourceVersion seen; a watch answered
   410 Gone / `Expired` ("too old resource version") is followed by a fresh LIST (the cache is
@@ -12,10 +13,17 @@ Contract:
   safety net against a lost event. (client-go's resync period re-delivers the cache to the
   handlers without calling the API server; here the state is derived from the cache on every
   change, so the only resync that can correct anything is a re-list.)
+  An optional kind (a custom resource: `optional=True`) whose list or watch the API server answers
+  404 (its CRD is not installed) is `missing`: its cache is emptied, one warning is logged (and
+  none again until it has been listed), and its list is tried again every `resync_s` (30 s when
+  that is 0); the other kinds are not affected.
 * Objects are kept trimmed to the fields the extender reads (names, labels, annotations, UID,
-  GPU requests, priority, nodeName, phase, times; a node's GPU allocatable).
-* `ClusterWatch` runs the two informers on daemon threads and derives, on demand and only after
-  a change (`snapshot()`), a `WatchSnapshot`:
+  GPU requests, priority, nodeName, phase, times; a node's GPU allocatable; a PodGroup's minMember).
+* `ClusterWatch` runs an informer each for Nodes and Pods and one per PodGroup API of
+  `service.kube.POD_GROUP_APIS` (scheduler-plugins `scheduling.x-k8s.io/v1alpha1`, Volcano
+  `scheduling.volcano.sh/v1beta1`; both optional) on daemon threads. `min_member(key, namespace,
+  name)` answers a PodGroup's `spec.minMember` from the watched cache (no API call). It derives,
+  on demand and only after a change of Nodes or Pods (`snapshot()`), a `WatchSnapshot`:
   - nodes mapped to the topology (`map_nodes`): by name, else by the `gangsched.io/topology-node`
     or `kubernetes.io/hostname` label (the extender's own rule, `service.k8s.claimed_index`),
     else by GFD's `nvidia.com/gpu.clique` label (its NVLink domain: `service.domains.clique_domains`),
@@ -34,12 +42,16 @@ Contract:
     its GPUs are counted per node for the label-scored verdicts.
   - for the extender: the pods by UID (victims sent by UID), the group members' GPU counts (a
     gang's members of another count), and the bound members of each gang plan key.
-* `snapshot()` is None until both kinds have been listed once. `info()` says what runs and how
-  it fares (listed, resourceVersion, events, re-lists by reason, last error) for `/v1/info` and `/metrics`.
+* `snapshot()` is None until Nodes and Pods have been listed once and every PodGroup kind has
+  answered once (listed, found missing, or failed: a PodGroup kind that cannot be listed holds
+  decisions back no longer than its first answer). `info()` says what runs and how it fares
+  (listed, missing, resourceVersion, events, re-lists by reason, last error) for `/v1/info` and
+  `/metrics`; a missing kind is healthy (the API server answers; there is nothing to watch).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -48,6 +60,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from service.domains import CLIQUE_LABEL, DEFAULT_TOPOLOGY_LABELS, clique_conflicts, clique_domains
+from service.kube import POD_GROUP_APIS, min_member_of
 from service.wire import NodeInfo, PodInfo, WireError, parse_node, parse_pod
 
 log = logging.getLogger("gangsched.service")
@@ -74,6 +87,12 @@ def _trim_node(n: dict) -> dict:
             "status": {"allocatable": {} if alloc is None else {"nvidia.com/gpu": alloc}}}
 
 
+def _trim_pod_group(g: dict) -> dict:
+    m, s = g.get("metadata") or {}, g.get("spec") or {}
+    return {"metadata": {k: m.get(k) for k in ("name", "namespace", "resourceVersion") if m.get(k) is not None},
+            "spec": {"minMember": s.get("minMember")}}
+
+
 def _key(obj: dict) -> str:
     m = obj.get("metadata") or {}
     return f"{m['namespace']}/{m['name']}" if m.get("namespace") else str(m.get("name"))
@@ -94,11 +113,14 @@ class Informer:
     """One resource kind listed and watched (see the module docstring)."""
 
     def __init__(self, resource: str, list_call, trim, on_change, resync_s: float = 300.0, watch_timeout_s: float = 300.0,
-                 request_timeout_s: float = 30.0):
+                 request_timeout_s: float = 30.0, optional: bool = False):
         self.resource = resource
-        self.list_call = list_call  # the client's list function (core.list_node, core.list_pod_for_all_namespaces)
+        # the client's list function (core.list_node, core.list_pod_for_all_namespaces, or
+        # custom.list_cluster_custom_object with its group, version and plural bound)
+        self.list_call = list_call
         self.trim = trim
         self.on_change = on_change
+        self.optional = optional  # a custom resource: 404 means its CRD is not installed
         self.resync_s = resync_s
         self.watch_timeout_s = watch_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -106,6 +128,8 @@ class Informer:
         self.lock = threading.Lock()
         self.resource_version = ""
         self.listed = False  # listed at least once
+        self.missing = False  # optional and the API server answered 404: the kind is not served
+        self.answered = False  # listed, found missing or failed at least once
         self.lists: dict[str, int] = {}  # reason (initial, expired, resync, error) -> count
         self.events: dict[str, int] = {}  # event type -> count
         self.last_error = ""
@@ -125,9 +149,11 @@ class Informer:
         with self.lock:
             self.store = items  # replaced whole: nothing is lost between the old and the new list
             self.resource_version = str((doc.get("metadata") or {}).get("resourceVersion") or "")
-            self.listed = True
-            self.healthy = True
+            was_missing, self.missing = self.missing, False
+            self.listed = self.answered = self.healthy = True
             self.lists[reason] = self.lists.get(reason, 0) + 1
+        if was_missing:
+            log.warning("watch %s: the API server serves it now", self.resource)
         log.info("watch %s: listed %d at resourceVersion %s (%s)", self.resource, len(items), self.resource_version, reason)
         self.on_change()
 
@@ -176,6 +202,12 @@ class Informer:
                              self.resource_version, e.reason)
                     reason = "expired"
                     continue
+                if e.status == 404 and self.optional:  # the CRD is not installed: try again at the re-list period
+                    self._missing()
+                    reason = "resync" if self.listed else "initial"
+                    stop.wait(self.resync_s if self.resync_s > 0 else BACKOFF_S[1])
+                    backoff = BACKOFF_S[0]
+                    continue
                 self._failed(f"the API server answered {e.status}: {e.reason}")
                 reason = "error"
             except Exception as e:  # connection refused, timeout, a broken stream
@@ -187,16 +219,33 @@ class Informer:
     def _failed(self, why: str) -> None:
         with self.lock:
             self.healthy = False
+            self.answered = True
             self.last_error, self.last_error_at = why, time.time()
         log.warning("watch %s: %s (the last state listed is kept; retrying)", self.resource, why)
+
+    def _missing(self) -> None:
+        """The API server does not serve the kind (404): none of its objects exist."""
+        with self.lock:
+            first = not self.missing
+            self.missing = self.answered = self.healthy = True
+            self.store = {}
+            self.resource_version = ""
+        if first:
+            log.warning("watch %s: the API server answered 404 (its CRD is not installed): going on without it, "
+                        "listing it again every %g s", self.resource, self.resync_s if self.resync_s > 0 else BACKOFF_S[1])
+        self.on_change()
 
     def items(self) -> list[dict]:
         with self.lock:
             return list(self.store.values())
 
+    def get(self, key: str) -> dict | None:
+        with self.lock:
+            return self.store.get(key)
+
     def info(self) -> dict:
         with self.lock:
-            return {"listed": self.listed, "healthy": self.healthy, "objects": len(self.store),
+            return {"listed": self.listed, "missing": self.missing, "healthy": self.healthy, "objects": len(self.store),
                     "resource_version": self.resource_version, "lists": dict(self.lists), "events": dict(self.events),
                     "last_error": self.last_error, "last_error_at": self.last_error_at or None}
 
@@ -276,7 +325,7 @@ def map_nodes(cluster, nodes: dict[str, NodeInfo], topology_labels=DEFAULT_TOPOL
 
 
 class ClusterWatch:
-    """Nodes and Pods from the API server and the occupancy derived from them."""
+    """Nodes, Pods and PodGroups from the API server and the occupancy derived from them."""
 
     def __init__(self, kube, cluster, resync_s: float = 300.0, watch_timeout_s: float = 300.0,
                  topology_labels=DEFAULT_TOPOLOGY_LABELS, clock=time.monotonic):
@@ -292,14 +341,21 @@ class ClusterWatch:
         self.stop_event = threading.Event()
         self.nodes = Informer("nodes", kube.core.list_node, _trim_node, self._changed, resync_s, watch_timeout_s)
         self.pods = Informer("pods", kube.core.list_pod_for_all_namespaces, _trim_pod, self._changed, resync_s, watch_timeout_s)
+        # PodGroups by API (group, version, plural): read by min_member, no derived state to invalidate
+        self.pod_groups = {api: Informer(f"{api[2]}.{api[0]}", functools.partial(kube.custom.list_cluster_custom_object, *api),
+                                         _trim_pod_group, lambda: None, resync_s, watch_timeout_s, optional=True)
+                           for api in sorted(set(POD_GROUP_APIS.values()))}
         self.threads: list[threading.Thread] = []
 
     def _changed(self) -> None:
         with self._lock:
             self._changes += 1
 
+    def informers(self) -> list[Informer]:
+        return [self.nodes, self.pods, *self.pod_groups.values()]
+
     def start(self) -> None:
-        for inf in (self.nodes, self.pods):
+        for inf in self.informers():
             t = threading.Thread(target=inf.run, args=(self.stop_event,), name=f"watch-{inf.resource}", daemon=True)
             t.start()
             self.threads.append(t)
@@ -309,11 +365,18 @@ class ClusterWatch:
 
     @property
     def synced(self) -> bool:
-        return self.nodes.listed and self.pods.listed
+        return self.nodes.listed and self.pods.listed and all(g.answered for g in self.pod_groups.values())
+
+    def min_member(self, key: str, namespace: str, name: str) -> int | None:
+        """The watched PodGroup's `spec.minMember` for a pod's group key (a key of POD_GROUP_APIS),
+        None when there is no such PodGroup (or its kind is not served)."""
+        inf = self.pod_groups.get(POD_GROUP_APIS.get(key))
+        return None if inf is None else min_member_of(inf.get(f"{namespace}/{name}"))
 
     def info(self) -> dict:
         snap = self.snapshot()
         return {"synced": self.synced, "nodes": self.nodes.info(), "pods": self.pods.info(),
+                "pod_groups": {inf.resource: inf.info() for inf in self.pod_groups.values()},
                 "topology_labels": list(self.topology_labels),
                 "mapped_nodes": None if snap is None else len(snap.aliases),
                 "unmapped_nodes": None if snap is None else sorted(set(snap.nodes) - set(snap.aliases))[:50],

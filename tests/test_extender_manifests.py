@@ -193,7 +193,7 @@ def grants(docs: list[dict], account: tuple[str, str], namespace: str | None, gr
 
 
 def test_the_service_account_may_watch_and_hold_its_lease():
-    """--watch lists and watches Pods and Nodes cluster-wide; --leader-elect creates, reads and
+    """--watch lists and watches Pods, Nodes and PodGroups cluster-wide; --leader-elect creates, reads and
     updates its Lease in the lease's namespace; the pod name it uses as identity is in its env."""
     from service.__main__ import parse_args
 
@@ -207,6 +207,11 @@ def test_the_service_account_may_watch_and_hold_its_lease():
     for resource in ("pods", "nodes"):
         for verb in ("list", "watch"):
             assert grants(docs, account, None, "", resource, verb), (resource, verb)
+    from service.kube import POD_GROUP_APIS
+
+    for group, _, plural in set(POD_GROUP_APIS.values()):  # --watch lists and watches every PodGroup kind
+        for verb in ("list", "watch"):
+            assert grants(docs, account, None, group, plural, verb), (group, plural, verb)
     assert grants(docs, account, None, "", "pods/binding", "create")
     ns, _, name = a.leader_elect_lease.partition("/")
     assert grants(docs, account, ns, "coordination.k8s.io", "leases", "create")

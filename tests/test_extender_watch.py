@@ -4,13 +4,16 @@ official `kubernetes` client as in production.
 
 The watch: nodes mapped by name and by a topology-rack label, a node added later, a pod bound and
 deleted (occupancy and scores follow), a watch expiry (410) answered by a re-list while the last
-state keeps serving, PUT /v1/state refused. Leader election: two replicas, one Lease, exactly one
+state keeps serving, PUT /v1/state refused. PodGroups watched: one created, updated or deleted
+after the start changes the gang size planned (no GET per request); a PodGroup CRD that is not
+installed (404) is reported once and the rest goes on. Leader election: two replicas, one Lease, exactly one
 leader, the follower refuses to bind, failover when the leader stops renewing (SIGSTOP), the new
 leader binds, the old one comes back a follower; and optimistic concurrency on the Lease."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -23,6 +26,8 @@ k8s = pytest.importorskip("kubernetes.client")
 wire = k8s.ApiClient().sanitize_for_serialization
 CLUSTER = "mixed-64gpu"
 RACK = "cloud.provider.com/topology-rack"
+SP = ("scheduling.x-k8s.io", "v1alpha1")  # scheduler-plugins PodGroups
+VC = ("scheduling.volcano.sh", "v1beta1")  # Volcano PodGroups
 
 
 def node(name: str, gpus: int = 8, product: str = "NVIDIA-H100-80GB-HBM3", labels: dict | None = None) -> dict:
@@ -32,10 +37,11 @@ def node(name: str, gpus: int = 8, product: str = "NVIDIA-H100-80GB-HBM3", label
 
 
 def pod(name: str, gpus: int, node_name: str | None = None, namespace: str = "ml", labels: dict | None = None,
-        phase: str = "Running") -> dict:
+        phase: str = "Running", annotations: dict | None = None) -> dict:
     limits = {"nvidia.com/gpu": str(gpus)}
     c = k8s.V1Container(name="main", image="trainer:1", resources=k8s.V1ResourceRequirements(limits=limits, requests=limits))
-    return wire(k8s.V1Pod(api_version="v1", kind="Pod", metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels=labels),
+    meta = k8s.V1ObjectMeta(name=name, namespace=namespace, labels=labels, annotations=annotations)
+    return wire(k8s.V1Pod(api_version="v1", kind="Pod", metadata=meta,
                           spec=k8s.V1PodSpec(containers=[c], node_name=node_name),
                           status=k8s.V1PodStatus(phase=phase if node_name else "Pending")))
 
@@ -59,6 +65,18 @@ def until(what, timeout_s: float = 20.0, every_s: float = 0.1):
 def held(c: httpx.Client) -> dict[str, list[int]]:
     """Running job id -> GPUs, as GET /v1/state shows the occupancy."""
     return {r["id"]: r["gpus"] for r in c.get("/v1/state").json()["running"]}
+
+
+def gang_size(c: httpx.Client, p: dict, where: str = "h100-0") -> int:
+    """The members of an 8-GPU pod's gang the service plans with, by filter on one free 8-GPU
+    node: 1 when the pod is decided alone (the node passes), else N of "gang ... (N pods x 8 GPUs)
+    does not fit" (one node holds no gang of two or more, so no plan is ever made here)."""
+    res = c.post("/scheduler/filter", json=names_args(p, [where])).json()
+    if res["NodeNames"] == [where]:
+        return 1
+    m = re.search(r"\((\d+) pods x 8 GPUs\) does not fit", (res["FailedNodes"] or {}).get(where, ""))
+    assert m, res
+    return int(m.group(1))
 
 
 # ---------------------------------------------------------------------- the watch
@@ -174,6 +192,92 @@ def test_pushed_state_is_refused_when_the_watch_is_on(client):
     r = client.put("/v1/state", json={"time_s": 0.0})
     assert r.status_code == 409 and "--watch" in r.json()["detail"]
     assert client.delete("/v1/bindings/ml/x").status_code == 409
+
+
+# ---------------------------------------------------------------------- PodGroups watched
+
+
+def test_a_pod_group_created_after_the_start_sizes_the_gang_from_the_watch(api, client):
+    """Both kinds (scheduler-plugins, Volcano): no PodGroup, the pod is decided alone; the
+    PodGroup created later sets the gang size, read from the watched cache (no GET of it)."""
+    sp = pod("sp-0", 8, labels={"scheduling.x-k8s.io/pod-group": "sp"})
+    vc = pod("vc-0", 8, labels={"scheduling.volcano.sh/group-name": "vc"})
+    assert gang_size(client, sp) == 1 and gang_size(client, vc) == 1
+    api.add_pod_group(*SP, "ml", "sp", 3)
+    api.add_pod_group(*VC, "ml", "vc", 4)
+    until(lambda: gang_size(client, sp) == 3)
+    until(lambda: gang_size(client, vc) == 4)
+    info = client.get("/v1/info").json()["watch"]["pod_groups"]
+    for resource in ("podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh"):
+        assert info[resource]["listed"] and not info[resource]["missing"] and info[resource]["events"]["ADDED"] >= 1
+    assert api.count("GET", "/apis/", "/podgroups/") == 0  # never a GET of one PodGroup
+    metrics = client.get("/metrics").text
+    assert 'gangsched_watch_synced{resource="podgroups.scheduling.volcano.sh"} 1.0' in metrics
+    api.delete_pod_group(*SP, "ml", "sp")
+    api.delete_pod_group(*VC, "ml", "vc")
+
+
+def test_a_pod_group_min_member_update_is_seen(api, client):
+    p = pod("upd-0", 8, labels={"scheduling.x-k8s.io/pod-group": "upd"})
+    api.add_pod_group(*SP, "ml", "upd", 3)
+    until(lambda: gang_size(client, p) == 3)
+    api.add_pod_group(*SP, "ml", "upd", 5)  # the same PodGroup, minMember 5: MODIFIED
+    until(lambda: gang_size(client, p) == 5)
+    # its watch expired (410): the kind is listed again and a change made meanwhile is seen
+    api.expire_watches()
+    api.add_pod_group(*SP, "ml", "upd", 6)
+    until(lambda: gang_size(client, p) == 6)
+    info = client.get("/v1/info").json()["watch"]["pod_groups"]["podgroups.scheduling.x-k8s.io"]
+    assert info["lists"].get("expired", 0) >= 1 and info["healthy"]
+    api.delete_pod_group(*SP, "ml", "upd")
+
+
+def test_a_deleted_pod_group_falls_back_to_the_pods_min_member_annotation(api, client):
+    p = pod("del-0", 8, labels={"scheduling.volcano.sh/group-name": "del"},
+            annotations={"scheduling.volcano.sh/group-min-member": "2"})
+    assert gang_size(client, p) == 2  # no PodGroup: the annotation
+    api.add_pod_group(*VC, "ml", "del", 4)
+    until(lambda: gang_size(client, p) == 4)  # the PodGroup's minMember comes first
+    api.delete_pod_group(*VC, "ml", "del")
+    until(lambda: gang_size(client, p) == 2)
+    assert api.count("GET", "/apis/", "/podgroups/") == 0
+
+
+def test_a_missing_pod_group_crd_is_reported_once_and_nodes_and_pods_are_still_watched(tmp_path):
+    """Only the scheduler-plugins CRD installed: the Volcano kind's list answers 404. The service
+    gets ready, reports it (one log line, /v1/info missing), watches Nodes, Pods and the other
+    kind as ever, sizes a Volcano gang by its annotation, and lists the kind again at the re-list
+    period: the CRD installed later is picked up."""
+    with FakeAPIServer(crds=[SP]) as api:
+        api.add_node(node("h100-0"))
+        api.add_node(node("h100-1"))
+        kubeconfig = api.write_kubeconfig(tmp_path / "config")
+        with ServiceProcess(["--cluster", CLUSTER, "--kube-api", kubeconfig, "--watch", "--watch-timeout-s", "5",
+                             "--watch-resync-s", "1"]) as s, httpx.Client(base_url=s.url, timeout=30) as c:
+            info = c.get("/v1/info").json()["watch"]
+            assert info["synced"] and info["mapped_nodes"] == 2
+            vc_info, sp_info = info["pod_groups"]["podgroups.scheduling.volcano.sh"], info["pod_groups"]["podgroups.scheduling.x-k8s.io"]
+            assert vc_info["missing"] and not vc_info["listed"] and vc_info["healthy"]
+            assert sp_info["listed"] and not sp_info["missing"]
+            api.add_pod(pod("busy", 8, node_name="h100-1"))  # Pods are watched
+            until(lambda: "ml/busy" in held(c))
+            api.add_node(node("h100-2"))  # and Nodes
+            until(lambda: c.get("/v1/info").json()["watch"]["mapped_nodes"] == 3)
+            sp = pod("sp-0", 8, labels={"scheduling.x-k8s.io/pod-group": "sp"})
+            api.add_pod_group(*SP, "ml", "sp", 3)  # the other kind is watched
+            until(lambda: gang_size(c, sp) == 3)
+            vc = pod("vc-0", 8, labels={"scheduling.volcano.sh/group-name": "vc"},
+                     annotations={"scheduling.volcano.sh/group-min-member": "2"})
+            assert gang_size(c, vc) == 2
+            vc_lists = api.count("GET", "/apis/scheduling.volcano.sh/v1beta1/podgroups")
+            until(lambda: api.count("GET", "/apis/scheduling.volcano.sh/v1beta1/podgroups") >= vc_lists + 2)  # retried
+            assert s.output().count("podgroups.scheduling.volcano.sh: the API server answered 404") == 1  # reported once
+            api.install_crd(*VC)
+            api.add_pod_group(*VC, "ml", "vc", 4)
+            until(lambda: gang_size(c, vc) == 4)
+            vc_info = c.get("/v1/info").json()["watch"]["pod_groups"]["podgroups.scheduling.volcano.sh"]
+            assert vc_info["listed"] and not vc_info["missing"] and vc_info["objects"] == 1
+            assert "ml/busy" in held(c)
 
 
 # ---------------------------------------------------------------------- leader election
