@@ -274,7 +274,7 @@ class Lookahead:
         if self.deadline is not None and time.perf_counter() > self.deadline:
             raise SearchTimeout("the search ran past its time budget")
         base, q, las = self.base.select, self.queue_window, self.base.preempt_las
-        native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not las and not fork.spans_trays
+        native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not las
         first = _native_first(fork, cset, action) if native else None
         if first is not None:  # the whole rollout, its first action included, in one native call
             fork.rollout_sect(q, horizon_end, *first)

@@ -12,13 +12,6 @@ from envs.state import ClusterState
 from baselines.base import Baseline, fifo_positions, wait_or_any
 
 
-def _spans_trays(state: ClusterState, window: list[int]) -> bool:
-    """Some window job's TP groups span trays (`Cluster.spanning_domains`): the native core
-    places TP groups on one node, so such a choice takes the loop."""
-    c = state.cluster
-    return bool(c.num_domains) and any(c.spans(t) for t in state.tp_degree[window].tolist())
-
-
 class ShortestExpectedCompletion(Baseline):
     """Over every valid (job, placement) candidate without preemption: the smallest estimated
     remaining runtime divided by the speed the placement would give now (GPU type, topology,
@@ -27,7 +20,7 @@ class ShortestExpectedCompletion(Baseline):
     name = "sect"
 
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
-        if _jit.ENABLED and not _spans_trays(state, cset.window):  # the native core (envs.core), bit for bit the loop below
+        if _jit.ENABLED:  # the native core (envs.core), bit for bit the loop below
             best = _core.choose_sect(state, cset.window, cset.mask, len(RULES))
             return wait_or_any(cset) if best < 0 else best
         pos = fifo_positions(state)

@@ -236,10 +236,10 @@ def _eligible(c: Cluster, counts: list[int], mem: float) -> tuple[int, ...]:
 
 def _node_take(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int) -> dict[int, int] | None:
     """Per node, how many of its eligible available GPUs (`free`) the rule gives the gang."""
-    if c.num_domains and c.spans(tp):  # TP groups across trays: the reference path alone
-        return _node_take_spanning(c, free, need, tp, rule)
     if _jit.ENABLED:  # the native core (envs.core), bit for bit this reference
         return _core.node_take(_core.cluster_arrays(c), free, need, tp, rule)
+    if c.num_domains and c.spans(tp):  # TP groups across trays
+        return _node_take_spanning(c, free, need, tp, rule)
     free = _single_type(c, free, need, rule, tp)
     if rule in (BINPACK, SPREAD):
         # A gang is a set of pods, one per TP group, each on one node: pack or spread pods.

@@ -788,13 +788,6 @@ class Simulator:
             gpus.flags.writeable = False
         return self._run_events(class_of_shape, class_index, until, True, las, job_id, gpus)
 
-    @property
-    def spans_trays(self) -> bool:
-        """Some job's TP groups span trays of an NVLink domain (`Cluster.spanning_domains`): the
-        placement rules' reference path places it; the native rollout does not."""
-        c = self.cluster
-        return bool(c.num_domains) and any(c.spans(t) for t in set(self.tp_degree.tolist()))
-
     def rollout_sect(self, queue_window: int, until: float, first_job: int = -2, first_gpus=()) -> dict:
         """A lookahead's rollout of the `sect` rule from this decision state, in one native call
         (envs.core): at each decision, sect's choice over the queue window
@@ -809,13 +802,10 @@ class Simulator:
         It consumes the simulator: afterwards its per-job arrays, its time, integrals and
         counters are the rollout's, what `objective_total` and the lookahead's terminal cost
         read, but its Python records (segments, placements, load records, the timeline) are not,
-        so it can no longer be stepped or forked. Needs the compiled path, a decision state, no
-        job checkpointing or reserved and no job whose TP groups span trays (`spans_trays`)
-        (ValueError). Returns counts: decisions, starts, events."""
+        so it can no longer be stepped or forked. Needs the compiled path, a decision state and
+        no job checkpointing or reserved (ValueError). Returns counts: decisions, starts, events."""
         if not _jit.ENABLED or self.checkpointing or self.reserved:
             raise ValueError("rollout_sect needs the compiled path and no job checkpointing or reserved")
-        if self.spans_trays:
-            raise ValueError("rollout_sect places TP groups on one node: some job's TP groups span trays")
         if self._spent:
             raise ValueError("this simulator was consumed by a native rollout")
         ledger, load, power, q, table = self.ledger, self.load, self.power, self.job_queue, self.load._table

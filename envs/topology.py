@@ -213,6 +213,17 @@ class Cluster:
         return out
 
     @cached_property
+    def domain_member(self) -> np.ndarray:
+        """(N, D) int 0/1: node n is in multi-node NVLink domain d."""
+        return (self.node_domain[:, None] == np.arange(self.num_domains)[None, :]).astype(np.int64)
+
+    @cached_property
+    def domain_tray(self) -> np.ndarray:
+        """(D,) int: the GPUs of each node of the domain when they are all alike, else 0."""
+        sizes = [{int(self.node_gpus[n]) for n in nodes} for nodes in self.domain_nodes]
+        return np.array([next(iter(s)) if len(s) == 1 else 0 for s in sizes], dtype=np.int64)
+
+    @cached_property
     def _spanning(self) -> dict[int, tuple[int, ...]]:
         return {}
 
@@ -223,9 +234,7 @@ class Cluster:
         group larger than a tray gets its trays whole); elsewhere a TP group sits on one node."""
         hit = self._spanning.get(tp)
         if hit is None:
-            sizes = [{int(self.node_gpus[n]) for n in nodes} for nodes in self.domain_nodes]
-            hit = self._spanning[tp] = tuple(d for d, s in enumerate(sizes)
-                                             if len(s) == 1 and (g := next(iter(s))) < tp and tp % g == 0)
+            hit = self._spanning[tp] = tuple(d for d, g in enumerate(self.domain_tray.tolist()) if 0 < g < tp and tp % g == 0)
         return hit
 
     def spans(self, tp: int) -> bool:

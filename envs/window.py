@@ -154,14 +154,15 @@ def _spanning_totals(state: ClusterState, counts: np.ndarray) -> np.ndarray:
     c = state.cluster
     _, on_level, by_free, _, _ = _class_index(state)
     out = np.zeros((len(counts), on_level.shape[0], by_free.shape[1]), dtype=np.int64)
-    whole = counts == c.node_gpus  # (rows, nodes)
+    tray, first = c.domain_tray, [nodes[0] for nodes in c.domain_nodes]
+    whole = (counts == c.node_gpus).astype(np.int64) @ c.domain_member  # (rows, domains): fully available trays
     for col, tp in _classes(state).spanning:
-        for d in c.spanning_domains(tp):
-            nodes = c.domain_nodes[d]
-            trays = tp // int(c.node_gpus[nodes[0]])
-            groups = whole[:, nodes].sum(axis=1) // trays
-            out[:, :, col] += (groups * tp)[:, None] * on_level[None, :, nodes[0]]
+        trays = np.where(tray > 0, tp // np.maximum(tray, 1), 1)
+        spanning = np.zeros(c.num_domains, dtype=np.int64)
+        spanning[list(c.spanning_domains(tp))] = tp
+        out[:, :, col] = (whole // trays * spanning) @ on_level[:, first].T
     return out
+
 
 
 def shape_classes(state: ClusterState, shapes: list[tuple]) -> tuple[np.ndarray, tuple] | None:

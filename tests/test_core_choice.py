@@ -40,7 +40,7 @@ def test_sect_choice_is_the_reference_on_every_scenario(scenario, driver):
     states owe restores and hold preempted jobs), the native choice is the reference's."""
     sc = load_scenario(scenario)
     cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
-    jobs = 2000 if scenario == "large" else 150  # a queue builds up on `large` only after many jobs
+    jobs = {"large": 2000, "nvl72": 400}.get(scenario, 150)  # a queue builds up on the big clusters only after many jobs
     sim = Simulator(cluster, make_workload(spec, cluster, 3, jobs))
     drive = make_baseline(driver)
     seen = {"decisions": 0, "several": 0, "restores": 0}

@@ -24,7 +24,7 @@ def _same(a, b) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-@pytest.mark.parametrize("scenario, jobs", [("default", 40), ("slo-preempt", 40), ("topology-stress", 40), ("large", 150)])
+@pytest.mark.parametrize("scenario, jobs", [("default", 40), ("slo-preempt", 40), ("topology-stress", 40), ("large", 150), ("nvl72", 30)])
 def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monkeypatch):
     sc = load_scenario(scenario)
     cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)

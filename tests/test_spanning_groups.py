@@ -20,18 +20,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines import make_baseline
 from envs import placement as P
 from envs.config import load_cluster
 from envs.jit import reference_path
 from envs.memo import clear_cluster_memos
-from envs.replay import replay
-from envs.scenario import load_scenario
-from envs.simulator import Simulator
 from envs.speed import SpeedModel, placement_profile, rates_of
 from envs.state import ClusterState, StateError
 from envs.window import fit_status
-from envs.workload import load_workload_spec, make_workload
 from envs.jobs import JobKind
 from tests.helpers import job
 
@@ -170,25 +165,3 @@ def test_a_tp16_job_split_over_racks_runs_slower_than_inside_one():
     inside, split = (rates_of(NVL72, [placement_profile(NVL72, j, np.array(trays(r)), model)], model)[0]
                      for r in (range(0, 4), range(16, 20)))
     assert inside == pytest.approx(2.53) and split == pytest.approx(2.53 / (0.85 + 0.15 * 18))
-
-
-def test_nvl72_episodes_place_every_group_inside_one_rack():
-    """A replay of the nvl72 scenario's workload (80 jobs) under sect and under topology: every
-    job whose TP groups exceed a tray gets, per group, whole trays of one rack, and both paths
-    give the same schedule."""
-    sc = load_scenario("nvl72")
-    cluster = load_cluster(sc.cluster)
-    jobs = make_workload(load_workload_spec(sc.workload), cluster, 0, 80)
-    assert any(cluster.spans(j.tp_degree) for j in jobs)
-    for rule in ("sect", "topology"):
-        sim = Simulator(cluster, jobs)
-        replay(sim, make_baseline(rule).select, 8)
-        spanning = 0
-        for j, gpus in sim.placement.items():
-            tp = sim.jobs[j].tp_degree
-            if cluster.spans(tp):
-                spanning += 1
-                node = cluster.gpu_node[np.asarray(gpus)].reshape(-1, tp)
-                assert all(len(set(cluster.node_domain[g].tolist())) == 1 for g in node)
-                assert all(np.bincount(g).max() == 4 for g in node)  # whole trays
-        assert spanning >= 10 and sim.done

@@ -25,6 +25,8 @@ struct Cluster {
     std::vector<uint8_t> under;           // (N x S) row-major: node n is inside switch s's subtree
     int64_t num_domains = 0;
     std::vector<int64_t> node_domain;     // (N) the multi-node NVLink domain holding the node, -1 for none
+    std::vector<int64_t> domain_tray;     // (D) the GPUs of each node of the domain when all alike, else 0 (set_domains)
+    std::vector<std::vector<int64_t>> domain_nodes;  // (D) the domain's nodes in node order (set_domains)
     // The speed model's view (envs/speed.py).
     int64_t num_kinds = 0;
     bool speed_varies_by_kind = false;
@@ -54,6 +56,19 @@ struct Cluster {
 
     // Checks the arrays' sizes and ranges; throws std::invalid_argument naming the field.
     void validate() const;
+    // Fills domain_tray and domain_nodes from node_domain and node_gpus (after validate).
+    void set_domains();
+    // envs.topology.Cluster.spanning_domains: domain d places TP groups of `tp` on whole trays
+    // (its nodes' GPU count is one value, below tp, dividing it).
+    bool spanning(int64_t d, int64_t tp) const {
+        const int64_t g = domain_tray[static_cast<size_t>(d)];
+        return g > 0 && g < tp && tp % g == 0;
+    }
+    bool spans(int64_t tp) const {
+        for (int64_t d = 0; d < num_domains; ++d)
+            if (spanning(d, tp)) return true;
+        return false;
+    }
 };
 
 // Thrown for input that breaks a documented contract; the message names the argument.

@@ -51,6 +51,20 @@ void Cluster::validate() const {
         }
 }
 
+void Cluster::set_domains() {
+    domain_tray.assign(static_cast<size_t>(num_domains), -1);
+    domain_nodes.assign(static_cast<size_t>(num_domains), {});
+    for (int64_t n = 0; n < num_nodes; ++n) {
+        const int64_t d = node_domain[static_cast<size_t>(n)];
+        if (d < 0) continue;
+        auto& g = domain_tray[static_cast<size_t>(d)];
+        const int64_t size = node_gpus[static_cast<size_t>(n)];
+        g = g < 0 ? size : (g == size ? g : 0);
+        domain_nodes[static_cast<size_t>(d)].push_back(n);
+    }
+    for (auto& g : domain_tray) g = std::max<int64_t>(g, 0);
+}
+
 namespace {
 
 // envs.placement._best_fit on unit counts: the fewest among those with at least `need`, lowest id
@@ -73,11 +87,11 @@ void add_to(Take& take, int64_t node, int64_t k) {
 
 // envs.placement._fill_domain: inside one domain (`nodes`, ascending), whole TP groups per node,
 // fastest then emptiest nodes first, best fit for the last groups; leftovers in the same order.
-void fill_domain(const Cluster& c, const std::vector<int64_t>& free, const std::vector<int64_t>& nodes, int64_t need,
-                 int64_t tp, Take& take) {
+void fill_domain(const std::vector<double>& speed, const std::vector<int64_t>& free, const std::vector<int64_t>& nodes,
+                 int64_t need, int64_t tp, Take& take) {
     std::vector<int64_t> order(nodes);
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-        const double sa = c.node_speed[static_cast<size_t>(a)], sb = c.node_speed[static_cast<size_t>(b)];
+        const double sa = speed[static_cast<size_t>(a)], sb = speed[static_cast<size_t>(b)];
         if (sa != sb) return sa > sb;
         return free[static_cast<size_t>(a)] > free[static_cast<size_t>(b)];
     });
@@ -89,14 +103,14 @@ void fill_domain(const Cluster& c, const std::vector<int64_t>& free, const std::
         double fastest = 0.0;
         bool any = false;
         for (int64_t m : order)
-            if (cap[static_cast<size_t>(m)] / tp >= groups_left && (!any || c.node_speed[static_cast<size_t>(m)] > fastest)) {
-                fastest = c.node_speed[static_cast<size_t>(m)];
+            if (cap[static_cast<size_t>(m)] / tp >= groups_left && (!any || speed[static_cast<size_t>(m)] > fastest)) {
+                fastest = speed[static_cast<size_t>(m)];
                 any = true;
             }
         if (any) {
             int64_t last = -1;
             for (int64_t m : order)
-                if (cap[static_cast<size_t>(m)] / tp >= groups_left && c.node_speed[static_cast<size_t>(m)] == fastest &&
+                if (cap[static_cast<size_t>(m)] / tp >= groups_left && speed[static_cast<size_t>(m)] == fastest &&
                     (last < 0 || cap[static_cast<size_t>(m)] < cap[static_cast<size_t>(last)]))
                     last = m;
             add_to(take, last, groups_left * tp);
@@ -162,7 +176,7 @@ bool topology_domains(const Cluster& c, const std::vector<int64_t>& free, int64_
     auto fill = [&](auto member) {
         for (size_t n = 0; n < N; ++n)
             if (member(static_cast<int64_t>(n)) && usable[n] > 0) nodes.push_back(static_cast<int64_t>(n));
-        fill_domain(c, usable, nodes, need, tp, take);
+        fill_domain(c.node_speed, usable, nodes, need, tp, take);
         return true;
     };
     if (c.num_domains > 0) {  // an NVLink domain first
@@ -180,11 +194,190 @@ bool topology_domains(const Cluster& c, const std::vector<int64_t>& free, int64_
     }
     for (size_t n = 0; n < N; ++n)
         if (usable[n] > 0) nodes.push_back(static_cast<int64_t>(n));
-    fill_domain(c, usable, nodes, need, tp, take);
+    fill_domain(c.node_speed, usable, nodes, need, tp, take);
+    return true;
+}
+
+// envs.placement._binpack over unit counts (`units` is consumed): the best-fit unit holder, else
+// the fullest whole (lowest id on ties), and again; (holder, units) in the order taken.
+void binpack_units(std::vector<int64_t>& units, int64_t left, Take& out) {
+    const size_t N = units.size();
+    while (left > 0) {
+        const int64_t b = best_fit(units, left);
+        if (b >= 0) {
+            out.emplace_back(b, left);
+            break;
+        }
+        size_t m = 0;
+        for (size_t n = 1; n < N; ++n)
+            if (units[n] > units[m]) m = n;
+        out.emplace_back(static_cast<int64_t>(m), units[m]);
+        left -= units[m];
+        units[m] = 0;
+    }
+}
+
+// envs.placement._spread over unit counts (`units` is consumed): each unit to the holder with the
+// most left, lowest id on ties; (holder, units) in holder order.
+void spread_units(std::vector<int64_t>& units, int64_t left, Take& out) {
+    const size_t N = units.size();
+    std::vector<int64_t> taken(N, 0);
+    for (int64_t u = 0; u < left; ++u) {
+        size_t m = 0;
+        for (size_t n = 1; n < N; ++n)
+            if (units[n] > units[m]) m = n;
+        ++taken[m];
+        --units[m];
+    }
+    for (size_t n = 0; n < N; ++n)
+        if (taken[n]) out.emplace_back(static_cast<int64_t>(n), taken[n]);
+}
+
+// envs.placement._spanning_topology over TP-group hosts: the fastest, then tightest, then first
+// host holding the k groups; else the smallest switch subtree whose hosts do (faster, then
+// tighter, then lower id; a host is under a switch when all its nodes are), filled by
+// fill_domain one unit per group; else every host.
+void spanning_topology(const Cluster& c, const std::vector<int64_t>& groups, const std::vector<std::vector<int64_t>>& members,
+                       int64_t k, Take& out) {
+    const size_t H = groups.size();
+    std::vector<double> speed(H, 0.0);
+    for (size_t h = 0; h < H; ++h)
+        if (!members[h].empty()) speed[h] = c.node_speed[static_cast<size_t>(members[h][0])];
+    int64_t best = -1;
+    for (size_t h = 0; h < H; ++h) {
+        if (groups[h] < k) continue;
+        const auto b = static_cast<size_t>(best);
+        if (best < 0 || speed[h] > speed[b] || (speed[h] == speed[b] && groups[h] < groups[b])) best = static_cast<int64_t>(h);
+    }
+    if (best >= 0) {
+        out.emplace_back(best, k);
+        return;
+    }
+    std::vector<int64_t> hosts;
+    for (int64_t level = 1; level <= c.max_level; ++level) {
+        int64_t chosen = -1, chosen_groups = 0;
+        double chosen_speed = 0.0;
+        for (int64_t s = 0; s < c.num_switches; ++s) {
+            if (c.switch_level[static_cast<size_t>(s)] != level) continue;
+            int64_t dom = 0;
+            double sum = 0.0;
+            for (size_t h = 0; h < H; ++h) {
+                if (groups[h] <= 0) continue;
+                bool under = true;
+                for (int64_t n : members[h]) under = under && c.node_under(n, s);
+                if (!under) continue;
+                dom += groups[h];
+                sum += static_cast<double>(groups[h]) * speed[h];
+            }
+            if (dom < k) continue;
+            const double mean = sum / static_cast<double>(dom);
+            if (chosen < 0 || mean > chosen_speed || (mean == chosen_speed && dom < chosen_groups)) {
+                chosen = s;
+                chosen_groups = dom;
+                chosen_speed = mean;
+            }
+        }
+        if (chosen >= 0) {
+            for (size_t h = 0; h < H; ++h) {
+                if (groups[h] <= 0) continue;
+                bool under = true;
+                for (int64_t n : members[h]) under = under && c.node_under(n, chosen);
+                if (under) hosts.push_back(static_cast<int64_t>(h));
+            }
+            fill_domain(speed, groups, hosts, k, 1, out);
+            return;
+        }
+    }
+    for (size_t h = 0; h < H; ++h)
+        if (groups[h] > 0) hosts.push_back(static_cast<int64_t>(h));
+    fill_domain(speed, groups, hosts, k, 1, out);
+}
+
+// envs.placement._node_take_spanning: a gang whose TP groups span trays in some NVLink domain.
+bool node_take_spanning(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, Take& take) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    std::vector<int64_t> usable;
+    usable_per_node(c, free, tp, usable);
+    if (c.num_types > 1) {  // one GPU type when one can host the gang
+        std::vector<int64_t> per_type(static_cast<size_t>(c.num_types), 0);
+        for (size_t n = 0; n < N; ++n) per_type[static_cast<size_t>(c.node_type[n])] += usable[n];
+        int64_t t = -1;
+        for (int64_t k = 0; k < c.num_types; ++k) {
+            const int64_t room = per_type[static_cast<size_t>(k)];
+            if (room < need) continue;
+            if (t < 0 || (rule == SPREAD ? room > per_type[static_cast<size_t>(t)] : room < per_type[static_cast<size_t>(t)])) t = k;
+        }
+        if (t >= 0)
+            for (size_t n = 0; n < N; ++n)
+                if (c.node_type[n] != t) usable[n] = 0;
+    }
+    int64_t total = 0;
+    for (int64_t u : usable) total += u;
+    if (total < need) return false;
+    // The hosts: each node outside the spanning domains, each spanning domain, by first node.
+    std::vector<int64_t> groups, host_of_domain(static_cast<size_t>(c.num_domains), -1);
+    std::vector<std::vector<int64_t>> members;
+    for (size_t n = 0; n < N; ++n) {
+        const int64_t d = c.node_domain[n];
+        if (d >= 0 && c.spanning(d, tp)) {
+            auto& h = host_of_domain[static_cast<size_t>(d)];
+            if (h < 0) {
+                h = static_cast<int64_t>(groups.size());
+                groups.push_back(0);
+                members.emplace_back();
+            }
+            if (usable[n]) {
+                members[static_cast<size_t>(h)].push_back(static_cast<int64_t>(n));
+                groups[static_cast<size_t>(h)] += usable[n];
+            }
+        } else {
+            groups.push_back(usable[n]);
+            members.emplace_back();
+            if (usable[n]) members.back().push_back(static_cast<int64_t>(n));
+        }
+    }
+    for (auto& g : groups) g /= tp;
+    Take by_host;
+    const int64_t k = need / tp;
+    if (rule == BINPACK) {
+        binpack_units(groups, k, by_host);
+    } else if (rule == SPREAD) {
+        spread_units(groups, k, by_host);
+    } else {
+        spanning_topology(c, groups, members, k, by_host);
+    }
+    for (const auto& [h, g] : by_host) {
+        int64_t left = g * tp;
+        for (int64_t n : members[static_cast<size_t>(h)]) {
+            if (!left) break;
+            const int64_t share = std::min(usable[static_cast<size_t>(n)], left);
+            take.emplace_back(n, share);
+            left -= share;
+        }
+    }
     return true;
 }
 
 }  // namespace
+
+void usable_per_node(const Cluster& c, const std::vector<int64_t>& free, int64_t tp, std::vector<int64_t>& out) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    out.resize(N);
+    for (size_t n = 0; n < N; ++n) out[n] = free[n] / tp * tp;
+    for (int64_t d = 0; d < c.num_domains; ++d) {
+        if (!c.spanning(d, tp)) continue;
+        const auto& nodes = c.domain_nodes[static_cast<size_t>(d)];
+        const int64_t trays = tp / c.domain_tray[static_cast<size_t>(d)];
+        int64_t whole = 0;
+        for (int64_t n : nodes) whole += free[static_cast<size_t>(n)] == c.node_gpus[static_cast<size_t>(n)];
+        int64_t keep = whole / trays * trays;
+        for (int64_t n : nodes)
+            if (keep > 0 && free[static_cast<size_t>(n)] == c.node_gpus[static_cast<size_t>(n)]) {
+                out[static_cast<size_t>(n)] = c.node_gpus[static_cast<size_t>(n)];
+                --keep;
+            }
+    }
+}
 
 bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take) {
     const auto N = static_cast<size_t>(c.num_nodes);
@@ -195,6 +388,7 @@ bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t ne
     std::vector<int64_t> free(free_in);
     for (size_t n = 0; n < N; ++n)
         if (free[n] < 0 || free[n] > c.node_gpus[n]) throw BadInput("free: a count outside 0..the node's GPUs");
+    if (c.num_domains > 0 && c.spans(tp)) return node_take_spanning(c, free, need, tp, rule, take);
     // envs.placement._single_type: one GPU type when one type alone hosts the gang in whole TP
     // groups (spread: the most room; the others: the tightest; lowest type id on ties).
     if (c.num_types > 1) {
@@ -214,34 +408,10 @@ bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t ne
         std::vector<int64_t> units(N);
         int64_t total = 0;
         for (size_t n = 0; n < N; ++n) total += units[n] = free[n] / tp;
-        int64_t left = need / tp;
+        const int64_t left = need / tp;
         if (total < left) return false;
-        if (rule == BINPACK) {  // best-fit single node, else the fullest node whole, and again
-            while (left > 0) {
-                const int64_t b = best_fit(units, left);
-                if (b >= 0) {
-                    take.emplace_back(b, left * tp);
-                    break;
-                }
-                size_t m = 0;
-                for (size_t n = 1; n < N; ++n)
-                    if (units[n] > units[m]) m = n;
-                take.emplace_back(static_cast<int64_t>(m), units[m] * tp);
-                left -= units[m];
-                units[m] = 0;
-            }
-            return true;
-        }
-        std::vector<int64_t> taken(N, 0);  // each unit to the node with the most left, lowest id on ties
-        for (int64_t u = 0; u < left; ++u) {
-            size_t m = 0;
-            for (size_t n = 1; n < N; ++n)
-                if (units[n] > units[m]) m = n;
-            ++taken[m];
-            --units[m];
-        }
-        for (size_t n = 0; n < N; ++n)
-            if (taken[n]) take.emplace_back(static_cast<int64_t>(n), taken[n] * tp);
+        (rule == BINPACK ? binpack_units : spread_units)(units, left, take);
+        for (auto& unit : take) unit.second *= tp;
         return true;
     }
     // The topology rule: the best single node (fastest, then tightest, then lowest id) ...

@@ -19,6 +19,11 @@ using Take = std::vector<std::pair<int64_t, int64_t>>;
 // GPUs `free` (N counts, memory eligibility already applied). False: no placement.
 bool node_take(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, Take& take);
 
+// envs.placement.usable_per_node: per node, its available GPUs (`free`) usable in whole TP
+// groups of `tp`; in a domain whose groups span trays, its first fully available trays in whole
+// groups of trays.
+void usable_per_node(const Cluster& c, const std::vector<int64_t>& free, int64_t tp, std::vector<int64_t>& out);
+
 // `count` available GPUs of `node` (`avail`: the node's GPUs, nonzero = available), inside one
 // NUMA socket when they fit in one (the best-fit socket), else from the fullest sockets first,
 // ascending ids. Appends to `out`.

@@ -501,6 +501,25 @@ class Rollout {
                 now += f / tp * tp;
                 after += (f + held) / tp * tp;
             }
+            if (c_.num_domains > 0 && c_.spans(tp)) {  // whole groups of fully available trays per domain
+                for (int64_t d = 0; d < c_.num_domains; ++d) {
+                    if (!c_.spanning(d, tp)) continue;
+                    const auto& nodes = c_.domain_nodes[static_cast<size_t>(d)];
+                    if (!(c_.node_memory_gb[static_cast<size_t>(nodes[0])] >= level)) continue;
+                    const int64_t trays = tp / c_.domain_tray[static_cast<size_t>(d)];
+                    int64_t whole_now = 0, whole_after = 0;
+                    for (int64_t v : nodes) {
+                        const auto n = static_cast<size_t>(v);
+                        const int64_t f = a_.node_free[n];
+                        int64_t held = 0;
+                        for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
+                        whole_now += f == c_.node_gpus[n];
+                        whole_after += f + held == c_.node_gpus[n];
+                    }
+                    now += whole_now / trays * tp;
+                    after += whole_after / trays * tp;
+                }
+            }
             fits_now_[k] = need <= now;
             fits_any_[k] = need <= now || need <= after;
         }
