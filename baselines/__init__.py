@@ -9,6 +9,7 @@ acts through the same interface (and the same mask) as the learned policy.
 from __future__ import annotations
 
 from baselines.base import Baseline
+from baselines.block import SlurmBlock
 from baselines.easy import EasyBackfill
 from baselines.fifo import BinpackFifo, SpreadFifo, TopologyFifo
 from baselines.priority import PriorityPreempt
@@ -26,6 +27,7 @@ BASELINES: dict[str, type[Baseline]] = {
         ShortestJobFirst,
         ShortestExpectedCompletion,
         EasyBackfill,
+        SlurmBlock,
         PriorityPreempt,
         Tiresias,
         RandomValid,

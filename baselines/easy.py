@@ -44,17 +44,22 @@ class EasyBackfill(Baseline):
 
     name = "easy"
 
+    def placement(self, state: ClusterState, cset: CandidateSet, slot: int) -> int | None:
+        """The candidate index that starts window slot `slot`'s job now, None when none may: the
+        topology rule's, when valid."""
+        i = cset.index(slot, TOPOLOGY)
+        return i if cset.mask[i] else None
+
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
         slot_of = {j: s for s, j in enumerate(cset.window)}
         head = int(state.queue[0])
-        if head in slot_of and cset.mask[cset.index(slot_of[head], TOPOLOGY)]:
-            return cset.index(slot_of[head], TOPOLOGY)
+        if head in slot_of and (i := self.placement(state, cset, slot_of[head])) is not None:
+            return i
         shadow_s, spare = reservation(state, head)
         head_eligible = state.cluster.gpu_memory_gb >= state.mem_per_gpu_gb[head]
         pos = fifo_positions(state)
         for j in sorted(cset.window, key=pos.__getitem__):
-            i = cset.index(slot_of[j], TOPOLOGY)
-            if j == head or not cset.mask[i]:
+            if j == head or (i := self.placement(state, cset, slot_of[j])) is None:
                 continue
             gpus = cset.candidates[i].gpus
             if estimated_end_s(state, j, gpus) <= shadow_s or int(head_eligible[gpus].sum()) <= spare:

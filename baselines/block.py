@@ -1,0 +1,80 @@
+"""Slurm's scheduler on a block topology: EASY backfill with the topology/block plugin's rule that
+a job never straddles a block of the level its size asks for.
+
+Slurm's block plugin (`eval_nodes_block` in `src/plugins/topology/block/eval_nodes_block.c`)
+groups the *base blocks* (here: the NVLink domains, GB200 NVL72 racks; on a cluster without them,
+the leaf switches' nodes, as `envs.topology_import --blocks-as-leaves` reads a block file) into
+levels of 2^k consecutive base blocks. A job's level is fixed by its node count alone: the
+smallest k with 2^k base blocks holding that many nodes; the job is placed inside one block of
+that level or waits, even when the cluster could hold it across blocks. A job larger than every
+level may span the cluster. Inside its block Slurm takes the best fit; here the candidates'
+placement rules offer where (the topology rule first: the tightest NVLink domain, then the
+tightest switch subtree, which on the shipped block-shaped clusters are the block levels; then
+binpack, then spread), and the first that stays inside one block of the job's level is taken.
+Where Slurm breaks ties towards the highest block index, the rules break them towards the
+lowest. TP groups larger than a tray are Slurm's `--segment`s: each inside one base block,
+which every placement rule guarantees.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from envs.candidates import CandidateSet
+from envs.placement import BINPACK, SPREAD, TOPOLOGY
+from envs.state import ClusterState
+from envs.topology import Cluster
+
+from baselines.easy import EasyBackfill
+
+_RULE_ORDER = (TOPOLOGY, BINPACK, SPREAD)
+_BLOCKS: dict[int, tuple[np.ndarray, int, int, int]] = {}  # id(cluster) -> block_of_node, base size, base blocks, GPUs a node
+
+
+def blocks_of(c: Cluster) -> tuple[np.ndarray, int, int, int]:
+    """(each node's base block, the base block size in nodes (the smallest), the number of base
+    blocks, the GPUs of the largest node): base blocks are the NVLink domains in order, then one
+    per leaf switch for the nodes outside them."""
+    hit = _BLOCKS.get(id(c))
+    if hit is None or hit[0].shape[0] != c.num_nodes:
+        outside = c.node_domain < 0
+        leaves = np.unique(c.node_leaf[outside]) if outside.any() else np.zeros(0, dtype=np.int64)
+        block = np.where(outside, c.num_domains + np.searchsorted(leaves, c.node_leaf), c.node_domain)
+        sizes = np.bincount(block)
+        hit = _BLOCKS[id(c)] = (block, int(sizes[sizes > 0].min()), int(block.max()) + 1, int(c.node_gpus.max()))
+    return hit
+
+
+def block_level(c: Cluster, gpus: int) -> int | None:
+    """The block level (2^level consecutive base blocks) a gang of `gpus` GPUs asks for; None when
+    no level short of the whole cluster holds its nodes (it may then span the cluster)."""
+    block, base, count, per_node = blocks_of(c)
+    nodes = -(-gpus // per_node)
+    level = max(0, math.ceil(math.log2(-(-nodes // base))))
+    return None if 2 ** level >= count else level
+
+
+def inside_one_block(c: Cluster, gpus: np.ndarray, level: int | None) -> bool:
+    """All of `gpus` are inside one block of `level` (None: anywhere)."""
+    if level is None:
+        return True
+    block = blocks_of(c)[0][c.gpu_node[gpus]] >> level
+    return bool((block == block[0]).all())
+
+
+class SlurmBlock(EasyBackfill):
+    """EASY backfill (as `easy`) where a job starts only on a placement inside one block of the
+    level its size asks for (Slurm's topology/block); it waits otherwise."""
+
+    name = "block"
+
+    def placement(self, state: ClusterState, cset: CandidateSet, slot: int) -> int | None:
+        c = state.cluster
+        level = block_level(c, int(state.num_gpus[cset.window[slot]]))
+        for rule in _RULE_ORDER:
+            i = cset.index(slot, rule)
+            if cset.mask[i] and inside_one_block(c, cset.candidates[i].gpus, level):
+                return i
+        return None
