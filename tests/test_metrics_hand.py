@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import pytest
 
-from envs.config import ConfigError
+from envs.config import ConfigError, cluster_from_dict
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, JobKind
 from envs.metrics import METRICS, _time_average, episode_metrics, job_records
 from envs.objective import (
@@ -105,6 +105,20 @@ def test_jct_statistics_of_a_hand_schedule():
     assert m["avg_jct_finetune_s"] == 100.0 and m["avg_jct_inference_s"] == 50.0 and m["avg_jct_pretrain_s"] == 80.0
     assert math.isnan(m["avg_jct_batch_s"])  # no batch job finished
     assert m["starvation_s"] == pytest.approx(40.0)  # J2's wait
+
+
+def test_the_lower_bound_runs_each_job_on_the_fastest_gpu_for_its_kind():
+    """A GB200 tray beside an H100 node. The GB200's factors (docs/speed.md): pretrain 2.53,
+    finetune 2.46, inference 2.39, batch its generic 2.53; the H100's are 1. Ideal runtimes:
+    253 / 2.53, 246 / 2.46, 478 / 2.39, 759 / 2.53 = 100, 100, 200, 300 s: mean 175 s (the work
+    itself, 434 s on average, would not be a bound: the GB200 runs faster)."""
+    c = cluster_from_dict({"name": "gb-and-h100", "node_types": {
+        "tray": {"gpu_type": "GB200-186GB", "gpus": 4}, "dgx": {"gpu_type": "H100-80GB", "gpus": 8}},
+        "nodes": [{"names": "gb0", "type": "tray"}, {"names": "h0", "type": "dgx"}],
+        "switches": [{"name": "leaf", "nodes": "gb0,h0"}]}, "<gb-and-h100>")
+    sim = Simulator(c, [job(0, 0.0, 4, 253.0, kind=PRETRAIN), job(1, 0.0, 4, 246.0, kind=FINETUNE),
+                        job(2, 0.0, 4, 478.0, kind=INFERENCE), job(3, 0.0, 4, 759.0, kind=BATCH)])
+    assert episode_metrics(sim)["avg_ideal_runtime_s"] == pytest.approx((100.0 + 100.0 + 200.0 + 300.0) / 4)
 
 
 def test_utilisation_goodput_fragmentation_and_energy_of_a_hand_schedule():
