@@ -30,21 +30,17 @@ from envs.topology import Cluster
 from baselines.easy import EasyBackfill
 
 _RULE_ORDER = (TOPOLOGY, BINPACK, SPREAD)
-_BLOCKS: dict[int, tuple[np.ndarray, int, int, int]] = {}  # id(cluster) -> block_of_node, base size, base blocks, GPUs a node
 
 
 def blocks_of(c: Cluster) -> tuple[np.ndarray, int, int, int]:
     """(each node's base block, the base block size in nodes (the smallest), the number of base
     blocks, the GPUs of the largest node): base blocks are the NVLink domains in order, then one
-    per leaf switch for the nodes outside them."""
-    hit = _BLOCKS.get(id(c))
-    if hit is None or hit[0].shape[0] != c.num_nodes:
-        outside = c.node_domain < 0
-        leaves = np.unique(c.node_leaf[outside]) if outside.any() else np.zeros(0, dtype=np.int64)
-        block = np.where(outside, c.num_domains + np.searchsorted(leaves, c.node_leaf), c.node_domain)
-        sizes = np.bincount(block)
-        hit = _BLOCKS[id(c)] = (block, int(sizes[sizes > 0].min()), int(block.max()) + 1, int(c.node_gpus.max()))
-    return hit
+    per leaf switch (in switch order) for the nodes outside them."""
+    outside = c.node_domain < 0
+    leaves = np.unique(c.node_leaf[outside])
+    block = np.where(outside, c.num_domains + np.searchsorted(leaves, c.node_leaf), c.node_domain)
+    sizes = np.bincount(block)
+    return block, int(sizes[sizes > 0].min()), c.num_domains + len(leaves), int(c.node_gpus.max())
 
 
 def block_level(c: Cluster, gpus: int) -> int | None:

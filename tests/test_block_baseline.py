@@ -15,7 +15,7 @@ import pytest
 from baselines import make_baseline
 from baselines.block import block_level, blocks_of, inside_one_block
 from envs.candidates import build_candidates
-from envs.config import load_cluster
+from envs.config import cluster_from_dict, load_cluster
 from envs.jit import reference_path
 from envs.memo import clear_cluster_memos
 from envs.placement import TOPOLOGY
@@ -35,6 +35,24 @@ def test_base_blocks_are_racks_or_leaves():
     h100 = load_cluster("h100-1024gpu")  # no NVLink domain beyond a node: the leaves' 8 nodes
     block, base, count, per_node = blocks_of(h100)
     assert block.tolist() == [n // 8 for n in range(128)] and (base, count, per_node) == (8, 16, 8)
+
+
+def test_nodes_outside_the_domains_form_blocks_by_leaf():
+    """Two 4-tray GB200 racks (r0: nodes 2-5, r1: nodes 8-11) and 8-GPU nodes outside them under
+    two leaves (leaf a: nodes 0, 1, 6, 7; leaf b: node 12): base blocks r0, r1, then leaf a's
+    outside nodes, then leaf b's; the smallest has 1 node; 4 blocks; 8 GPUs the largest node."""
+    c = cluster_from_dict({
+        "name": "blocks", "node_types": {"big": {"gpu_type": "GB200-186GB", "gpus": 8},
+                                          "tray": {"gpu_type": "GB200-186GB", "gpus": 4}},
+        "nodes": [{"names": "a[0-1]", "type": "big"}, {"names": "r0t[0-3]", "type": "tray"}, {"names": "a[2-3]", "type": "big"},
+                  {"names": "r1t[0-3]", "type": "tray"}, {"names": "b0", "type": "big"}],
+        "nvlink_domains": [{"name": "r0", "nodes": "r0t[0-3]"}, {"name": "r1", "nodes": "r1t[0-3]"}],
+        "switches": [{"name": "leafa", "nodes": "a[0-3],r0t[0-3]"}, {"name": "leafb", "nodes": "r1t[0-3],b0"},
+                     {"name": "spine", "switches": "leafa,leafb"}]}, "<blocks>")
+    block, base, count, per_node = blocks_of(c)
+    assert block.tolist() == [2, 2, 0, 0, 0, 0, 2, 2, 1, 1, 1, 1, 3] and (base, count, per_node) == (1, 4, 8)
+    # levels from 8-GPU nodes over 1-node base blocks: 8 GPUs level 0, 9-16 level 1, more: anywhere
+    assert [block_level(c, g) for g in (8, 9, 16, 17)] == [0, 1, 1, None]
 
 
 @pytest.mark.parametrize("gpus, level", [(1, 0), (4, 0), (72, 0), (73, 1), (144, 1), (145, 2), (288, 2), (289, None)])

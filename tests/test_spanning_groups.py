@@ -21,21 +21,33 @@ import numpy as np
 import pytest
 
 from envs import placement as P
-from envs.config import load_cluster
+from envs.config import cluster_from_dict, load_cluster
 from envs.jit import reference_path
-from envs.memo import clear_cluster_memos
-from envs.speed import SpeedModel, placement_profile, rates_of
-from envs.state import ClusterState, StateError
-from envs.window import fit_status
-from envs.jobs import JobKind
-from tests.helpers import job
 
 NVL72 = load_cluster("gb200-nvl72-4rack")
+NVL72_8 = load_cluster("gb200-nvl72-8rack")  # racks 0..7, leaf k over racks 2k and 2k + 1
+# Two 8-GPU GB200 nodes outside any domain (big0 first, big1 last) around one domain of four
+# 4-GPU trays t0-t3, under one leaf: TP-8 groups sit on a big node alone or on two trays.
+MIXED_HOSTS = cluster_from_dict({
+    "name": "mixed-hosts",
+    "node_types": {"big": {"gpu_type": "GB200-186GB", "gpus": 8}, "tray": {"gpu_type": "GB200-186GB", "gpus": 4}},
+    "nodes": [{"names": "big0", "type": "big"}, {"names": "t[0-3]", "type": "tray"}, {"names": "big1", "type": "big"}],
+    "nvlink_domains": [{"name": "rackA", "nodes": "t[0-3]"}],
+    "switches": [{"name": "leaf0", "nodes": "big0,t[0-3],big1"}],
+}, "<mixed-hosts>")
+# A GB200 rack of four trays (g0-g3, speed 2.53) and a B200 rack of six (b0-b5, 2.28), one leaf each, a spine.
+TWO_TYPES = cluster_from_dict({
+    "name": "two-types",
+    "node_types": {"gb": {"gpu_type": "GB200-186GB", "gpus": 4}, "b": {"gpu_type": "B200-180GB", "gpus": 4}},
+    "nodes": [{"names": "g[0-3]", "type": "gb"}, {"names": "b[0-5]", "type": "b"}],
+    "nvlink_domains": [{"name": "rackG", "nodes": "g[0-3]"}, {"name": "rackB", "nodes": "b[0-5]"}],
+    "switches": [{"name": "leafG", "nodes": "g[0-3]"}, {"name": "leafB", "nodes": "b[0-5]"},
+                 {"name": "spine", "switches": "leafG,leafB"}],
+}, "<two-types>")
 
 
 @pytest.fixture(autouse=True, params=["compiled", "reference"])
 def path(request):
-    clear_cluster_memos(NVL72)
     if request.param == "reference":
         with reference_path():
             yield request.param
@@ -95,73 +107,106 @@ def test_a_gang_with_more_groups_than_the_racks_offer_does_not_fit():
         assert P._node_take(NVL72, tuple(FREE), 128, 16, rule) is None
 
 
-def _state() -> ClusterState:
-    """Tray 0: GPU 0 busy; racks 1 and 2 full (a non-preemptible job each); rack 3: trays 54-61
-    held by a low-priority preemptible job. Free whole trays: rack 0 1-17 (17), rack 3 62-71 (10)."""
-    def run(name, gpus, prio="normal", preemptible=False):
-        return {"id": name, "num_gpus": len(gpus), "gpus": gpus, "priority": prio, "preemptible": preemptible,
-                "estimate_s": 1e6, "arrival_s": 0.0, "mem_per_gpu_gb": 1.0}
-
-    def queued(name, gpus, tp):
-        return {"id": name, "num_gpus": gpus, "tp_degree": tp, "mem_per_gpu_gb": 100.0, "priority": "normal",
-                "estimate_s": 3600.0, "arrival_s": 0.0, "queued_since_s": 0.0}
-
-    return ClusterState.from_dict({"time_s": 10.0, "running": [
-        run("r0", [0]), run("r1", trays(range(18, 36))), run("r2", trays(range(36, 54))),
-        run("low", trays(range(54, 62)), prio="low", preemptible=True)], "queued": [
-        queued("a", 96, 16),   # rack 0: 4 groups, rack 3: 2: 96 fits
-        queued("b", 112, 16),  # 96 < 112; with low's trays rack 3 has 4 groups: 128 after preemption
-        queued("c", 104, 8),   # rack 0: 8 pairs, rack 3: 5: 104 fits
-        queued("d", 112, 8),   # 104 < 112; rack 3 has 9 pairs after preemption: 136
-        queued("e", 4, 4),     # a tray: fits
-        queued("f", 144, 16),  # after preemption 64 + 64 = 128 < 144: never
-    ]}, NVL72)
-
-
-def test_feasibility_counts_whole_groups_of_trays_per_rack():
-    st = _state()
-    q, now, after = fit_status(st)
-    names = [st.names[j] for j in q]
-    assert dict(zip(names, now.tolist())) == dict(a=True, b=False, c=True, d=False, e=True, f=False)
-    assert dict(zip(names, after.tolist())) == dict(a=False, b=True, c=False, d=True, e=False, f=False)
+@pytest.mark.parametrize("rule, gpus, expected", [
+    # one group: binpack's best fit is big0 (1 group) over the rack (2)
+    (P.BINPACK, 8, {0: 8}),
+    # two groups: the rack alone holds them: its four trays
+    (P.BINPACK, 16, {1: 4, 2: 4, 3: 4, 4: 4}),
+    (P.TOPOLOGY, 16, {1: 4, 2: 4, 3: 4, 4: 4}),
+    # spread: the first group to the rack (2 left), the second to big0 (1 vs 1: the first host)
+    (P.SPREAD, 16, {0: 8, 1: 4, 2: 4}),
+    # three groups: no host alone; the leaf: the fuller rack first (2 groups), then big0
+    (P.TOPOLOGY, 24, {1: 4, 2: 4, 3: 4, 4: 4, 0: 8}),
+    (P.BINPACK, 24, {1: 4, 2: 4, 3: 4, 4: 4, 0: 8}),
+    (P.SPREAD, 24, {0: 8, 1: 4, 2: 4, 3: 4, 4: 4}),
+])
+def test_nodes_and_domains_host_groups_side_by_side(rule, gpus, expected):
+    """MIXED_HOSTS with big0 free, t0-t3 free, big1 busy: TP-8 hosts are big0 (1 group), the
+    rack (2: four whole trays) and big1 (0)."""
+    free = (8, 4, 4, 4, 4, 0)
+    assert P.usable_per_node(MIXED_HOSTS, list(free), 8) == [8, 4, 4, 4, 4, 0]
+    take = P._node_take(MIXED_HOSTS, free, gpus, 8, rule)
+    assert take == expected and list(take) == list(expected)
+    assert P._node_take(MIXED_HOSTS, free, 32, 8, rule) is None  # 3 groups offered
 
 
-def test_topology_and_preempt_placements_keep_each_group_in_one_rack():
-    """a (6 groups): no rack and no leaf holds it; rack 0 (4 groups, the fuller) gives trays 1-16,
-    rack 3 trays 62-69. b (7 groups) preempts `low`: rack 0 gives 4 groups (trays 1-16), rack 3,
-    whole again, 3 (trays 54-65)."""
-    st = _state()
-    a, b = (st.names.index(x) for x in "ab")
-    gpus = P.place(st, 96, 16, 100.0, P.TOPOLOGY)
-    assert gpus.tolist() == trays(range(1, 17), range(62, 70))
-    gpus_b, victims = P.choose_victims(st, b)
-    assert gpus_b.tolist() == trays(range(1, 17), range(54, 66)) and [st.names[v] for v in victims] == ["low"]
-    # each run of 16 GPUs is four trays of one rack: TP on NVLink (stretch 1), DP between racks 0
-    # and 3 over the spine (tier 2)
-    nodes = NVL72.gpu_node[gpus].reshape(-1, 16)
-    assert all(len(set(NVL72.node_domain[g].tolist())) == 1 for g in nodes)
-    geometry = P.geometry_of(st, gpus, 16)
-    assert geometry.tp_stretch == 1.0 and not geometry.tp_cross_node and geometry.tier == 2
+@pytest.mark.parametrize("rule, gpus, expected", [
+    # two groups: both racks hold them; binpack and topology take the tighter type (GB200: 16 of
+    # 24), spread the roomier (B200)
+    (P.BINPACK, 16, {0: 4, 1: 4, 2: 4, 3: 4}),
+    (P.TOPOLOGY, 16, {0: 4, 1: 4, 2: 4, 3: 4}),
+    (P.SPREAD, 16, {4: 4, 5: 4, 6: 4, 7: 4}),
+    # three groups: only the B200 rack holds them
+    (P.TOPOLOGY, 24, {n: 4 for n in range(4, 10)}),
+    (P.SPREAD, 24, {n: 4 for n in range(4, 10)}),
+    # four groups: no type alone; topology under the spine fills the faster rack (GB200) first,
+    # then two of the B200 rack's groups; binpack the fuller rack whole (B200, 3), then the best
+    # fit for the last (GB200); spread alternates (B, G, B, G: the first host on ties)
+    (P.TOPOLOGY, 32, {0: 4, 1: 4, 2: 4, 3: 4, 4: 4, 5: 4, 6: 4, 7: 4}),
+    (P.BINPACK, 32, {4: 4, 5: 4, 6: 4, 7: 4, 8: 4, 9: 4, 0: 4, 1: 4}),
+    (P.SPREAD, 32, {0: 4, 1: 4, 2: 4, 3: 4, 4: 4, 5: 4, 6: 4, 7: 4}),
+])
+def test_one_gpu_type_when_one_holds_the_gang_else_the_faster_first(rule, gpus, expected):
+    free = (4,) * 10
+    take = P._node_take(TWO_TYPES, free, gpus, 8, rule)
+    assert take == expected and list(take) == list(expected)
 
 
-def test_a_state_may_hold_tp_groups_on_trays_of_one_rack_only():
-    """A running TP-16 job on four trays of rack 0 is a valid state; on two trays of rack 0 and
-    two of rack 1 its TP group would cross racks: the error names the job's gpus field."""
-    def running(gpus):
-        return {"time_s": 0.0, "running": [{"id": "tp16", "num_gpus": 16, "tp_degree": 16, "gpus": gpus,
-                                             "estimate_s": 10.0, "arrival_s": 0.0}], "queued": []}
+def test_topology_takes_the_tightest_leaf_whose_racks_hold_the_groups():
+    """NVL72_8, TP-16: racks 0-1 offer 2 + 2 groups, racks 2-3 3 + 0, racks 4-5 3 + 2, racks
+    6-7 4 + 2. Five groups: no rack; leaves 2 (5) and 3 (6) hold them: the tighter, leaf 2, its
+    fuller rack (4) first, whole (12 trays), then two groups of rack 5 (its first 8 trays). Four
+    groups: rack 6 alone. Six: leaf 3 exactly. Seven: no leaf; the spine: rack 6 (4), then the
+    tightest that holds the other three, racks 2 and 4 (3 each): the first, rack 2."""
+    whole = {0: 8, 1: 8, 2: 12, 3: 0, 4: 12, 5: 8, 6: 16, 7: 8}  # whole free trays per rack
+    free = []
+    for r in range(8):
+        free += [4] * whole[r] + [1] * (18 - whole[r])
+    racks = lambda *spec: {n: 4 for r, k in spec for n in range(18 * r, 18 * r + k)}
+    assert P._node_take(NVL72_8, tuple(free), 80, 16, P.TOPOLOGY) == racks((4, 12), (5, 8))
+    assert P._node_take(NVL72_8, tuple(free), 64, 16, P.TOPOLOGY) == racks((6, 16))
+    assert P._node_take(NVL72_8, tuple(free), 96, 16, P.TOPOLOGY) == racks((6, 16), (7, 8))
+    assert P._node_take(NVL72_8, tuple(free), 112, 16, P.TOPOLOGY) == racks((6, 16), (2, 12))
 
-    st = ClusterState.from_dict(running(trays(range(0, 4))), NVL72)
-    assert st.num_gpus.tolist() == [16]
-    with pytest.raises(StateError, match=r"running\[0\]\.gpus.*spans nodes"):
-        ClusterState.from_dict(running(trays(range(16, 20))), NVL72)
+
+# Five racks of 4-GPU trays under two leaves and a spine: leaf X over a GB200 rack of 4 trays (G1)
+# and a B200 rack of 6 (B1); leaf Y over a GB200 rack of 2 (G2) and H200 racks of 4 (H1) and 2 (H2).
+THREE_TYPES = cluster_from_dict({
+    "name": "three-types",
+    "node_types": {"gb": {"gpu_type": "GB200-186GB", "gpus": 4}, "b": {"gpu_type": "B200-180GB", "gpus": 4},
+                   "h": {"gpu_type": "H200-141GB", "gpus": 4}},
+    "nodes": [{"names": "g1t[0-3]", "type": "gb"}, {"names": "b1t[0-5]", "type": "b"}, {"names": "g2t[0-1]", "type": "gb"},
+              {"names": "h1t[0-3]", "type": "h"}, {"names": "h2t[0-1]", "type": "h"}],
+    "nvlink_domains": [{"name": "G1", "nodes": "g1t[0-3]"}, {"name": "B1", "nodes": "b1t[0-5]"}, {"name": "G2", "nodes": "g2t[0-1]"},
+                       {"name": "H1", "nodes": "h1t[0-3]"}, {"name": "H2", "nodes": "h2t[0-1]"}],
+    "switches": [{"name": "leafX", "nodes": "g1t[0-3],b1t[0-5]"}, {"name": "leafY", "nodes": "g2t[0-1],h1t[0-3],h2t[0-1]"},
+                 {"name": "spine", "switches": "leafX,leafY"}],
+}, "<three-types>")
 
 
-def test_a_tp16_job_split_over_racks_runs_slower_than_inside_one():
-    """The speed model's side of the rule (docs/speed.md): TP-16 on four trays of one rack runs at
-    the GB200's pretrain factor; its first TP group split 2 + 2 over two racks crosses the network."""
-    j = job(0, 0.0, 16, 3600.0, tp=16, comm=0.3, tp_share=0.5, kind=JobKind.PRETRAIN)
-    model = SpeedModel()
-    inside, split = (rates_of(NVL72, [placement_profile(NVL72, j, np.array(trays(r)), model)], model)[0]
-                     for r in (range(0, 4), range(16, 20)))
-    assert inside == pytest.approx(2.53) and split == pytest.approx(2.53 / (0.85 + 0.15 * 18))
+def test_topology_takes_the_faster_subtree_before_the_tighter():
+    """TP-8 groups (two trays): G1 2, B1 3, G2 1, H1 2, H2 1; per type 3 (GB200), 3 (B200), 3
+    (H200), so four groups fit no type alone. Leaf X holds 5 groups at a mean speed of (2 x 2.53 +
+    3 x 2.28) / 5 = 2.38, leaf Y exactly 4 at (2.53 + 2 x 1.0 + 1.0) / 4 = 1.38: the faster leaf
+    X, although looser; inside it the faster rack G1 whole, then two groups of B1 (its first four
+    trays)."""
+    speed = {t.name: t.speed for t in THREE_TYPES.gpu_types}
+    assert (speed["GB200-186GB"], speed["B200-180GB"], speed["H200-141GB"]) == (2.53, 2.28, 1.0)
+    take = P._node_take(THREE_TYPES, (4,) * 18, 32, 8, P.TOPOLOGY)
+    assert take == {n: 4 for n in range(0, 8)} and list(take) == list(range(0, 8))
+
+
+def test_the_other_types_trays_are_not_offered_once_one_type_is_chosen():
+    """B200 rack (8 trays, nodes 0-7) first, then GB200 racks of 4 (8-11) and 2 trays (12-13). TP-8,
+    three groups: both types hold them (B200 4 groups, GB200 2 + 1); binpack takes the tighter
+    type, GB200: the fuller rack whole, then the best fit for the last group, the 2-tray rack, not
+    the B200 rack that comes first."""
+    c = cluster_from_dict({
+        "name": "b-first",
+        "node_types": {"gb": {"gpu_type": "GB200-186GB", "gpus": 4}, "b": {"gpu_type": "B200-180GB", "gpus": 4}},
+        "nodes": [{"names": "b[0-7]", "type": "b"}, {"names": "g[0-3]", "type": "gb"}, {"names": "h[0-1]", "type": "gb"}],
+        "nvlink_domains": [{"name": "B", "nodes": "b[0-7]"}, {"name": "G", "nodes": "g[0-3]"}, {"name": "H", "nodes": "h[0-1]"}],
+        "switches": [{"name": "leaf", "nodes": "b[0-7],g[0-3],h[0-1]"}],
+    }, "<b-first>")
+    take = P._node_take(c, (4,) * 14, 24, 8, P.BINPACK)
+    assert take == {8: 4, 9: 4, 10: 4, 11: 4, 12: 4, 13: 4} and list(take) == [8, 9, 10, 11, 12, 13]
