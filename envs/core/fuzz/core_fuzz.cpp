@@ -23,6 +23,7 @@ namespace {
 
 int failures = 0;
 uint64_t domain_checks = 0;  // placements checked to stay inside one NVLink domain
+uint64_t spanning_placements = 0;  // placements with TP groups on whole trays of a domain
 
 void check(bool ok, const char* what, uint64_t iteration) {
     if (!ok) {
@@ -147,11 +148,33 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
         for (int64_t g = 0; g < c.node_gpus[static_cast<size_t>(n)]; ++g) k += up(rng);
         free[static_cast<size_t>(n)] = k;
     }
-    const int64_t tps[] = {1, 2, 4, 8};
-    const int64_t tp = tps[rng() % 4];
+    const int64_t tps[] = {1, 2, 4, 8, 16};
+    const int64_t tp = tps[rng() % 5];
     const int64_t need = tp * (1 + static_cast<int64_t>(rng() % 24));
+    // Worked here, not by the core: per node the GPUs usable in whole TP groups (f / tp x tp), and
+    // in a domain whose nodes all have g < tp GPUs with g dividing tp, its fully free nodes in whole
+    // groups of tp / g (the domain's group capacity, `span_room`).
+    std::vector<int64_t> usable(free.size());
+    std::vector<int64_t> span_room(static_cast<size_t>(c.num_domains), -1);  // -1: the domain's groups sit on one node
+    for (int64_t d = 0; d < c.num_domains; ++d) {
+        int64_t g = -1, whole = 0;
+        bool alike = true;
+        for (int64_t n = 0; n < c.num_nodes; ++n) {
+            if (c.node_domain[static_cast<size_t>(n)] != d) continue;
+            const int64_t size = c.node_gpus[static_cast<size_t>(n)];
+            alike = alike && (g < 0 || g == size);
+            g = size;
+            whole += free[static_cast<size_t>(n)] == size;
+        }
+        if (alike && g > 0 && g < tp && tp % g == 0) span_room[static_cast<size_t>(d)] = whole / (tp / g) * tp;
+    }
     int64_t aligned = 0;
-    for (int64_t f : free) aligned += f / tp * tp;
+    for (size_t n = 0; n < free.size(); ++n) {
+        const int64_t d = c.node_domain[n];
+        usable[n] = d >= 0 && span_room[static_cast<size_t>(d)] >= 0 ? 0 : free[n] / tp * tp;
+        aligned += usable[n];
+    }
+    for (int64_t r : span_room) aligned += std::max<int64_t>(r, 0);
     for (int64_t rule = 0; rule < 5; ++rule) {
         Take take;
         const bool ok = node_take(c, free, need, tp, rule, take);
@@ -159,18 +182,34 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
         if (!ok) continue;
         int64_t sum = 0;
         std::set<int64_t> nodes, types;
+        std::vector<int64_t> in_domain(static_cast<size_t>(c.num_domains), 0);
         for (const auto& [n, k] : take) {
             check(n >= 0 && n < c.num_nodes, "a node in range", it);
             check(k > 0 && k <= free[static_cast<size_t>(n)], "no more GPUs than the node has free", it);
-            check(k % tp == 0, "whole TP groups on every node", it);
+            const int64_t d = c.node_domain[static_cast<size_t>(n)];
+            if (d >= 0 && span_room[static_cast<size_t>(d)] >= 0) {
+                check(k == c.node_gpus[static_cast<size_t>(n)], "whole trays for TP groups that span them", it);
+                in_domain[static_cast<size_t>(d)] += k;
+            } else {
+                check(k % tp == 0, "whole TP groups on every node", it);
+            }
             check(nodes.insert(n).second, "each node once", it);
             types.insert(c.node_type[static_cast<size_t>(n)]);
             sum += k;
         }
+        for (int64_t k : in_domain) check(k % tp == 0, "whole TP groups in every domain whose groups span trays", it);
+        for (int64_t k : in_domain) spanning_placements += k > 0;
         check(sum == need, "exactly the gang's GPUs", it);
         std::vector<int64_t> per_type(static_cast<size_t>(c.num_types), 0);
         for (int64_t n = 0; n < c.num_nodes; ++n)
-            per_type[static_cast<size_t>(c.node_type[static_cast<size_t>(n)])] += free[static_cast<size_t>(n)] / tp * tp;
+            per_type[static_cast<size_t>(c.node_type[static_cast<size_t>(n)])] += usable[static_cast<size_t>(n)];
+        for (int64_t d = 0; d < c.num_domains; ++d)
+            if (span_room[static_cast<size_t>(d)] > 0)
+                for (int64_t n = 0; n < c.num_nodes; ++n)
+                    if (c.node_domain[static_cast<size_t>(n)] == d) {
+                        per_type[static_cast<size_t>(c.node_type[static_cast<size_t>(n)])] += span_room[static_cast<size_t>(d)];
+                        break;
+                    }
         bool one_type_holds = false;
         for (int64_t room : per_type) one_type_holds |= room >= need;
         check(!one_type_holds || types.size() == 1, "one GPU type when one type holds the gang", it);
@@ -180,7 +219,16 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
             std::vector<int64_t> room(static_cast<size_t>(c.num_domains), 0);
             for (int64_t n = 0; n < c.num_nodes; ++n)
                 if (c.node_domain[static_cast<size_t>(n)] >= 0 && c.node_type[static_cast<size_t>(n)] == t)
-                    room[static_cast<size_t>(c.node_domain[static_cast<size_t>(n)])] += free[static_cast<size_t>(n)] / tp * tp;
+                    room[static_cast<size_t>(c.node_domain[static_cast<size_t>(n)])] += usable[static_cast<size_t>(n)];
+            for (int64_t n = 0; n < c.num_nodes; ++n) {  // a spanning domain of type t: its groups, once
+                const int64_t d = c.node_domain[static_cast<size_t>(n)];
+                if (d >= 0 && c.node_type[static_cast<size_t>(n)] == t && span_room[static_cast<size_t>(d)] > 0) {
+                    room[static_cast<size_t>(d)] += span_room[static_cast<size_t>(d)];
+                    span_room[static_cast<size_t>(d)] = -span_room[static_cast<size_t>(d)] - 1;  // counted
+                }
+            }
+            for (auto& r : span_room)
+                if (r < -1) r = -r - 1;
             bool fits = false;
             for (int64_t r : room) fits |= r >= need;
             std::vector<int64_t> used;
@@ -360,8 +408,9 @@ int main(int argc, char** argv) {
         choices(c, rng, it);
         if (it % 10 == 0) malformed(c, rng, it);
     }
-    std::printf("core_fuzz: %llu iterations (seed %llu), %llu placements kept inside one NVLink domain, %d failures\n",
+    std::printf("core_fuzz: %llu iterations (seed %llu), %llu placements kept inside one NVLink domain, "
+                "%llu with TP groups on whole trays, %d failures\n",
                 static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(seed),
-                static_cast<unsigned long long>(domain_checks), failures);
+                static_cast<unsigned long long>(domain_checks), static_cast<unsigned long long>(spanning_placements), failures);
     return failures ? 1 : 0;
 }
