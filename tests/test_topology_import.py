@@ -163,6 +163,16 @@ def test_slurm_blocks_give_the_gb200_nvl72_cluster(fixture: str, topology) -> No
     assert fabric(imported) == fabric(written)
 
 
+def test_a_slurm_block_file_gives_the_nvl72_scenarios_cluster() -> None:
+    """Eight racks as base blocks with BlockSizes=18,36: four leaves of two racks (2:1 uplinks) and
+    the switch the importer adds over them, as configs/clusters/gb200-nvl72-8rack.yaml writes it."""
+    data = cluster_dict_from_slurm(FIXTURES / "slurm_block_nvl72_8rack.conf", gb200_tray(), oversubscription=2.0)
+    imported = cluster_from_dict(data, "slurm_block_nvl72_8rack.conf")
+    written = load_cluster("gb200-nvl72-8rack")
+    assert imported.num_domains == 8 and imported.num_gpus == 576
+    assert fabric(imported) == fabric(written)
+
+
 def test_slurm_block_levels_follow_slurm_and_join_the_rest(tmp_path: Path) -> None:
     """Five base blocks of two nodes. With Slurm's default levels (1, 2, 4, 8 base blocks):
     pairs of blocks under leaves, blocks 0-3 under a level-2 switch, the fifth block's leaf and
