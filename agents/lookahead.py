@@ -147,6 +147,13 @@ class FutureSampler:
         self._fresh: list[list[Job]] | None = None
         if spec.trace is None:
             self._fresh = [generate(spec, cluster, _FUTURE_SEED_BASE + episode_seed * 1024 + s) for s in range(samples)]
+        # Per sample, the fresh draw's arrival times (sorted, as a workload is), and the renumbered
+        # jobs of one (sample, first id, window of the draw): decisions between two arrivals ask
+        # for the same ones, so the jobs are made once and the same list comes back (a fork keeps
+        # the arrays it made from it: Simulator.fork).
+        self._fresh_times = None if self._fresh is None else [[j.arrival_s for j in jobs] for jobs in self._fresh]
+        self._renumbered: dict[tuple, list[Job]] = {}
+        self._renumbered_for = -1
 
     @classmethod
     def of_past(cls, noise: float, past_arrivals_s: np.ndarray) -> FutureSampler:
@@ -154,7 +161,8 @@ class FutureSampler:
         the estimate (no prior), arrivals resampled at the rate of `past_arrivals_s` (s, oldest
         first, all before now) from the jobs of the state it is asked about."""
         self = cls.__new__(cls)
-        self.spec = self.cluster = self.prior = self._fresh = None
+        self.spec = self.cluster = self.prior = self._fresh = self._fresh_times = None
+        self._renumbered, self._renumbered_for = {}, -1
         self.noise = float(noise)
         self.past_arrivals_s = np.asarray(past_arrivals_s, dtype=float)
         return self
@@ -190,11 +198,20 @@ class FutureSampler:
     def future(self, state: ClusterState, sample: int, horizon_end: float, rng: np.random.Generator) -> list[Job]:
         """Jobs arriving after now (up to `horizon_end`), ids from the arrived count on."""
         now, first_id = state.now, len(state.num_gpus)
-        if self._fresh is not None:
-            drawn = [j for j in self._fresh[sample] if now < j.arrival_s <= horizon_end]
-        else:
+        if self._fresh is None:
             drawn = self._bootstrap(state, horizon_end, rng)
-        return [dataclasses.replace(j, job_id=first_id + i) for i, j in enumerate(drawn)]
+            return [dataclasses.replace(j, job_id=first_id + i) for i, j in enumerate(drawn)]
+        times = self._fresh_times[sample]
+        lo, hi = bisect.bisect_right(times, now), bisect.bisect_right(times, horizon_end)  # now < arrival <= horizon_end
+        if self._renumbered_for != first_id:  # a job arrived: the renumbered lists of the last ones are stale
+            self._renumbered.clear()
+            self._renumbered_for = first_id
+        key = (sample, lo, hi)
+        hit = self._renumbered.get(key)
+        if hit is None:
+            hit = self._renumbered[key] = [dataclasses.replace(j, job_id=first_id + i)
+                                           for i, j in enumerate(self._fresh[sample][lo:hi])]
+        return hit
 
     def _bootstrap(self, state: ClusterState, horizon_end: float, rng: np.random.Generator) -> list[Job]:
         """A trace's future: Poisson arrivals at the rate seen so far (the past arrivals given to

@@ -297,6 +297,7 @@ class Simulator:
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._events = None  # run_events' buffers, made on first use (a fork makes its own)
         self._spent = False  # consumed by a native rollout (rollout_sect): no longer stepped or forked
+        self._future_arrays: dict[int, tuple] = {}  # id(future_jobs) -> (that list, its arrays), for fork
         self._admit_arrivals()
         self._record()
 
@@ -675,7 +676,15 @@ class Simulator:
                 setattr(f, name, getattr(self, name).copy())
             f.jobs = jobs.copy()
         else:
-            tails = _job_arrays(future_jobs, self.config)
+            # The arrays of a future-job list this simulator forked with before (the lookahead's
+            # sampler hands back the same list between arrivals): the same list object, the same
+            # arrays, only ever read here.
+            hit = self._future_arrays.get(id(future_jobs))
+            if hit is None or hit[0] is not future_jobs:
+                if len(self._future_arrays) >= 64:
+                    self._future_arrays.clear()
+                hit = self._future_arrays[id(future_jobs)] = (future_jobs, _job_arrays(future_jobs, self.config))
+            tails = hit[1]
             for name in JOB_ARRAYS:
                 setattr(f, name, np.concatenate((getattr(self, name)[:arrived], tails[name])))
             f.jobs = new_jobs
@@ -735,6 +744,7 @@ class Simulator:
         f.timeline = []  # a fork's timeline starts at the fork
         f._events = None
         f._spent = False
+        f._future_arrays = {}
         return f
 
     # ------------------------------------------------------------------ events between decisions, compiled

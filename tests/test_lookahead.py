@@ -197,6 +197,40 @@ def test_confirming_samples_withdraw_the_departures_that_do_not_hold_over_more_f
     assert confirmed > 0 and withdrawn > 0, (confirmed, withdrawn)
 
 
+def test_a_generated_future_is_the_fresh_draws_after_now_renumbered_once_between_arrivals():
+    """For a generated workload, sample s's future up to a horizon is the fresh draw's jobs that
+    arrive after now and by the horizon, numbered on from the jobs arrived; asked again before a
+    job arrives, the same list comes back (a fork reuses the arrays it made from it); once a job
+    arrives the list is made anew with the next ids. Forks made twice from the same list run the
+    same."""
+    cluster, spec = load_cluster("mixed-64gpu"), load_workload_spec("llm-mix")
+    sim = Simulator(cluster, make_workload(spec, cluster, 0, num_jobs=60))
+    sect = make_baseline("sect")
+    replay(sim, sect.select, 8, max_steps=30)
+    state = sim.decision_state()
+    sampler = FutureSampler(spec, cluster, 0, 2)
+    rng = np.random.default_rng(0)
+    horizon = state.now + 6 * 3600.0
+    future = sampler.future(state, 1, horizon, rng)
+    fresh = [j for j in sampler._fresh[1] if state.now < j.arrival_s <= horizon]  # the filter, by hand
+    arrived = len(state.num_gpus)
+    assert future and [f.job_id for f in future] == list(range(arrived, arrived + len(fresh)))
+    assert [dataclasses.replace(f, job_id=0) for f in future] == [dataclasses.replace(j, job_id=0) for j in fresh]
+    assert sampler.future(state, 1, horizon, rng) is future
+    assert sampler.future(state, 0, horizon, rng) is not future
+    a, b = sim.fork(future_jobs=future), sim.fork(future_jobs=future)
+    for f in (a, b):
+        while not f.done:
+            nxt = advance_to_decision(f, 8)
+            if not f.done:
+                apply_candidate(f, nxt, sect.select(nxt.state, nxt))
+    assert np.array_equal(a.end, b.end) and a.num_jobs == b.num_jobs == arrived + len(future)
+    while sim.num_arrived == arrived:  # on to the next arrival
+        sim.advance()
+    later = sampler.future(sim.decision_state(), 1, horizon, rng)
+    assert later and later is not future and later[0].job_id == sim.num_arrived
+
+
 def test_a_traces_sampled_future_resamples_the_jobs_seen_so_far():
     """For a trace there is no generator: arrivals come at the rate seen so far, each a copy of
     a job seen so far (its known fields only), none before now."""
