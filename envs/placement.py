@@ -186,21 +186,28 @@ def _topology_domains(c: Cluster, free: Sequence[int], need: int, tp: int) -> di
     return _fill_domain(usable, np.flatnonzero(usable > 0), need, tp, speed)
 
 
+def _one_type(c: Cluster, room: Sequence[int], need: int, rule: int) -> int | None:
+    """The GPU type a gang is kept to when one type alone can host it, as a job submitted with a
+    GPU-model selector would be (`room`: per node, its GPUs usable in whole TP groups): spread
+    takes the type with the most room, every other rule the tightest fit (lowest type id on
+    ties); None when no one type can."""
+    lists = c.node_lists
+    per_type = [0] * lists.num_types
+    for f, t in zip(room, lists.gpu_type):
+        per_type[t] += f
+    fits = [t for t in range(lists.num_types) if per_type[t] >= need]
+    if not fits:
+        return None
+    return (max if rule == SPREAD else min)(fits, key=per_type.__getitem__)
+
+
 def _single_type(c: Cluster, free: Sequence[int], need: int, rule: int, tp: int) -> Sequence[int]:
-    """Restrict `free` (per node) to one GPU type when one type alone can host the gang (in
-    whole TP groups), as a job submitted with a GPU-model selector would be: spread takes the
-    type with the most room, every other rule the tightest fit (lowest type id on ties)."""
+    """Restrict `free` (per node) to `_one_type`'s type, when there is one."""
     lists = c.node_lists
     if lists.num_types == 1:
         return free
-    per_type = [0] * lists.num_types
-    for f, t in zip(free, lists.gpu_type):
-        per_type[t] += f // tp * tp
-    fits = [t for t in range(lists.num_types) if per_type[t] >= need]
-    if not fits:
-        return free
-    t = (max if rule == SPREAD else min)(fits, key=per_type.__getitem__)
-    return [f if ty == t else 0 for f, ty in zip(free, lists.gpu_type)]
+    t = _one_type(c, [f // tp * tp for f in free], need, rule)
+    return free if t is None else [f if ty == t else 0 for f, ty in zip(free, lists.gpu_type)]
 
 
 def place(state: ClusterState, gpus: int, tp: int, mem: float, rule: int, avail: np.ndarray | None = None) -> np.ndarray | None:
@@ -302,14 +309,8 @@ def _node_take_spanning(c: Cluster, free: Sequence[int], need: int, tp: int, rul
     in the result, so consecutive runs of `tp` GPUs are the TP groups."""
     usable = usable_per_node(c, free, tp)
     lists = c.node_lists
-    if lists.num_types > 1:  # one GPU type when one can host the gang (as `_single_type`)
-        per_type = [0] * lists.num_types
-        for u, t in zip(usable, lists.gpu_type):
-            per_type[t] += u
-        fits = [t for t in range(lists.num_types) if per_type[t] >= need]
-        if fits:
-            keep = (max if rule == SPREAD else min)(fits, key=per_type.__getitem__)
-            usable = [u if t == keep else 0 for u, t in zip(usable, lists.gpu_type)]
+    if lists.num_types > 1 and (keep := _one_type(c, usable, need, rule)) is not None:
+        usable = [u if t == keep else 0 for u, t in zip(usable, lists.gpu_type)]
     if sum(usable) < need:
         return None
     groups, members = _hosts(c, usable, tp)

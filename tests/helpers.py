@@ -127,3 +127,9 @@ def busy_state(cluster_name: str, nodes: list[str], priority: str = "high", pree
         running.append({"id": f"other/{n}", "num_gpus": 8, "tp_degree": 8, "estimate_s": 7200.0, "gpus": list(range(f, f + 8)),
                         "priority": priority, "preemptible": preemptible})
     return {"time_s": 1000.0, "running": running}
+
+
+def trays(*ranges) -> list[int]:
+    """The GPU ids of whole 4-GPU trays (tray n: GPUs 4n..4n+3, as on the GB200 NVL72 clusters), for
+    each range of tray numbers in turn."""
+    return [4 * n + k for r in ranges for n in r for k in range(4)]

@@ -20,13 +20,11 @@ from envs.jit import reference_path
 from envs.memo import clear_cluster_memos
 from envs.placement import TOPOLOGY
 from envs.state import ClusterState
+from tests.helpers import trays
 
 NVL72_4 = load_cluster("gb200-nvl72-4rack")
 NVL72_8 = load_cluster("gb200-nvl72-8rack")
 
-
-def trays(*ranges) -> list[int]:
-    return [4 * n + k for r in ranges for n in r for k in range(4)]
 
 
 def test_base_blocks_are_racks_or_leaves():

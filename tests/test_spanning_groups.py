@@ -23,6 +23,7 @@ import pytest
 from envs import placement as P
 from envs.config import cluster_from_dict, load_cluster
 from envs.jit import reference_path
+from tests.helpers import trays
 
 NVL72 = load_cluster("gb200-nvl72-4rack")
 NVL72_8 = load_cluster("gb200-nvl72-8rack")  # racks 0..7, leaf k over racks 2k and 2k + 1
@@ -54,9 +55,6 @@ def path(request):
     else:
         yield request.param
 
-
-def trays(*ranges) -> list[int]:
-    return [4 * n + k for r in ranges for n in r for k in range(4)]
 
 
 def test_which_domains_span_trays():

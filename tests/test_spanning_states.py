@@ -17,7 +17,7 @@ from envs.memo import clear_cluster_memos
 from envs.speed import SpeedModel, placement_profile, rates_of
 from envs.state import ClusterState, StateError
 from envs.window import fit_status
-from tests.helpers import job
+from tests.helpers import job, trays
 
 NVL72 = load_cluster("gb200-nvl72-4rack")
 
@@ -31,9 +31,6 @@ def path(request):
     else:
         yield request.param
 
-
-def trays(*ranges) -> list[int]:
-    return [4 * n + k for r in ranges for n in r for k in range(4)]
 
 
 def _state() -> ClusterState:

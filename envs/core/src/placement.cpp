@@ -198,6 +198,26 @@ bool topology_domains(const Cluster& c, const std::vector<int64_t>& free, int64_
     return true;
 }
 
+// envs.placement._one_type and the restriction to it: when one GPU type alone has `room` (per
+// node, GPUs usable in whole TP groups) for the gang, spread keeps the type with the most room,
+// every other rule the tightest (lowest type id on ties); `counts` (per node) is zeroed on the
+// other types' nodes. Nothing changes when no one type can host it.
+void keep_one_type(const Cluster& c, const std::vector<int64_t>& room, std::vector<int64_t>& counts, int64_t need, int64_t rule) {
+    if (c.num_types <= 1) return;
+    const auto N = static_cast<size_t>(c.num_nodes);
+    std::vector<int64_t> per_type(static_cast<size_t>(c.num_types), 0);
+    for (size_t n = 0; n < N; ++n) per_type[static_cast<size_t>(c.node_type[n])] += room[n];
+    int64_t t = -1;
+    for (int64_t k = 0; k < c.num_types; ++k) {
+        const int64_t r = per_type[static_cast<size_t>(k)];
+        if (r < need) continue;
+        if (t < 0 || (rule == SPREAD ? r > per_type[static_cast<size_t>(t)] : r < per_type[static_cast<size_t>(t)])) t = k;
+    }
+    if (t >= 0)
+        for (size_t n = 0; n < N; ++n)
+            if (c.node_type[n] != t) counts[n] = 0;
+}
+
 // envs.placement._binpack over unit counts (`units` is consumed): the best-fit unit holder, else
 // the fullest whole (lowest id on ties), and again; (holder, units) in the order taken.
 void binpack_units(std::vector<int64_t>& units, int64_t left, Take& out) {
@@ -298,19 +318,7 @@ bool node_take_spanning(const Cluster& c, const std::vector<int64_t>& free, int6
     const auto N = static_cast<size_t>(c.num_nodes);
     std::vector<int64_t> usable;
     usable_per_node(c, free, tp, usable);
-    if (c.num_types > 1) {  // one GPU type when one can host the gang
-        std::vector<int64_t> per_type(static_cast<size_t>(c.num_types), 0);
-        for (size_t n = 0; n < N; ++n) per_type[static_cast<size_t>(c.node_type[n])] += usable[n];
-        int64_t t = -1;
-        for (int64_t k = 0; k < c.num_types; ++k) {
-            const int64_t room = per_type[static_cast<size_t>(k)];
-            if (room < need) continue;
-            if (t < 0 || (rule == SPREAD ? room > per_type[static_cast<size_t>(t)] : room < per_type[static_cast<size_t>(t)])) t = k;
-        }
-        if (t >= 0)
-            for (size_t n = 0; n < N; ++n)
-                if (c.node_type[n] != t) usable[n] = 0;
-    }
+    keep_one_type(c, usable, usable, need, rule);
     int64_t total = 0;
     for (int64_t u : usable) total += u;
     if (total < need) return false;
@@ -389,20 +397,10 @@ bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t ne
     for (size_t n = 0; n < N; ++n)
         if (free[n] < 0 || free[n] > c.node_gpus[n]) throw BadInput("free: a count outside 0..the node's GPUs");
     if (c.num_domains > 0 && c.spans(tp)) return node_take_spanning(c, free, need, tp, rule, take);
-    // envs.placement._single_type: one GPU type when one type alone hosts the gang in whole TP
-    // groups (spread: the most room; the others: the tightest; lowest type id on ties).
-    if (c.num_types > 1) {
-        std::vector<int64_t> per_type(static_cast<size_t>(c.num_types), 0);
-        for (size_t n = 0; n < N; ++n) per_type[static_cast<size_t>(c.node_type[n])] += free[n] / tp * tp;
-        int64_t t = -1;
-        for (int64_t k = 0; k < c.num_types; ++k) {
-            const int64_t room = per_type[static_cast<size_t>(k)];
-            if (room < need) continue;
-            if (t < 0 || (rule == SPREAD ? room > per_type[static_cast<size_t>(t)] : room < per_type[static_cast<size_t>(t)])) t = k;
-        }
-        if (t >= 0)
-            for (size_t n = 0; n < N; ++n)
-                if (c.node_type[n] != t) free[n] = 0;
+    if (c.num_types > 1) {  // envs.placement._single_type
+        std::vector<int64_t> room(N);
+        for (size_t n = 0; n < N; ++n) room[n] = free[n] / tp * tp;
+        keep_one_type(c, room, free, need, rule);
     }
     if (rule == BINPACK || rule == SPREAD) {  // pods (TP groups) packed or spread over nodes
         std::vector<int64_t> units(N);
