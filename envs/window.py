@@ -142,6 +142,8 @@ def _spanning(state: ClusterState) -> list[tuple[int, int]]:
     """The class index's TP degrees whose groups span trays in some NVLink domain (column, TP
     degree): the compiled feasibility kernels count TP groups per node only, so states with such
     classes take the reference path."""
+    if not state.cluster.num_domains:
+        return []
     _class_index(state)
     return _classes(state).spanning
 
@@ -172,17 +174,18 @@ def shape_classes(state: ClusterState, shapes: list[tuple]) -> tuple[np.ndarray,
     or when some class or shape has TP groups that span trays (`_spanning`: the compiled loop
     does not count those). Kept per state object until a class or a shape is added."""
     cls = _classes(state)
-    if not cls.need or _spanning(state):
-        return None
-    c = state.cluster
-    if c.num_domains and any(c.spans(tp) for tp in {s[1] for s in shapes}):
+    if not cls.need:
         return None
     cache = per_jobs(state)
     hit = cache.get("shape_classes")
     of_shape = cls.of_shape  # grows with every new shape (shapes of one class share it), never shrinks
     if hit is None or hit[0] is not cls or hit[1] != len(of_shape) or hit[2] is not shapes or hit[3] != len(shapes):
-        classes = np.array([of_shape.get(s, -1) for s in shapes], dtype=np.int64)
-        hit = cache["shape_classes"] = (cls, len(of_shape), shapes, len(shapes), (classes, _class_index(state)))
+        c = state.cluster
+        if _spanning(state) or (c.num_domains and any(c.spans(tp) for tp in {s[1] for s in shapes})):
+            found = None
+        else:
+            found = (np.array([of_shape.get(s, -1) for s in shapes], dtype=np.int64), _class_index(state))
+        hit = cache["shape_classes"] = (cls, len(of_shape), shapes, len(shapes), found)
     return hit[4]
 
 

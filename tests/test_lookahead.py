@@ -220,10 +220,7 @@ def test_a_generated_future_is_the_fresh_draws_after_now_renumbered_once_between
     assert sampler.future(state, 0, horizon, rng) is not future
     a, b = sim.fork(future_jobs=future), sim.fork(future_jobs=future)
     for f in (a, b):
-        while not f.done:
-            nxt = advance_to_decision(f, 8)
-            if not f.done:
-                apply_candidate(f, nxt, sect.select(nxt.state, nxt))
+        replay(f, sect.select, 8)
     assert np.array_equal(a.end, b.end) and a.num_jobs == b.num_jobs == arrived + len(future)
     while sim.num_arrived == arrived:  # on to the next arrival
         sim.advance()
@@ -249,7 +246,4 @@ def test_a_traces_sampled_future_resamples_the_jobs_seen_so_far():
     assert 0.5 * rate_seen < len(future) / (48 * 3600.0) < 2.0 * rate_seen
     assert sampler.future(state, 0, math.inf, rng) == []  # no horizon: no invented arrivals
     fork = sim.fork(work=sampler.work(state, unfinished_ids(state), rng), future_jobs=future)
-    while not fork.done:  # the sampled world runs to its end
-        nxt = advance_to_decision(fork, 8)
-        if not fork.done:
-            apply_candidate(fork, nxt, sect.select(nxt.state, nxt))
+    replay(fork, sect.select, 8)  # the sampled world runs to its end
