@@ -55,23 +55,22 @@ from envs.topology import Cluster
 from envs.workload import WorkloadSpec, generate
 
 LOOKAHEAD_POLICIES = ("lookahead", "lookahead-oracle")
-# Rollouts of `sect` run in the native core once the fork stands at a decision with nothing
-# checkpointing (Simulator.rollout_sect, bit for bit the Python loop); False: the Python loop
-# throughout (tests and benchmarks compare the two).
+# Rollouts of `sect` run in the native core from their first action (Simulator.rollout_sect, bit
+# for bit the Python loop); False: the Python loop throughout (tests and benchmarks compare the two).
 NATIVE_ROLLOUTS = True
 _FUTURE_SEED_BASE = 2**40  # fresh workload draws for sampled futures: far from every episode seed
 
 
-def _native_first(fork: Simulator, cset: CandidateSet, action: int) -> tuple | None:
+def _native_first(cset: CandidateSet, action: int) -> tuple | None:
     """What Simulator.rollout_sect does first for a rollout that starts with candidate `action`:
-    (job, GPUs) for a start, (-1,) for WAIT; None where the rollout's start stays Python's (a
-    preemption, a job checkpointing or reserved, an invalid action, which Python refuses)."""
-    if fork.checkpointing or fork.reserved or not (0 <= action < len(cset.candidates) and cset.mask[action]):
+    (job, GPUs, victims) for a start or a preemption, (-1,) for WAIT; None for an invalid action
+    (Python refuses it)."""
+    if not (0 <= action < len(cset.candidates) and cset.mask[action]):
         return None
     if action == cset.wait_index:
         return (-1,)
     cd = cset.candidates[action]
-    return None if cd.victims else (cd.job_id, cd.gpus.tolist())
+    return (cd.job_id, cd.gpus.tolist(), list(cd.victims))
 
 
 def terminal_cost(sim: Simulator, objective: Objective) -> float:
@@ -292,7 +291,7 @@ class Lookahead:
             raise SearchTimeout("the search ran past its time budget")
         base, q, las = self.base.select, self.queue_window, self.base.preempt_las
         native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not las
-        first = _native_first(fork, cset, action) if native else None
+        first = _native_first(cset, action) if native else None
         if first is not None:  # the whole rollout, its first action included, in one native call
             fork.rollout_sect(q, horizon_end, *first)
         while first is None:  # apply, then on to the base rule's next decision until the horizon
@@ -306,7 +305,7 @@ class Lookahead:
                 nxt = advance_to_decision(fork, q, until=horizon_end, preempt_las=las)
             if nxt is None or fork.done:
                 break
-            if native and not fork.checkpointing and not fork.reserved:  # the rest of the rollout in one native call
+            if native:  # the rest of the rollout in one native call
                 fork.rollout_sect(q, horizon_end)
                 break
             cset, action = nxt, base(nxt.state, nxt)

@@ -224,7 +224,7 @@ def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
 # Names of the per-job arrays, in the order _job_arrays makes them.
 JOB_ARRAYS: tuple[str, ...] = tuple(_job_arrays([], SimConfig()))
 # The per-job arrays the native rollout (Simulator.rollout_sect) reads or changes.
-_ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "work_total", "mem_req", "comm_fraction", "tp_comm_share",
+_ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "checkpoint_s", "checkpoint_end", "preemptions", "work_total", "mem_req", "comm_fraction", "tp_comm_share",
                        "gpus_req", "tp_degree", "priority", "kind", "preemptible", "work_done", "queued_since", "end",
                        "work_left", "rate", "overhead_left", "attained_gpu_s", "run_s", "interference_loss_s",
                        "interference", "wait_s", "first_start", "needs_restore", "state")
@@ -798,24 +798,27 @@ class Simulator:
             gpus.flags.writeable = False
         return self._run_events(class_of_shape, class_index, until, True, las, job_id, gpus)
 
-    def rollout_sect(self, queue_window: int, until: float, first_job: int = -2, first_gpus=()) -> dict:
+    def rollout_sect(self, queue_window: int, until: float, first_job: int = -2, first_gpus=(), first_victims=()) -> dict:
         """A lookahead's rollout of the `sect` rule from this decision state, in one native call
         (envs.core): at each decision, sect's choice over the queue window
         (envs.candidates.build_candidates without `preempt-las`, baselines/sect.py), carried out
-        as `envs.replay.decide` does, then the events to the next decision, until `until` (a
-        decision at or after it is still carried out, a WAIT's event too, as
-        agents.lookahead's loop does) or the workload's end; then, short of the end, the
-        integration up to `until`. Bit for bit the Python loop's floats and decisions. Its first
-        action is sect's choice (`first_job` -2), WAIT (-1), or the start of queued job `first_job`
-        on free `first_gpus` (a valid candidate's: checked for the gang rule, ValueError).
+        as `envs.replay.decide` does, then the events to the next decision (checkpoint ends and
+        reserved jobs' launches among them), until `until` (a decision at or after it is still
+        carried out, a WAIT's event too, as agents.lookahead's loop does) or the workload's end;
+        then, short of the end, the integration up to `until`. Bit for bit the Python loop's
+        floats and decisions. Its first action is sect's choice (`first_job` -2), WAIT (-1), or
+        the start of queued job `first_job` on `first_gpus` (a valid candidate's: free GPUs, or
+        with `first_victims` free and the victims' GPUs, the victims preempted as
+        `preempt_and_start` does; checked for the gang rule and the victims' eligibility,
+        ValueError).
 
         It consumes the simulator: afterwards its per-job arrays, its time, integrals and
         counters are the rollout's, what `objective_total` and the lookahead's terminal cost
         read, but its Python records (segments, placements, load records, the timeline) are not,
-        so it can no longer be stepped or forked. Needs the compiled path, a decision state and
-        no job checkpointing or reserved (ValueError). Returns counts: decisions, starts, events."""
-        if not _jit.ENABLED or self.checkpointing or self.reserved:
-            raise ValueError("rollout_sect needs the compiled path and no job checkpointing or reserved")
+        so it can no longer be stepped or forked. Needs the compiled path and a decision state
+        (ValueError). Returns counts: decisions, starts, events."""
+        if not _jit.ENABLED:
+            raise ValueError("rollout_sect needs the compiled path")
         if self._spent:
             raise ValueError("this simulator was consumed by a native rollout")
         ledger, load, power, q, table = self.ledger, self.load, self.power, self.job_queue, self.load._table
@@ -831,17 +834,22 @@ class Simulator:
             node_owned=ledger.node_owned, node_free=ledger.node_free, node_preemptible=ledger.node_preemptible,
             node_power_w=power.node_power_w, node_on=power.node_on, power_terms=consts.power_terms,
             whole_gang=consts.whole_gang)
-        floats = [self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w]
+        floats = [self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
+                  self.preemption_gpu_s]
         ints = [ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
-                self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore]
+                self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
+                self.num_preemptions]
         self._spent = True
-        (fl, it, running, decisions, starts, events, stuck) = _core.rollout_sect(
+        (fl, it, running, self.checkpointing, self.reserved, decisions, starts, events, stuck) = _core.rollout_sect(
             _core.cluster_arrays(self.cluster), _core.rate_model(self.config.speed_model), arrays,
-            self.running.tolist(), floats, ints, int(queue_window), PRIORITY_HIGH, float(until), int(first_job),
-            [int(g) for g in first_gpus])
-        self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w = fl
+            self.running.tolist(), self.checkpointing, self.reserved, [self.placement[r].tolist() for r in self.reserved],
+            floats, ints, int(queue_window), PRIORITY_HIGH, float(until), int(first_job), [int(g) for g in first_gpus],
+            [int(v) for v in first_victims])
+        (self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
+         self.preemption_gpu_s) = fl
         (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
-         self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore) = it
+         self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
+         self.num_preemptions) = it
         self.running = np.array(running, dtype=np.int64)
         if stuck:
             raise SchedulingError("nothing left to wait for: no job is running or arriving")

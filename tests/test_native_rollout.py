@@ -17,7 +17,7 @@ from envs.simulator import _ROLLOUT_JOB_ARRAYS, Simulator
 from envs.workload import load_workload_spec, make_workload
 
 SCALARS = ("now", "jobs_in_system_s", "energy_j", "allocated_gpu_s", "useful_work_s", "num_done", "jobs_in_system",
-           "_next_arrival", "_num_needs_restore")
+           "_next_arrival", "_num_needs_restore", "preemption_gpu_s", "num_preemptions")
 
 
 def _same(a, b) -> bool:
@@ -28,13 +28,16 @@ def _same(a, b) -> bool:
 def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monkeypatch):
     sc = load_scenario(scenario)
     cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
-    seen = {"rollouts": 0, "native": 0, "decisions": 0, "restores": 0, "at_horizon": 0, "first_start": 0, "first_wait": 0}
+    seen = {"rollouts": 0, "native": 0, "decisions": 0, "restores": 0, "at_horizon": 0, "first_start": 0, "first_wait": 0,
+            "first_preempt": 0, "in_flight": 0}
     rollout, native = L.Lookahead._rollout, Simulator.rollout_sect
 
     def counted(sim, queue_window, until, *first):
         seen["native"] += 1
         seen["first_start"] += bool(first) and first[0] >= 0
         seen["first_wait"] += bool(first) and first[0] == -1
+        seen["first_preempt"] += len(first) > 2 and bool(first[2])
+        seen["in_flight"] += bool(sim.checkpointing or sim.reserved)
         seen["restores"] += sim._num_needs_restore > 0
         out = native(sim, queue_window, until, *first)
         seen["decisions"] += out["decisions"]
@@ -53,6 +56,7 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
         for name in SCALARS:
             assert getattr(twin, name) == getattr(fork, name), (scenario, seen["rollouts"], name)
         assert twin.running.tolist() == fork.running.tolist()
+        assert (twin.checkpointing, twin.reserved) == (fork.checkpointing, fork.reserved)
         seen["rollouts"] += 1
         return got
 
@@ -60,13 +64,13 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
     monkeypatch.setattr(Simulator, "rollout_sect", counted)
     run_lookahead("lookahead", cluster, spec, make_workload(spec, cluster, 1, jobs), 1, sc.lookahead, sc.objective,
                   sc.queue_window, sc.max_checkpoint_s)
-    # The native path ran in most rollouts, from their first action (a start or a WAIT) or from the
-    # first decision after a preemption, made several decisions in each, and stopped at the horizon.
-    assert seen["rollouts"] >= 100 and seen["native"] >= seen["rollouts"] // 2, seen
+    # The native path ran every rollout from its first action (a start, a preemption or a WAIT),
+    # made several decisions in each, and stopped at the horizon.
+    assert seen["rollouts"] >= 100 and seen["native"] == seen["rollouts"], seen
     assert seen["first_start"] > 0 and seen["first_wait"] > 0, seen
     assert seen["decisions"] >= 2 * seen["native"] and seen["at_horizon"] > 0, seen
-    if scenario == "slo-preempt":  # preempting options: Python starts the rollout, native goes on; restores owed
-        assert seen["native"] > seen["first_start"] + seen["first_wait"] and seen["restores"] > 0, seen
+    if scenario == "slo-preempt":  # preempting options, checkpoints in flight at the search, restores owed
+        assert seen["first_preempt"] > 0 and seen["in_flight"] > 0 and seen["restores"] > 0, seen
 
 
 def _decision_sim():
@@ -130,7 +134,8 @@ def _bursts_of_small_jobs(seed: int) -> list:
 def test_native_rollouts_from_states_of_a_preempting_rule(workload, driver, monkeypatch):
     """From every decision of a replay driven by a preempting rule (queued jobs that were
     preempted: attained service, restores owed, mixed priority classes, full windows), a rollout
-    of sect to the horizon gives the same on both paths."""
+    of sect to the horizon gives the same on both paths, checkpoints in flight and reservations
+    waiting for them included."""
     from baselines import make_baseline
     from envs.replay import replay
     from envs.window import feasible_queue
@@ -147,26 +152,28 @@ def test_native_rollouts_from_states_of_a_preempting_rule(workload, driver, monk
     sim = Simulator(cluster, jobs)
     la = L.Lookahead(sim, spec, sc.lookahead, sc.objective, sc.queue_window, clairvoyant=True, seed=2)
     drive, sect = make_baseline(driver), make_baseline("sect")
-    seen = {"rollouts": 0, "full_mixed": 0}
+    seen = {"rollouts": 0, "full_mixed": 0, "in_flight": 0}
 
     def select(state, cset):
         q = feasible_queue(state)
         if len(q) > sc.queue_window and len(set(state.priority[q].tolist())) > 1 and state.attained_gpu_s[q].any():
             seen["full_mixed"] += 1
-        if not (sim.checkpointing or sim.reserved):
-            fork, twin = sim.fork(), sim.fork()
-            action, horizon = sect.select(state, cset), sim.now + sc.lookahead.horizon_s
-            monkeypatch.setattr(L, "NATIVE_ROLLOUTS", False)
-            want = la._rollout(fork, cset, action, horizon)
-            monkeypatch.setattr(L, "NATIVE_ROLLOUTS", True)
-            got = la._rollout(twin, cset, action, horizon)
-            assert got == want, (workload, seen, got, want)
-            for name in _ROLLOUT_JOB_ARRAYS:
-                assert _same(getattr(twin, name), getattr(fork, name)), (workload, seen, name)
-            seen["rollouts"] += 1
+        seen["in_flight"] += bool(sim.checkpointing or sim.reserved)
+        fork, twin = sim.fork(), sim.fork()
+        action, horizon = sect.select(state, cset), sim.now + sc.lookahead.horizon_s
+        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", False)
+        want = la._rollout(fork, cset, action, horizon)
+        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", True)
+        got = la._rollout(twin, cset, action, horizon)
+        assert got == want, (workload, seen, got, want)
+        for name in _ROLLOUT_JOB_ARRAYS:
+            assert _same(getattr(twin, name), getattr(fork, name)), (workload, seen, name)
+        for name in SCALARS:
+            assert getattr(twin, name) == getattr(fork, name), (workload, seen, name)
+        seen["rollouts"] += 1
         return drive.select(state, cset)
 
     replay(sim, select, sc.queue_window, preempt_las=drive.preempt_las)
-    assert seen["rollouts"] >= 50, seen
+    assert seen["rollouts"] >= 50 and seen["in_flight"] >= (5 if workload == "bursts" else 1), seen
     if workload == "bursts":
         assert seen["full_mixed"] >= 5, seen

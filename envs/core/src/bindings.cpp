@@ -233,11 +233,13 @@ NB_MODULE(_core, m) {
     m.def(
         "rollout_sect",
         [](const Cluster& c, const RateModel& model, const nb::dict& f, const std::vector<int64_t>& running,
-           const std::vector<double>& fscal, const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high,
-           double until, int64_t first_job, const std::vector<int64_t>& first_gpus) {
+           const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+           const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+           const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high, double until, int64_t first_job,
+           const std::vector<int64_t>& first_gpus, const std::vector<int64_t>& first_victims) {
             if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
                 throw BadInput("model: one sensitivity per job kind expected");
-            if (fscal.size() != 6 || iscal.size() != 11) throw BadInput("scalars: 6 floats and 11 integers expected");
+            if (fscal.size() != 7 || iscal.size() != 12) throw BadInput("scalars: 7 floats and 12 integers expected");
             SimArrays a;
             const size_t J = view<const double, double>(f, "arrival", ANY).size;
             const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus),
@@ -245,6 +247,9 @@ NB_MODULE(_core, m) {
             a.arrival = view<const double, double>(f, "arrival", J);
             a.estimate = view<const double, double>(f, "estimate", J);
             a.restore_s = view<const double, double>(f, "restore_s", J);
+            a.checkpoint_s = view<const double, double>(f, "checkpoint_s", J);
+            a.checkpoint_end = view<double>(f, "checkpoint_end", J);
+            a.preemptions = view<int64_t>(f, "preemptions", J);
             a.work_total = view<const double, double>(f, "work_total", J);
             a.mem_req = view<const double, double>(f, "mem_req", J);
             a.comm_fraction = view<const double, double>(f, "comm_fraction", J);
@@ -316,9 +321,11 @@ NB_MODULE(_core, m) {
             for (size_t k = 0; k < a.shape_gpus.size; ++k)
                 if (a.shape_tp[k] < 1) throw BadInput("shape_tp: at least 1");
             const size_t rows = a.rec_i.size / 4;
-            for (int64_t j : running) {
+            std::vector<int64_t> placed(running);
+            placed.insert(placed.end(), checkpointing.begin(), checkpointing.end());
+            for (int64_t j : placed) {
                 if (j < 0 || static_cast<size_t>(j) >= J || static_cast<size_t>(j) >= a.job_slot.size)
-                    throw BadInput("running: a job id out of range");
+                    throw BadInput("running: a job id out of range (or checkpointing)");
                 const int64_t r = a.job_slot[static_cast<size_t>(j)];
                 if (r < 0 || static_cast<size_t>(r) >= rows) throw BadInput("job_slot: a running job's row out of range");
                 const int64_t lo = a.rec_i[static_cast<size_t>(r) * 4], hi = a.rec_i[static_cast<size_t>(r) * 4 + 1],
@@ -333,8 +340,12 @@ NB_MODULE(_core, m) {
             for (size_t g = 0; g < G; ++g)
                 if (a.gpu_owner[g] < -1 || a.gpu_owner[g] >= static_cast<int64_t>(J)) throw BadInput("gpu_owner: a job id out of range");
             a.running = running;
-            SimScalars s{fscal[0], fscal[1], fscal[2], fscal[3], fscal[4], fscal[5],
-                         iscal[0], iscal[1], iscal[2], iscal[3], iscal[4], iscal[5], iscal[6], iscal[7], iscal[8], iscal[9], iscal[10]};
+            a.checkpointing = checkpointing;
+            a.reserved = reserved;
+            a.reserved_gpus = reserved_gpus;
+            SimScalars s{fscal[0], fscal[1], fscal[2], fscal[3], fscal[4], fscal[5], fscal[6],
+                         iscal[0], iscal[1], iscal[2], iscal[3], iscal[4], iscal[5], iscal[6], iscal[7], iscal[8], iscal[9], iscal[10],
+                         iscal[11]};
             if (s.qlen < 0 || static_cast<size_t>(s.qlen) > J || s.next_arrival < 0 || static_cast<size_t>(s.next_arrival) > J)
                 throw BadInput("scalars: a queue length or next arrival out of range");
             for (int64_t i = 0; i < s.qlen; ++i) {
@@ -344,20 +355,39 @@ NB_MODULE(_core, m) {
             }
             for (int64_t j : running)
                 if (a.state[static_cast<size_t>(j)] != 3) throw BadInput("running: a job that is not running");
+            for (int64_t j : checkpointing)
+                if (a.state[static_cast<size_t>(j)] != 4) throw BadInput("checkpointing: a job that is not checkpointing");
+            if (reserved.size() != reserved_gpus.size()) throw BadInput("reserved_gpus: one GPU list per reserved job expected");
+            for (size_t i = 0; i < reserved.size(); ++i) {
+                const int64_t j = reserved[i];
+                if (j < 0 || static_cast<size_t>(j) >= J || a.state[static_cast<size_t>(j)] != 2)
+                    throw BadInput("reserved: a job id out of range or not reserved");
+                if (static_cast<int64_t>(reserved_gpus[i].size()) != a.gpus_req[static_cast<size_t>(j)])
+                    throw BadInput("reserved_gpus: not the reserved job's gang size");
+                for (int64_t g : reserved_gpus[i])
+                    if (g < 0 || static_cast<size_t>(g) >= G || a.gpu_reserved[static_cast<size_t>(g)] != j)
+                        throw BadInput("reserved_gpus: a GPU out of range or not reserved for its job");
+            }
+            for (int64_t v : first_victims)
+                if (v < 0 || static_cast<size_t>(v) >= J || static_cast<size_t>(v) >= a.job_slot.size)
+                    throw BadInput("first_victims: a job id out of range");
             RolloutResult r;
             {
                 nb::gil_scoped_release release;
-                r = rollout_sect(c, model, a, s, queue_window, priority_high, until, first_job, first_gpus);
+                r = rollout_sect(c, model, a, s, queue_window, priority_high, until, first_job, first_gpus, first_victims);
             }
             return nb::make_tuple(
-                nb::make_tuple(s.now, s.jobs_in_system_s, s.energy_j, s.allocated_gpu_s, s.useful_work_s, s.power_w),
+                nb::make_tuple(s.now, s.jobs_in_system_s, s.energy_j, s.allocated_gpu_s, s.useful_work_s, s.power_w,
+                               s.preemption_gpu_s),
                 nb::make_tuple(s.num_free, s.fragmented, s.alloc_version, s.num_done, s.jobs_in_system, s.next_arrival, s.qlen,
-                               s.enqueued, s.queued_gpus, s.queued_high, s.num_needs_restore),
-                a.running, r.decisions, r.starts, r.events, r.stuck);
+                               s.enqueued, s.queued_gpus, s.queued_high, s.num_needs_restore, s.num_preemptions),
+                a.running, a.checkpointing, a.reserved, r.decisions, r.starts, r.events, r.stuck);
         },
-        nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("floats"), nb::arg("ints"),
-        nb::arg("queue_window"), nb::arg("priority_high"), nb::arg("until"), nb::arg("first_job") = SECT_DECIDES,
-        nb::arg("first_gpus") = std::vector<int64_t>(),
+        nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("checkpointing"),
+        nb::arg("reserved"), nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("queue_window"),
+        nb::arg("priority_high"), nb::arg("until"), nb::arg("first_job") = SECT_DECIDES,
+        nb::arg("first_gpus") = std::vector<int64_t>(), nb::arg("first_victims") = std::vector<int64_t>(),
         "A lookahead's rollout of sect from a decision state, over a simulator's arrays (changed in place): first a "
-        "start of first_job on first_gpus, a WAIT (-1) or sect's choice (-2).");
+        "start of first_job on first_gpus (with first_victims: their preemption and a reservation), a WAIT (-1) or "
+        "sect's choice (-2).");
 }

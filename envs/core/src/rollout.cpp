@@ -10,7 +10,7 @@ namespace gangsched {
 
 namespace {
 
-constexpr int8_t QUEUED = 1, RUNNING = 3, DONE = 5;  // envs.simulator.JobState
+constexpr int8_t QUEUED = 1, RESERVED = 2, RUNNING = 3, CHECKPOINTING = 4, DONE = 5;  // envs.simulator.JobState
 constexpr double EPS = 1e-9;                         // envs.simulator._EPS
 constexpr double INF = std::numeric_limits<double>::infinity();
 constexpr int64_t NUM_RULES = 5;                     // envs.placement.RULES
@@ -55,19 +55,8 @@ class Rollout {
     Rollout(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high)
         : c_(c), m_(m), a_(a), s_(s), priority_high_(priority_high), n_jobs_(static_cast<int64_t>(a.arrival.size)) {
         slot_.assign(static_cast<size_t>(n_jobs_), -1);
-        for (int64_t j : a_.running) {
-            const auto r = static_cast<size_t>(a_.job_slot[static_cast<size_t>(j)]);
-            const int64_t lo = a_.rec_i[r * 4], hi = a_.rec_i[r * 4 + 1], uhi = a_.rec_i[r * 4 + 2];
-            const auto row = static_cast<int64_t>(ri_.size() / 4);
-            const auto k = static_cast<int64_t>(pi_.size());
-            for (int64_t q = lo; q < uhi; ++q) {
-                pi_.push_back(a_.pool_i[static_cast<size_t>(q)]);
-                pc_.push_back(a_.pool_counts[static_cast<size_t>(q)]);
-            }
-            for (int x = 0; x < 8; ++x) rf_.push_back(a_.rec_f[r * 8 + static_cast<size_t>(x)]);
-            ri_.insert(ri_.end(), {k, k + (hi - lo), k + (uhi - lo), a_.rec_i[r * 4 + 3]});
-            slot_[static_cast<size_t>(j)] = row;
-        }
+        for (int64_t j : a_.running) copy_record(j);
+        for (int64_t j : a_.checkpointing) copy_record(j);  // placed: their GPUs go at their checkpoints' ends
         // envs.window's memory levels: the distinct GPU memory sizes, ascending
         levels_ = c_.node_memory_gb;
         std::sort(levels_.begin(), levels_.end());
@@ -115,24 +104,36 @@ class Rollout {
         const auto u = static_cast<size_t>(j);
         a_.wait_s[u] += s_.now - a_.queued_since[u];
         slot_[u] = add_record(j, g);
-        a_.state[u] = RUNNING;  // Simulator._mark_launched
-        double restore = 0.0;
-        if (a_.needs_restore[u]) {
-            restore = a_.restore_s[u];
-            --s_.num_needs_restore;
-        }
-        a_.overhead_left[u] = restore;
-        a_.needs_restore[u] = 0;
-        if (std::isnan(a_.first_start[u])) a_.first_start[u] = s_.now;
-        a_.running.push_back(j);
+        mark_launched(j);
         queue_remove(j);
-        for (int64_t gpu : gpus) {  // AllocationLedger.claim
+        claim(j, gpus);
+        load(1.0, j, slot_[u]);
+        hold(1.0, slot_[u], true);
+        update_rates();
+        s_.power_w = masked_power();
+    }
+
+    // Simulator.preempt_and_start: each victim stops and checkpoints, keeping its GPUs; `gpus`
+    // are reserved for queued job `j`, which starts when the last of them is released.
+    void preempt_and_start(int64_t j, const std::vector<int64_t>& gpus, const std::vector<int64_t>& victims) {
+        for (int64_t v : victims) preempt(v);
+        queue_remove(j);
+        a_.state[static_cast<size_t>(j)] = RESERVED;
+        a_.reserved.push_back(j);
+        a_.reserved_gpus.push_back(gpus);
+        ++s_.alloc_version;  // AllocationLedger.reserve: the free counts without the promised GPUs
+        for (int64_t gpu : gpus) {
             const auto x = static_cast<size_t>(gpu);
-            a_.gpu_owner[x] = j;
-            a_.gpu_reserved[x] = -1;
-            a_.free_mask[x] = 0;
+            a_.gpu_reserved[x] = j;
+            if (a_.free_mask[x]) {
+                a_.free_mask[x] = 0;
+                const auto n = static_cast<size_t>(c_.gpu_node[x]);
+                const int64_t was = a_.node_free[n];
+                a_.node_free[n] = was - 1;
+                --s_.num_free;
+                s_.fragmented += fragmented_of(n, was - 1) - fragmented_of(n, was);
+            }
         }
-        load_and_hold(1.0, j, slot_[u]);
         update_rates();
         s_.power_w = masked_power();
     }
@@ -149,6 +150,11 @@ class Rollout {
             const double cmp = next_completion(restoring);
             if (cmp < t) t = cmp;
         }
+        if (!a_.checkpointing.empty()) {
+            double ck = INF;
+            for (int64_t v : a_.checkpointing) ck = std::min(ck, a_.checkpoint_end[static_cast<size_t>(v)]);
+            if (ck < t) t = ck;
+        }
         if (t > until) return UNTIL;
         if (!(t < INF)) return NO_EVENT;
         const double dt = t - s_.now;
@@ -159,7 +165,7 @@ class Rollout {
             if (dt > 0) s_.useful_work_s += useful;
         }
         s_.now = t;
-        const bool changed = found > 0;
+        bool changed = found > 0;
         if (changed) {
             for (size_t i = 0; i < found; ++i) {
                 const int64_t j = order_[i];
@@ -168,6 +174,7 @@ class Rollout {
                 a_.work_done[u] = a_.work_total[u];
                 a_.state[u] = DONE;
                 a_.end[u] = s_.now;
+                load(-1.0, j, slot_[u]);
                 release_job(j);
                 ++s_.num_done;
                 --s_.jobs_in_system;
@@ -175,6 +182,7 @@ class Rollout {
             run.clear();
             for (size_t i = nrun; i-- > found;) run.push_back(order_[i]);  // the others, in their order
         }
+        if (!a_.checkpointing.empty() || !a_.reserved.empty()) changed |= finish_checkpoints();
         admit_arrivals();
         if (changed) {
             update_rates();
@@ -273,13 +281,117 @@ class Rollout {
         return total;
     }
 
-    void admit_arrivals() {  // Simulator._admit_arrivals, JobQueue.push
+    void copy_record(int64_t j) {  // job j's load record (PlacedTable row) into the rollout's own
+        const auto r = static_cast<size_t>(a_.job_slot[static_cast<size_t>(j)]);
+        const int64_t lo = a_.rec_i[r * 4], hi = a_.rec_i[r * 4 + 1], uhi = a_.rec_i[r * 4 + 2];
+        const auto row = static_cast<int64_t>(ri_.size() / 4);
+        const auto k = static_cast<int64_t>(pi_.size());
+        for (int64_t q = lo; q < uhi; ++q) {
+            pi_.push_back(a_.pool_i[static_cast<size_t>(q)]);
+            pc_.push_back(a_.pool_counts[static_cast<size_t>(q)]);
+        }
+        for (int x = 0; x < 8; ++x) rf_.push_back(a_.rec_f[r * 8 + static_cast<size_t>(x)]);
+        ri_.insert(ri_.end(), {k, k + (hi - lo), k + (uhi - lo), a_.rec_i[r * 4 + 3]});
+        slot_[static_cast<size_t>(j)] = row;
+    }
+
+    void mark_launched(int64_t j) {  // Simulator._mark_launched
+        const auto u = static_cast<size_t>(j);
+        a_.state[u] = RUNNING;
+        double restore = 0.0;
+        if (a_.needs_restore[u]) {
+            restore = a_.restore_s[u];
+            --s_.num_needs_restore;
+        }
+        a_.overhead_left[u] = restore;
+        a_.needs_restore[u] = 0;
+        if (std::isnan(a_.first_start[u])) a_.first_start[u] = s_.now;
+        a_.running.push_back(j);
+    }
+
+    void claim(int64_t j, const std::vector<int64_t>& gpus) {  // AllocationLedger.claim, its GPUs
+        for (int64_t gpu : gpus) {
+            const auto x = static_cast<size_t>(gpu);
+            a_.gpu_owner[x] = j;
+            a_.gpu_reserved[x] = -1;
+            a_.free_mask[x] = 0;
+        }
+    }
+
+    // Simulator._preempt: the victim stops running and loading its nodes, keeps its GPUs while it
+    // saves its checkpoint, and owes a restore.
+    void preempt(int64_t v) {
+        const auto u = static_cast<size_t>(v);
+        auto& run = a_.running;
+        run.erase(std::remove(run.begin(), run.end(), v), run.end());
+        load(-1.0, v, slot_[u]);
+        a_.state[u] = CHECKPOINTING;
+        a_.checkpoint_end[u] = s_.now + a_.checkpoint_s[u];
+        a_.checkpointing.push_back(v);
+        a_.rate[u] = 0.0;
+        ++a_.preemptions[u];
+        ++s_.num_preemptions;
+        a_.needs_restore[u] = 1;
+        ++s_.num_needs_restore;
+        s_.preemption_gpu_s += static_cast<double>(a_.gpus_req[u]) * (a_.checkpoint_s[u] + a_.restore_s[u]);
+    }
+
+    // Simulator._finish_checkpoints: the checkpoints ended by now release their GPUs and their
+    // jobs queue again; each reserved job whose GPUs are all released launches on them. True
+    // when a checkpoint ended.
+    bool finish_checkpoints() {
+        ended_.clear();
+        auto& ck = a_.checkpointing;
+        for (int64_t v : ck)
+            if (a_.checkpoint_end[static_cast<size_t>(v)] <= s_.now + EPS) ended_.push_back(v);
+        for (int64_t v : ended_) {
+            const auto u = static_cast<size_t>(v);
+            ck.erase(std::find(ck.begin(), ck.end(), v));
+            a_.checkpoint_end[u] = INF;
+            release_job(v);
+            a_.state[u] = QUEUED;
+            a_.queued_since[u] = s_.now;
+            queue_push(v);
+        }
+        for (size_t i = 0; i < a_.reserved.size();) {
+            const int64_t r = a_.reserved[i];
+            bool released = true;
+            for (int64_t gpu : a_.reserved_gpus[i]) released &= a_.gpu_owner[static_cast<size_t>(gpu)] < 0;
+            if (!released) {
+                ++i;
+                continue;
+            }
+            const std::vector<int64_t> gpus = a_.reserved_gpus[i];
+            a_.reserved.erase(a_.reserved.begin() + static_cast<std::ptrdiff_t>(i));
+            a_.reserved_gpus.erase(a_.reserved_gpus.begin() + static_cast<std::ptrdiff_t>(i));
+            const auto u = static_cast<size_t>(r);
+            a_.wait_s[u] += s_.now - a_.queued_since[u];
+            placement_geometry(c_, gpus, a_.tp_degree[u], m_.geometry, launch_geometry_);  // Simulator._launch
+            slot_[u] = add_record(r, launch_geometry_);
+            load(1.0, r, slot_[u]);
+            mark_launched(r);
+            claim(r, gpus);
+            hold(1.0, slot_[u], false);  // its GPUs were reserved: out of the free counts already
+        }
+        return !ended_.empty();
+    }
+
+    void admit_arrivals() {  // Simulator._admit_arrivals
         const double until = s_.now + EPS;
         int64_t j = s_.next_arrival;
         while (j < n_jobs_ && a_.arrival[static_cast<size_t>(j)] <= until) {
             const auto u = static_cast<size_t>(j);
             a_.state[u] = QUEUED;
             a_.queued_since[u] = s_.now;
+            queue_push(j);
+            ++s_.jobs_in_system;
+            s_.next_arrival = ++j;
+        }
+    }
+
+    void queue_push(int64_t j) {  // JobQueue.push with the job's remaining estimate now
+        const auto u = static_cast<size_t>(j);
+        {
             double r = a_.estimate[u] - a_.work_done[u];
             if (r < 0.0) r = 0.0;
             if (s_.num_needs_restore > 0) r = r + a_.restore_s[u] * (a_.needs_restore[u] ? 1.0 : 0.0);
@@ -302,8 +414,6 @@ class Rollout {
             if (a_.priority[u] == priority_high_) ++s_.queued_high;
             s_.enqueued = seq + 1;
             ++a_.q_per_shape[static_cast<size_t>(a_.shape_id[u])];
-            ++s_.jobs_in_system;
-            s_.next_arrival = ++j;
         }
     }
 
@@ -368,8 +478,9 @@ class Rollout {
         return row;
     }
 
-    // envs.kernels._load_and_hold
-    void load_and_hold(double sign, int64_t j, int64_t row) {
+    // LoadModel._add_load and AllocationLedger.count_preemptible: job j starts (+1) or stops (-1)
+    // loading its nodes and uplinks and counting as preemptible
+    void load(double sign, int64_t j, int64_t row) {
         const auto r = static_cast<size_t>(row);
         const int64_t lo = ri_[r * 4], hi = ri_[r * 4 + 1], uhi = ri_[r * 4 + 2];
         const double pressure = sign * rf_[r * 8];
@@ -391,39 +502,65 @@ class Rollout {
                 a_.node_preemptible[static_cast<size_t>(pi_[static_cast<size_t>(q)]) * P + p] +=
                     step * static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
         }
+    }
+
+    int64_t fragmented_of(size_t n, int64_t free) const {  // envs.state.fragmented_change's term
+        return free < a_.whole_gang[n] ? free : 0;
+    }
+
+    void node_power(size_t n) {  // PowerMeter.nodes_changed
+        const int64_t o = a_.node_owned[n];
+        a_.node_power_w[n] = a_.power_terms[n * 3] + static_cast<double>(o) * a_.power_terms[n * 3 + 1] +
+                             static_cast<double>(c_.node_gpus[n] - o) * a_.power_terms[n * 3 + 2];
+        a_.node_on[n] = o > 0;
+    }
+
+    // AllocationLedger.claim (+1, `free`: the GPUs were free, not reserved) after the GPUs changed
+    // hands: the per-node owned and free counts and the power of the record's nodes.
+    void hold(double sign, int64_t row, bool free) {
+        const auto r = static_cast<size_t>(row);
+        const int64_t lo = ri_[r * 4], hi = ri_[r * 4 + 1];
+        const auto step = static_cast<int64_t>(sign);
         ++s_.alloc_version;
         for (int64_t q = lo; q < hi; ++q) {
             const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
             const int64_t k = step * static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
             a_.node_owned[n] += k;
-            const int64_t was = a_.node_free[n];
-            a_.node_free[n] = was - k;
-            s_.num_free -= k;
-            const int64_t w = a_.whole_gang[n];
-            s_.fragmented += ((was - k) < w ? (was - k) : 0) - (was < w ? was : 0);
+            if (free) {
+                const int64_t was = a_.node_free[n];
+                a_.node_free[n] = was - k;
+                s_.num_free -= k;
+                s_.fragmented += fragmented_of(n, was - k) - fragmented_of(n, was);
+            }
         }
-        for (int64_t q = lo; q < hi; ++q) {
-            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
-            const int64_t o = a_.node_owned[n];
-            a_.node_power_w[n] = a_.power_terms[n * 3] + static_cast<double>(o) * a_.power_terms[n * 3 + 1] +
-                                 static_cast<double>(c_.node_gpus[n] - o) * a_.power_terms[n * 3 + 2];
-            a_.node_on[n] = o > 0;
-        }
+        for (int64_t q = lo; q < hi; ++q) node_power(static_cast<size_t>(pi_[static_cast<size_t>(q)]));
     }
 
-    void release_job(int64_t j) {  // envs.kernels._release_job
+    // Simulator._release (AllocationLedger.release): a stopped job lets its GPUs go; those promised
+    // to a reserved job stay out of the free counts.
+    void release_job(int64_t j) {
         const auto u = static_cast<size_t>(j);
         a_.rate[u] = 0.0;
         const auto r = static_cast<size_t>(slot_[u]);
+        ++s_.alloc_version;
         for (int64_t q = ri_[r * 4]; q < ri_[r * 4 + 1]; ++q) {
             const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            int64_t freed = 0;
             for (int64_t g = c_.node_first_gpu[n]; g < c_.node_first_gpu[n] + c_.node_gpus[n]; ++g)
                 if (a_.gpu_owner[static_cast<size_t>(g)] == j) {
                     a_.gpu_owner[static_cast<size_t>(g)] = -1;
-                    a_.free_mask[static_cast<size_t>(g)] = 1;
+                    if (a_.gpu_reserved[static_cast<size_t>(g)] < 0) {
+                        a_.free_mask[static_cast<size_t>(g)] = 1;
+                        ++freed;
+                    }
                 }
+            a_.node_owned[n] -= static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+            const int64_t was = a_.node_free[n];
+            a_.node_free[n] = was + freed;
+            s_.num_free += freed;
+            s_.fragmented += fragmented_of(n, was + freed) - fragmented_of(n, was);
+            node_power(n);
         }
-        load_and_hold(-1.0, j, slot_[u]);
     }
 
     double masked_power() {  // envs.kernels.masked_sum(node_power_w, node_on)
@@ -579,6 +716,8 @@ class Rollout {
     std::vector<double> levels_, useful_, picked_, shares_;
     std::vector<int64_t> order_, feasible_, shortest_, by_priority_, by_attained_, window_;
     std::vector<uint8_t> fits_now_, fits_any_, mask_, seen_;
+    std::vector<int64_t> ended_;
+    Geometry launch_geometry_;
     int64_t fits_version_ = -1;
 };
 
@@ -587,20 +726,34 @@ class Rollout {
 double pairwise_sum(const double* a, size_t n) { return 0.0 + pairwise(a, 0, n); }
 
 RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
-                           int64_t priority_high, double until, int64_t first_job, const std::vector<int64_t>& first_gpus) {
+                           int64_t priority_high, double until, int64_t first_job, const std::vector<int64_t>& first_gpus,
+                           const std::vector<int64_t>& first_victims) {
     if (queue_window < 1) throw BadInput("queue_window: at least 1");
-    if (first_job >= 0) {  // Simulator._check_placement's rules for the first start
+    if (first_job >= 0) {  // Simulator._check_placement's and preempt_and_start's rules for the first action
         const auto j = static_cast<size_t>(first_job);
         if (j >= a.arrival.size || a.state[j] != QUEUED) throw BadInput("first_job: not a queued job");
         if (static_cast<int64_t>(first_gpus.size()) != a.gpus_req[j]) throw BadInput("first_gpus: not the job's gang size");
-        std::vector<uint8_t> taken(static_cast<size_t>(c.num_gpus), 0);
+        std::vector<uint8_t> allowed(static_cast<size_t>(c.num_gpus), 0), taken(allowed);
+        for (size_t g = 0; g < allowed.size(); ++g) allowed[g] = a.free_mask[g];
+        for (int64_t v : first_victims) {
+            const auto u = static_cast<size_t>(v);
+            if (v < 0 || u >= a.arrival.size || a.state[u] != RUNNING || !a.preemptible[u] || a.priority[u] > a.priority[j])
+                throw BadInput("first_victims: a job that cannot be preempted for first_job");
+            for (size_t g = 0; g < allowed.size(); ++g)
+                if (a.gpu_owner[g] == v) allowed[g] = 2;  // a victim's
+        }
+        bool victim_gpu = false;
         for (int64_t g : first_gpus) {
-            if (g < 0 || g >= c.num_gpus || !a.free_mask[static_cast<size_t>(g)] || taken[static_cast<size_t>(g)])
+            if (g < 0 || g >= c.num_gpus || !allowed[static_cast<size_t>(g)] || taken[static_cast<size_t>(g)])
                 throw BadInput("first_gpus: a GPU out of range, busy or repeated");
+            victim_gpu |= allowed[static_cast<size_t>(g)] == 2;
             taken[static_cast<size_t>(g)] = 1;
         }
+        if (!first_victims.empty() && !victim_gpu) throw BadInput("first_gpus: none of the victims' GPUs");
     } else if (first_job != SECT_DECIDES && first_job != FIRST_WAIT) {
         throw BadInput("first_job: a job id, -1 (WAIT) or -2 (sect decides)");
+    } else if (!first_victims.empty()) {
+        throw BadInput("first_victims: only with a first_job");
     }
     Rollout sim(c, m, a, s, priority_high);
     RolloutResult res;
@@ -610,21 +763,27 @@ RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, S
     while (true) {
         // a decision state: the first action, then sect's choices (envs.replay.decide / apply_candidate)
         int64_t job = -1, best = -1;
+        bool preempting = false;
         if (first) {
             job = first_job;
+            preempting = job >= 0 && !first_victims.empty();
             if (job >= 0) {
                 gpus = first_gpus;
-                placement_geometry(c, gpus, a.tp_degree[static_cast<size_t>(job)], m.geometry, geometry);
+                if (first_victims.empty()) placement_geometry(c, gpus, a.tp_degree[static_cast<size_t>(job)], m.geometry, geometry);
                 best = 0;
             }
             first = false;
         } else {
             best = sim.decide(job, gpus, geometry, queue_window);
             ++res.decisions;
-            if (best < 0 && a.running.empty())
+            if (best < 0 && a.running.empty() && a.checkpointing.empty())
                 throw BadInput("state: no valid candidate and nothing running (not a decision state)");
         }
-        if (best >= 0) {
+        if (preempting) {
+            sim.preempt_and_start(job, gpus, first_victims);
+            ++res.starts;
+            if (!(s.now < until)) break;
+        } else if (best >= 0) {
             sim.start(job, gpus, geometry);
             ++res.starts;
             if (!(s.now < until)) break;  // a decision at the horizon is carried out, then the rollout stops

@@ -22,11 +22,12 @@ struct View {  // a caller's array: `size` entries, row-major for tables
 // The simulator's state the rollout reads and changes in place (a fork's own arrays).
 struct SimArrays {
     // per job (n_jobs each)
-    View<const double> arrival, estimate, restore_s, work_total, mem_req, comm_fraction, tp_comm_share;
+    View<const double> arrival, estimate, restore_s, checkpoint_s, work_total, mem_req, comm_fraction, tp_comm_share;
     View<const int64_t> gpus_req, tp_degree, priority, kind, shape_id;
     View<const uint8_t> preemptible;
     View<double> work_done, queued_since, end, work_left, rate, overhead_left, attained_gpu_s, run_s,
-        interference_loss_s, interference, wait_s, first_start;
+        interference_loss_s, interference, wait_s, first_start, checkpoint_end;
+    View<int64_t> preemptions;
     View<uint8_t> needs_restore;
     View<int8_t> state;
     // the queue (envs.sim_queue.JobQueue)
@@ -50,14 +51,18 @@ struct SimArrays {
     View<const int64_t> shape_gpus, shape_tp, shape_priority;
     View<const double> shape_mem;
     std::vector<int64_t> running;  // in the simulator's order
+    // preempted jobs still saving (holding their GPUs), and reserved jobs with the GPUs each
+    // waits for, in the simulator's order
+    std::vector<int64_t> checkpointing, reserved;
+    std::vector<std::vector<int64_t>> reserved_gpus;
 };
 
 // The simulator's scalars, read at the call and written back after it.
 struct SimScalars {
     double now = 0.0, jobs_in_system_s = 0.0, energy_j = 0.0, allocated_gpu_s = 0.0, useful_work_s = 0.0,
-           power_w = 0.0;
+           power_w = 0.0, preemption_gpu_s = 0.0;
     int64_t num_free = 0, fragmented = 0, alloc_version = 0, num_done = 0, jobs_in_system = 0, next_arrival = 0,
-            qlen = 0, enqueued = 0, queued_gpus = 0, queued_high = 0, num_needs_restore = 0;
+            qlen = 0, enqueued = 0, queued_gpus = 0, queued_high = 0, num_needs_restore = 0, num_preemptions = 0;
 };
 
 struct RolloutResult {
@@ -65,17 +70,18 @@ struct RolloutResult {
     bool stuck = false;  // WAIT with nothing left to happen (the simulator's SchedulingError)
 };
 
-// What the rollout does first: `sect` decides (SECT_DECIDES), WAIT (FIRST_WAIT), or a start of
-// the job `first_job` on `first_gpus` (the lookahead's option, a valid candidate).
+// What the rollout does first: `sect` decides (SECT_DECIDES), WAIT (FIRST_WAIT), or the
+// lookahead's option for queued job `first_job` on `first_gpus` (a valid candidate): a start, or
+// with `first_victims` a preemption of them and a reservation (Simulator.preempt_and_start).
 constexpr int64_t SECT_DECIDES = -2, FIRST_WAIT = -1;
 
-// From a decision state (a queued job can be placed; nothing checkpoints or is reserved): the
-// first action, then `sect` decides, each start runs the events to the next decision, until
-// `until` (a decision at or after it is still carried out, as the lookahead's loop does) or the
-// workload's end.
+// From a decision state (a queued job can be placed; jobs may be checkpointing and reserved):
+// the first action, then `sect` decides, each start runs the events to the next decision
+// (checkpoint ends and the reserved jobs' launches among them), until `until` (a decision at or
+// after it is still carried out, as the lookahead's loop does) or the workload's end.
 RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
                            int64_t priority_high, double until, int64_t first_job = SECT_DECIDES,
-                           const std::vector<int64_t>& first_gpus = {});
+                           const std::vector<int64_t>& first_gpus = {}, const std::vector<int64_t>& first_victims = {});
 
 // numpy's float(a.sum()) of a float64 array (pairwise summation, blocks of 128, 8 accumulators).
 double pairwise_sum(const double* a, size_t n);
