@@ -92,6 +92,10 @@ class WatchCollector:
             lists = CounterMetricFamily("gangsched_watch_lists", "Lists of the resource by reason (initial, expired: "
                                         "410 Gone on the watch, resync, error: after a failure)", labels=["resource", "reason"])
             events = CounterMetricFamily("gangsched_watch_events", "Watch events received by type", labels=["resource", "type"])
+            errors = CounterMetricFamily("gangsched_watch_errors", "Failed lists and watches by reason (forbidden: 403, "
+                                         "unauthorized: 401, http_<code>, short_watch, unreachable)", labels=["resource", "reason"])
+            forbidden = GaugeMetricFamily("gangsched_watch_forbidden", "1 while the API server answers 403 to the resource's "
+                                          "list or watch (RBAC)", labels=["resource"])
             for inf in self.watch.informers():
                 i = inf.info()
                 synced.add_metric([inf.resource], 1.0 if i["listed"] else 0.0)
@@ -100,7 +104,10 @@ class WatchCollector:
                     lists.add_metric([inf.resource, reason], n)
                 for kind, n in sorted(i["events"].items()):
                     events.add_metric([inf.resource, kind], n)
-            yield from (synced, healthy, lists, events)
+                for reason, n in sorted(i["errors"].items()):
+                    errors.add_metric([inf.resource, reason], n)
+                forbidden.add_metric([inf.resource], 1.0 if i["forbidden"] else 0.0)
+            yield from (synced, healthy, lists, events, errors, forbidden)
         if self.leader is not None:
             g = GaugeMetricFamily("gangsched_leader", "1 while this replica holds the lease", labels=["identity"])
             g.add_metric([self.leader.identity], 1.0 if self.leader.is_leader() else 0.0)
@@ -353,7 +360,8 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
         if not ready["ok"]:
             return _json({"status": "not ready", "detail": ready["why"]}, 503)
         if watch is not None and not watch.synced:
-            return _json({"status": "not ready", "detail": "Nodes, Pods and PodGroups not yet listed from the API server (--watch)"}, 503)
+            return _json({"status": "not ready", "detail": "Nodes, Pods and PodGroups not yet listed from the API server (--watch): "
+                                                           + watch.not_synced()}, 503)
         if leader is not None and not leader.is_leader():
             return _json({"status": "not ready", "detail": f"a follower: the lease {leader.namespace}/{leader.name} is held by "
                                                            f"{leader.holder() or 'nobody'} (only the leader takes requests)",

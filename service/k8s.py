@@ -200,7 +200,7 @@ class Extender:
         snap = self.watch.snapshot()
         if snap is None:
             raise ExtenderError("the service has not yet listed Nodes, Pods and PodGroups from the API server (--watch): "
-                                "no decision before it has; see /v1/info watch")
+                                f"no decision before it has (waiting for {self.watch.not_synced()}); see /v1/info watch")
         if snap is not self.snap:
             self.snap = snap
             self.occ.base, self.occ.base_clock = snap.base, snap.clock

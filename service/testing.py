@@ -128,8 +128,13 @@ class FakeAPIServer:
       `.../namespaces/{ns}/podgroups` (a `PodGroupList`), `.../namespaces/{ns}/podgroups/{name}`,
       and their watches (`?watch=true`, as for Nodes and Pods); `add_pod_group` (ADDED, or
       MODIFIED when it exists) and `delete_pod_group` (DELETED). Every path of a group/version
-      not in `crds` answers 404, as for a CRD not installed; `install_crd` adds one;
-    Does not emulate: admission, RBAC beyond the one token, node existence checks on binding,
+      not in `crds` answers 404, as for a CRD not installed; `install_crd` adds one, `remove_crd`
+      deletes one at runtime (its objects DELETED, its open watches ended, then 404);
+    * RBAC refusals: `forbid(resource, verbs)` answers 403 Forbidden with the API server's Status
+      (reason `Forbidden`, its message naming user, verb, resource and API group) to those verbs,
+      decided before the resource is looked up; `allow` undoes it; `close_watches_at_once` set:
+      every watch ends at once with no event (a misbehaving server or proxy);
+    Does not emulate: admission, RBAC rules (`forbid` stands for them) beyond the one token, node existence checks on binding,
     field selectors other than spec.nodeName, label selectors other than equality, list
     pagination (`limit`/`continue`) and lists at an older resourceVersion (a list always serves
     the latest), watch bookmarks, PATCH, CustomResourceDefinition objects (`crds` stands for
@@ -158,6 +163,9 @@ class FakeAPIServer:
         self.list_gate = threading.Event()  # cleared: lists of Nodes, Pods and PodGroups wait until it is set again
         self.list_gate.set()
         self.refuse_leases = False  # lease calls answer 503 (an API server the leader cannot reach)
+        self.forbidden: dict[str, set[str]] = {}  # RBAC resource -> verbs answered 403 (`forbid`)
+        self.close_watches_at_once = False  # every watch answers 200 and ends at once with no event
+        self.user = "system:serviceaccount:gangsched-system:gangsched"  # named in 403 messages
         self.closed = False
         self._uid = 0
         server = self
@@ -192,6 +200,9 @@ class FakeAPIServer:
                     return self._status(401, "Unauthorized", "Unauthorized")
                 parts = [p for p in url.path.split("/") if p]
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                denied = server._denied(method, parts, query)
+                if denied:
+                    return self._send(403, denied)
                 coll = server._collection(parts) if method == "GET" else None
                 if coll is not None:
                     if str(query.get("watch")).lower() in ("true", "1"):
@@ -324,6 +335,35 @@ class FakeAPIServer:
         with self.lock:
             self.crds.add((group, version))
 
+    def remove_crd(self, group: str, version: str) -> int:
+        """Delete the PodGroup CRD of group/version as `kubectl delete crd` does: its objects are
+        deleted first (a DELETED event each), then the open watches of the kind end (the stream
+        closes) and every path of it answers 404 until `install_crd`. Returns the objects deleted."""
+        with self.lock:
+            store = self.pod_groups.pop((group, version), {})
+            for pg in store.values():
+                self._record(self._pod_group_collection(group, version), "DELETED", pg)
+            self.crds.discard((group, version))
+            self.changed.notify_all()
+            return len(store)
+
+    def forbid(self, resource: str, verbs=("get", "list", "watch")) -> None:
+        """Answer 403 Forbidden, as RBAC does, to these verbs on an RBAC resource: `nodes`, `pods`,
+        `pods/binding`, `leases.coordination.k8s.io`, `podgroups.<API group>` (verbs `get`,
+        `list`, `watch`, `create`, `update`, `delete`). RBAC is decided before the resource is
+        looked up: a CRD not installed answers 403, not 404, when forbidden."""
+        with self.lock:
+            self.forbidden.setdefault(resource, set()).update(verbs)
+
+    def allow(self, resource: str, verbs=None) -> None:
+        """Undo `forbid` (all verbs when verbs is None)."""
+        with self.lock:
+            left = set() if verbs is None else self.forbidden.get(resource, set()) - set(verbs)
+            if left:
+                self.forbidden[resource] = left
+            else:
+                self.forbidden.pop(resource, None)
+
     def add_pod_group(self, group: str, version: str, namespace: str, name: str, min_member: int, **spec) -> dict:
         """Create the PodGroup (ADDED) or replace its spec (MODIFIED): the CRD must be installed."""
         with self.lock:
@@ -368,6 +408,36 @@ class FakeAPIServer:
             return sum(1 for m, p in self.requests if m == method and p.startswith(prefix) and query in p)
 
     # ------------------------------------------------------------------ serving
+
+    def _denied(self, method: str, parts: list[str], query: dict) -> dict | None:
+        """The 403 Status for a request `forbid` refuses, else None (the RBAC resource and verb
+        from the path and method, as the API server's request info resolver reads them)."""
+        with self.lock:
+            if not self.forbidden:
+                return None
+            group, rest = "", []
+            if parts[:2] == ["api", "v1"]:
+                rest = parts[2:]
+            elif parts[:1] == ["apis"] and len(parts) >= 3:
+                group, rest = parts[1], parts[3:]
+            namespace = None
+            if rest[:1] == ["namespaces"] and len(rest) >= 3:
+                namespace, rest = rest[1], rest[2:]
+            if not rest:
+                return None
+            plural, named, sub = rest[0], len(rest) >= 2, rest[2] if len(rest) >= 3 else None
+            resource = plural + (f".{group}" if group else "") + (f"/{sub}" if sub else "")
+            if method == "GET":
+                verb = "get" if named else ("watch" if str(query.get("watch")).lower() in ("true", "1") else "list")
+            else:
+                verb = {"POST": "create", "PUT": "update", "DELETE": "delete"}[method]
+            if verb not in self.forbidden.get(resource, ()):
+                return None
+        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Forbidden", "code": 403,
+                "details": {"group": group, "kind": plural},
+                "message": f'{resource} is forbidden: User "{self.user}" cannot {verb} resource "{plural}" '
+                           f'in API group "{group}" {scope}'}
 
     @staticmethod
     def _pod_group_collection(group: str, version: str) -> str:
@@ -416,6 +486,9 @@ class FakeAPIServer:
             h.wfile.flush()
 
         try:
+            if self.close_watches_at_once:
+                h.wfile.write(b"0\r\n\r\n")
+                return
             with self.lock:
                 epoch, expire = self.watch_epoch, self.expire_epoch
                 if since and since < self.oldest_rv:
@@ -445,6 +518,9 @@ class FakeAPIServer:
                             since = self.rv
                         if pending:
                             break
+                        if kind.endswith("/podgroups") and tuple(kind.split("/")[:2]) not in self.crds:  # CRD deleted
+                            h.wfile.write(b"0\r\n\r\n")
+                            return
                         self.changed.wait(min(0.5, max(0.01, deadline - time.monotonic())))
                 if pending is None:
                     write({"type": "ERROR", "object": {

@@ -9,14 +9,30 @@ Contract:
   Reflector's minWatchTimeout) is resumed from the last resourceVersion seen; a watch answered
   410 Gone / `Expired` ("too old resource version") is followed by a fresh LIST (the cache is
   replaced only when that list arrives, so nothing is lost meanwhile); any other failure backs
-  off (0.8 s doubling to 30 s) and lists again. Every `resync_s` the kind is listed again as a
+  off (0.8 s doubling to 30 s) and lists again, the last state listed kept meanwhile. As
+  client-go's backoff manager, the backoff returns to 0.8 s only after `BACKOFF_RESET_S` (2 min)
+  without a failure, not after a list that succeeds: a list allowed and a watch refused (RBAC
+  granting `list` without `watch`) re-lists at the backoff's pace, not every 0.8 s. A watch that
+  ends within a second having delivered nothing (client-go's "very short watch") is a failure
+  too, so a server that closes watches at once is not called in a tight loop. A failure is
+  logged once per kind of failure (the HTTP status, else the exception type) and call (list,
+  watch) until that call succeeds again (a watch succeeds when an event comes or it runs its
+  time), and counted by reason in `errors` (`forbidden` for 403, `unauthorized` for 401,
+  `http_<code>` for other statuses, `short_watch`, `unreachable` for connection failures). A 403
+  (the service account may not list or watch the kind) makes the kind `forbidden` in `info()`
+  until the refused call succeeds. Every `resync_s` the kind is listed again as a
   safety net against a lost event. (client-go's resync period re-delivers the cache to the
   handlers without calling the API server; here the state is derived from the cache on every
   change, so the only resync that can correct anything is a re-list.)
   An optional kind (a custom resource: `optional=True`) whose list or watch the API server answers
   404 (its CRD is not installed) is `missing`: its cache is emptied, one warning is logged (and
   none again until it has been listed), and its list is tried again every `resync_s` (30 s when
-  that is 0); the other kinds are not affected.
+  that is 0); the other kinds are not affected. A CRD deleted while watched: the API server
+  deletes its objects first (DELETED events: the cache empties) and ends the watch; the next
+  watch or list answers 404 and the kind is `missing` as above, retried at the re-list period
+  (never in a loop), and listed again once the CRD is back. A 403 on an optional kind is a
+  failure as any other (the last state listed is kept: nothing when it never was, so gang sizes
+  fall back to the pods' annotations; it counts as answered, so readiness does not wait for it).
 * Objects are kept trimmed to the fields the extender reads (names, labels, annotations, UID,
   GPU requests, priority, nodeName, phase, times; a node's GPU allocatable; a PodGroup's minMember).
 * `ClusterWatch` runs an informer each for Nodes and Pods and one per PodGroup API of
@@ -65,6 +81,8 @@ from service.wire import NodeInfo, PodInfo, WireError, parse_node, parse_pod
 
 log = logging.getLogger("gangsched.service")
 BACKOFF_S = (0.8, 30.0)
+BACKOFF_RESET_S = 120.0  # the backoff returns to its start after this long without a failure (client-go's resetDuration)
+SHORT_WATCH_S = 1.0  # a watch that ends sooner with no event is a failure (client-go: "very short watch")
 
 
 def _trim_pod(p: dict) -> dict:
@@ -109,6 +127,24 @@ def _epoch(stamp) -> float | None:
         return None
 
 
+class ShortWatch(Exception):
+    """A watch that ended at once with no event."""
+
+
+def _api_message(e) -> str:
+    """The message of the Status an ApiException carries (its body), else ''."""
+    import json
+
+    body = getattr(e, "body", None)
+    try:
+        doc = json.loads(body) if body else None
+    except (ValueError, TypeError):
+        doc = None
+    if isinstance(doc, dict) and doc.get("message"):
+        return str(doc["message"])[:500]
+    return ""
+
+
 class Informer:
     """One resource kind listed and watched (see the module docstring)."""
 
@@ -134,7 +170,11 @@ class Informer:
         self.events: dict[str, int] = {}  # event type -> count
         self.last_error = ""
         self.last_error_at = 0.0
+        self.errors: dict[str, int] = {}  # reason (forbidden, unauthorized, http_<code>, short_watch, unreachable) -> count
+        self._forbidden = {"list": False, "watch": False}  # a 403 since the last list / watch that succeeded
         self.healthy = False  # the last list or watch succeeded
+        self._logged = {"list": "", "watch": ""}  # the kind of failure last logged, per phase ("" once it succeeds)
+        self._last_failure = float("-inf")  # monotonic seconds
         self._watch = None
 
     def _list(self, reason: str) -> None:
@@ -150,16 +190,22 @@ class Informer:
             self.store = items  # replaced whole: nothing is lost between the old and the new list
             self.resource_version = str((doc.get("metadata") or {}).get("resourceVersion") or "")
             was_missing, self.missing = self.missing, False
+            was_failing, self._logged["list"] = self._logged["list"], ""
+            self._forbidden["list"] = False
             self.listed = self.answered = self.healthy = True
             self.lists[reason] = self.lists.get(reason, 0) + 1
         if was_missing:
             log.warning("watch %s: the API server serves it now", self.resource)
+        elif was_failing:
+            log.warning("watch %s: listed again after failures (%s)", self.resource, was_failing)
         log.info("watch %s: listed %d at resourceVersion %s (%s)", self.resource, len(items), self.resource_version, reason)
         self.on_change()
 
-    def _watch_once(self, timeout_s: float, stop: threading.Event) -> None:
+    def _watch_once(self, timeout_s: float, stop: threading.Event) -> int:
+        """One watch call from the last resourceVersion; returns the events received."""
         from kubernetes import watch
 
+        received = 0
         w = self._watch = watch.Watch()
         stream = w.stream(self.list_call, resource_version=self.resource_version, timeout_seconds=max(1, int(timeout_s)),
                           allow_watch_bookmarks=True, _request_timeout=(self.request_timeout_s, timeout_s + self.request_timeout_s))
@@ -176,26 +222,35 @@ class Informer:
                 if rv:
                     self.resource_version = rv
                 self.healthy = True
+            if not received:
+                self._watched()
+            received += 1
             if kind != "BOOKMARK":
                 self.on_change()
             if stop.is_set():
                 w.stop()
+        return received
 
     def run(self, stop: threading.Event) -> None:
         from kubernetes.client.rest import ApiException
 
         reason, backoff = "initial", BACKOFF_S[0]
         while not stop.is_set():
+            phase = "list"
             try:
                 self._list(reason)
-                backoff = BACKOFF_S[0]
+                phase = "watch"
                 resync_at = time.monotonic() + self.resync_s if self.resync_s > 0 else float("inf")
                 reason = "resync"
                 while not stop.is_set():
                     left = resync_at - time.monotonic()
                     if left <= 0:
                         break
-                    self._watch_once(min(left, self.watch_timeout_s * (1 + random.random())), stop)
+                    started = time.monotonic()
+                    got = self._watch_once(min(left, self.watch_timeout_s * (1 + random.random())), stop)
+                    if not got and time.monotonic() - started < SHORT_WATCH_S and not stop.is_set():
+                        raise ShortWatch(f"very short watch: it ended within {SHORT_WATCH_S:g} s with no event")
+                    self._watched()
             except ApiException as e:
                 if e.status == 410:  # Gone / Expired: the resourceVersion is too old; list again now
                     log.info("watch %s: resourceVersion %s expired (%s): listing again", self.resource,
@@ -206,22 +261,54 @@ class Informer:
                     self._missing()
                     reason = "resync" if self.listed else "initial"
                     stop.wait(self.resync_s if self.resync_s > 0 else BACKOFF_S[1])
-                    backoff = BACKOFF_S[0]
                     continue
-                self._failed(f"the API server answered {e.status}: {e.reason}")
+                why = {401: "unauthorized", 403: "forbidden"}.get(e.status, f"http_{e.status}")
+                msg = _api_message(e)
+                self._failed(phase, why, str(e.status), f"the API server answered {e.status} {e.reason}" + (f": {msg}" if msg else ""))
+                reason = "error"
+            except ShortWatch as e:
+                self._failed(phase, "short_watch", "short_watch", str(e))
                 reason = "error"
             except Exception as e:  # connection refused, timeout, a broken stream
-                self._failed(f"{type(e).__name__}: {e}")
+                self._failed(phase, "unreachable", type(e).__name__, f"{type(e).__name__}: {e}")
                 reason = "error"
+            now = time.monotonic()
+            backoff = BACKOFF_S[0] if now - self._last_failure > BACKOFF_RESET_S else min(BACKOFF_S[1], backoff * 2)
+            self._last_failure = now
             stop.wait(backoff)
-            backoff = min(BACKOFF_S[1], backoff * 2)
 
-    def _failed(self, why: str) -> None:
+    def _watched(self) -> None:
+        """A watch call succeeded (an event came, or it ran its time)."""
+        with self.lock:
+            was_failing, self._logged["watch"] = self._logged["watch"], ""
+            self._forbidden["watch"] = False
+        if was_failing:
+            log.warning("watch %s: watching again after failures (%s)", self.resource, was_failing)
+
+    @property
+    def forbidden(self) -> bool:
+        """The API server answered 403 to the kind's list or watch since that call last succeeded."""
+        return self._forbidden["list"] or self._forbidden["watch"]
+
+    def _failed(self, phase: str, reason: str, kind: str, why: str) -> None:
+        """A failed list or watch (phase): counted by reason, logged once per kind of failure
+        and phase until that call succeeds again."""
         with self.lock:
             self.healthy = False
             self.answered = True
+            if reason == "forbidden":
+                self._forbidden[phase] = True
+            self.errors[reason] = self.errors.get(reason, 0) + 1
             self.last_error, self.last_error_at = why, time.time()
-        log.warning("watch %s: %s (the last state listed is kept; retrying)", self.resource, why)
+            first, self._logged[phase] = self._logged[phase] != kind, kind
+        if not first:
+            return
+        hint = ""
+        if reason == "forbidden":
+            hint = (f"; the service account needs {phase} on {self.resource} (RBAC)"
+                    + ("; gang sizes come from the pods' annotations meanwhile" if self.optional else ""))
+        log.warning("watch %s: %s (the last state listed is kept; retrying with backoff up to %g s, "
+                    "logged again only for another failure%s)", self.resource, why, BACKOFF_S[1], hint)
 
     def _missing(self) -> None:
         """The API server does not serve the kind (404): none of its objects exist."""
@@ -245,9 +332,10 @@ class Informer:
 
     def info(self) -> dict:
         with self.lock:
-            return {"listed": self.listed, "missing": self.missing, "healthy": self.healthy, "objects": len(self.store),
-                    "resource_version": self.resource_version, "lists": dict(self.lists), "events": dict(self.events),
-                    "last_error": self.last_error, "last_error_at": self.last_error_at or None}
+            return {"listed": self.listed, "missing": self.missing, "forbidden": self.forbidden, "healthy": self.healthy,
+                    "objects": len(self.store), "resource_version": self.resource_version, "lists": dict(self.lists),
+                    "events": dict(self.events), "errors": dict(self.errors), "last_error": self.last_error,
+                    "last_error_at": self.last_error_at or None}
 
 
 @dataclass
@@ -366,6 +454,17 @@ class ClusterWatch:
     @property
     def synced(self) -> bool:
         return self.nodes.listed and self.pods.listed and all(g.answered for g in self.pod_groups.values())
+
+    def not_synced(self) -> str:
+        """Why the watch is not synced yet, in words ('' once it is): the kinds not yet listed
+        (or, for PodGroups, not yet answered) and the last error of each."""
+        waiting = [inf for inf in (self.nodes, self.pods) if not inf.listed]
+        waiting += [inf for inf in self.pod_groups.values() if not inf.answered]
+        out = []
+        for inf in waiting:
+            i = inf.info()
+            out.append(f"{inf.resource}" + (f" ({i['last_error']})" if i["last_error"] else " (no answer yet)"))
+        return "; ".join(out)
 
     def min_member(self, key: str, namespace: str, name: str) -> int | None:
         """The watched PodGroup's `spec.minMember` for a pod's group key (a key of POD_GROUP_APIS),
