@@ -472,7 +472,8 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
                 return 503, {"detail": str(e)}
             return 200, dict(extender.occupancy_dict(),
                              source="watch" if watch is not None else "push",
-                             gang_plans={g: {"slots": p.slots, "domain": p.domain, "gpus_per_pod": p.gpus_per_pod, "topology": p.topology}
+                             gang_plans={g: {"slots": p.slots, "domain": p.domain, "gpus_per_pod": p.gpus_per_pod, "size": p.size,
+                                             "topology": p.topology}
                                          for g, p in extender._live_plans().items()})
 
         status, body = await run(snapshot)

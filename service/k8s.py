@@ -36,7 +36,10 @@ Gangs (see resolve_gang, plan_key): the group from `scheduling.x-k8s.io/pod-grou
 members known to ask another count. The first member decides a placement for all of them (one
 job of members x g GPUs); the plan (pod slots per node) is kept and its GPUs held back from other
 pods. Later members pass filter only on the plan's nodes with free slots (score 10) and bind only
-into a slot. A plan ends when all its slots are bound, after `gang_ttl_s`, or on `put_state`.
+into a slot. A plan ends when all its slots are bound, after `gang_ttl_s`, or on `put_state`;
+and when the gang's size changes (its PodGroup's minMember, say) before all its slots are bound:
+a member filtered then plans again for the new size less the members already bound, and a
+member's bind checks the size first (a plan of the old size binds no one).
 
 Topology requests (Kueue's `kueue.x-k8s.io/podset-required-topology` / `-preferred-topology`,
 whose value is a node label key naming a level: `nvidia.com/gpu.clique`, a rack or block label,
@@ -450,7 +453,8 @@ class Extender:
         the pod is decided alone."""
         if not pod.gang or pod.gpus <= 0 or pod.gang_size_key == GANG_SIZE_KEY:
             return pod
-        size = pod.gang_size if pod.gang_size_key else None
+        given = pod.gang_size if pod.gang_size_given is None else pod.gang_size_given  # a pod resolved before
+        size = given if pod.gang_size_key else None
         others = sum(1 for g in self.gang_members.get(pod.gang, {}).values() if g != pod.gpus)
         if self.kube is not None and pod.gang_key in POD_GROUP_APIS:
             min_member, listed = self._pod_group(pod)
@@ -458,8 +462,8 @@ class Extender:
                 size = min_member
             others = max(others, sum(1 for g in listed if g != pod.gpus))
         if size is None:
-            return dataclasses.replace(pod, gang_size=1)
-        return dataclasses.replace(pod, gang_size=max(1, size - others))
+            return dataclasses.replace(pod, gang_size=1, gang_size_given=given)
+        return dataclasses.replace(pod, gang_size=max(1, size - others), gang_size_given=given)
 
     def _pod_group(self, pod: PodInfo) -> tuple[int | None, list[int]]:
         """(PodGroup minMember or None, GPU counts of the group's pods). With the watch both come
@@ -539,6 +543,9 @@ class Extender:
         plans = self._live_plans()
         pkey = plan_key(pod)
         plan = plans.get(pkey) if pkey else None
+        if plan is not None and plan.size != pod.gang_size:
+            self._drop_resized(pkey, plan, pod.gang_size)
+            plan = None
         if plan is not None:
             open_nodes = [n for n in topo if plan.slots.get(self.cluster.node_names[topo[n]], 0) > 0]
             if open_nodes:
@@ -599,6 +606,16 @@ class Extender:
             else:
                 verdicts[n] = Verdict(FAIL, 0, f"{max(f, 0)} GPUs free, the pod asks for {pod.gpus}")
         return verdicts
+
+    def _drop_resized(self, pkey: str, plan: GangPlan, size: int) -> None:
+        """A gang whose size changed since its plan was made (its PodGroup's minMember, its
+        size annotation, or members of another GPU count found since): the plan, made for the old
+        size, is dropped; the next member filtered plans again for the new size less the members
+        already bound."""
+        del self.occ.plans[pkey]
+        self.version += 1
+        log.info("gang %s: its size changed from %d to %d pods of %d GPUs: its plan (%s) is dropped and made again",
+                 plan.gang, plan.size, size, plan.gpus_per_pod, ", ".join(f"{n}: {k}" for n, k in plan.slots.items() if k > 0))
 
     def _decide(self, state: ClusterState, job_id: str) -> tuple[dict[int, int], dict[int, int], str]:
         """The policy's decision for the pending job queued first in `state`: a score per
@@ -909,6 +926,12 @@ class Extender:
         if pkey and plan is None:
             return {"Error": f"bind {key}: gang {pod.gang} has no reserved placement (its plan expired after "
                              f"--gang-ttl-s {self.gang_ttl_s:g} or was dropped by a state reset): not bound; filter it again"}
+        if plan is not None:
+            size = self.resolve_gang(pod).gang_size
+            if size != plan.size:
+                self._drop_resized(pkey, plan, size)
+                return {"Error": f"bind {key}: gang {pod.gang} is now {size} pods of {pod.gpus} GPUs, its plan was made "
+                                 f"for {plan.size}: the plan is dropped; not bound; filter it again"}
         if plan is not None and plan.slots.get(topo or "", 0) <= 0:
             open_nodes = ", ".join(n for n, k in plan.slots.items() if k > 0)
             return {"Error": f"bind {key}: gang {pod.gang} has no reserved slot on {node} (its plan: {open_nodes}): not bound"}

@@ -344,6 +344,7 @@ class PodInfo:
     gang_size: int  # pods of the gang (1: not a gang); see gang_size_key
     gang_key: str | None = None  # the label or annotation that named the group
     gang_size_key: str | None = None  # the annotation that gave gang_size (None: none did)
+    gang_size_given: int | None = None  # once resolved (service.k8s.resolve_gang): gang_size as parsed
     labels: dict[str, str] = field(default_factory=dict)
     topology_level: str | None = None  # the node label key of a Kueue topology request (None: none)
     topology_required: bool = False  # required (True) or preferred (False)
