@@ -49,7 +49,7 @@ from envs.objective import Objective, objective_total
 from envs.placement import PREEMPT_RULES, RULES
 from envs.replay import advance_to_decision, decide
 from envs.scenario import LookaheadConfig
-from envs.simulator import SchedulingError, SimConfig, Simulator
+from envs.simulator import NativeWorld, RolloutOutcome, SchedulingError, SimConfig, Simulator
 from envs.state import ARRIVAL_HISTORY_S, ClusterState
 from envs.topology import Cluster
 from envs.workload import WorkloadSpec, generate
@@ -73,7 +73,7 @@ def _native_first(cset: CandidateSet, action: int) -> tuple | None:
     return (cd.job_id, cd.gpus.tolist(), list(cd.victims))
 
 
-def terminal_cost(sim: Simulator, objective: Objective) -> float:
+def terminal_cost(sim: Simulator | RolloutOutcome, objective: Objective) -> float:
     """At a finite horizon, what the jobs still in the system will cost at least: each one's
     remaining work (the fork's own truth: sampled, or the real one for the oracle) at reference
     speed with no more waiting, in the objective's JCT terms. Without it a short horizon prefers
@@ -286,15 +286,23 @@ class Lookahead:
         # time.perf_counter() past which a search gives up (SearchTimeout) between rollouts; None: never
         self.deadline: float | None = None
 
-    def _rollout(self, fork: Simulator, cset: CandidateSet, action: int, horizon_end: float) -> float:
+    def _rollout(self, world: Simulator, native: NativeWorld | None, cset: CandidateSet, action: int,
+                 horizon_end: float) -> float:
+        """The cost of candidate `action` in `world` (a sampled future, or the truth for the
+        oracle, left unchanged): the option, then the base rule to the horizon. With `native`
+        (the world's copy in the core) the whole rollout is one native call; else the Python loop
+        on a fork of the world."""
         if self.deadline is not None and time.perf_counter() > self.deadline:
             raise SearchTimeout("the search ran past its time budget")
+        first = _native_first(cset, action) if native is not None else None
+        if first is not None:
+            return self._cost(native.rollout_sect(self.queue_window, horizon_end, *first), horizon_end)
+        return self._python_rollout(world.fork(), cset, action, horizon_end)
+
+    def _python_rollout(self, fork: Simulator, cset: CandidateSet, action: int, horizon_end: float) -> float:
+        """The rollout of `_rollout` in Python on `fork` (changed): the reference of the native one."""
         base, q, las = self.base.select, self.queue_window, self.base.preempt_las
-        native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not las
-        first = _native_first(cset, action) if native else None
-        if first is not None:  # the whole rollout, its first action included, in one native call
-            fork.rollout_sect(q, horizon_end, *first)
-        while first is None:  # apply, then on to the base rule's next decision until the horizon
+        while True:  # apply, then on to the base rule's next decision until the horizon
             if action != cset.wait_index and not fork.done and fork.now < horizon_end:
                 # only WAIT moves time or ends the episode: test first, then apply and advance together
                 nxt = decide(fork, cset, action, q, until=horizon_end, preempt_las=las)
@@ -305,26 +313,32 @@ class Lookahead:
                 nxt = advance_to_decision(fork, q, until=horizon_end, preempt_las=las)
             if nxt is None or fork.done:
                 break
-            if native:  # the rest of the rollout in one native call
-                fork.rollout_sect(q, horizon_end)
-                break
             cset, action = nxt, base(nxt.state, nxt)
-        if math.isfinite(horizon_end) and not fork.done:
-            if fork.now < horizon_end:
-                fork.advance_until(horizon_end)
-            return objective_total(fork, self.objective) + terminal_cost(fork, self.objective)
-        return objective_total(fork, self.objective)
+        if math.isfinite(horizon_end) and not fork.done and fork.now < horizon_end:
+            fork.advance_until(horizon_end)
+        return self._cost(fork, horizon_end)
 
-    def _futures(self, state: ClusterState, sample: int, horizon_end: float):
-        """A maker of forks of the simulator for future `sample`: the truth for the oracle, else
-        sampled work for the unfinished jobs and sampled arrivals. The sample's world is forked
-        once and each rollout forks that (a plain fork continues bit for bit as its parent would),
-        so the sampled jobs' arrays and records are made once per sample, not once per option."""
+    def _cost(self, sim: Simulator | RolloutOutcome, horizon_end: float) -> float:
+        """A rollout's cost from where it stopped: the objective so far and, short of the
+        workload's end at a finite horizon, the terminal cost."""
+        if math.isfinite(horizon_end) and not sim.done:
+            return objective_total(sim, self.objective) + terminal_cost(sim, self.objective)
+        return objective_total(sim, self.objective)
+
+    def _world(self, state: ClusterState, sample: int, horizon_end: float) -> tuple[Simulator, NativeWorld | None]:
+        """Future `sample`'s world and, where the rollouts are native, its copy in the core: the
+        truth for the oracle, else a fork with sampled work for the unfinished jobs and sampled
+        arrivals. Every option's rollout starts from it (a plain fork, or a copy of its arrays in
+        the core, continues bit for bit as it would), so the sample is made once per sample, not
+        once per option."""
         if self.clairvoyant:
-            return self.sim.fork
-        work = self.sampler.work(state, unfinished_ids(state), self.rng)
-        future = self.sampler.future(state, sample, horizon_end, self.rng)
-        return self.sim.fork(work=work, future_jobs=future).fork
+            world = self.sim
+        else:
+            work = self.sampler.work(state, unfinished_ids(state), self.rng)
+            future = self.sampler.future(state, sample, horizon_end, self.rng)
+            world = self.sim.fork(work=work, future_jobs=future)
+        native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not self.base.preempt_las
+        return world, world.native_world() if native else None
 
     def _departs(self, diff: np.ndarray, scale: float) -> bool:
         """The honest lookahead's test for leaving the base rule's choice, on the paired cost
@@ -341,9 +355,9 @@ class Lookahead:
         The departure's mean in `last_search` becomes its mean over all samples."""
         extra = np.empty((2, self.confirm))
         for s in range(self.confirm):
-            make = self._futures(state, self.samples + s, horizon_end)
+            world, native = self._world(state, self.samples + s, horizon_end)
             for o, action in enumerate((options[0], options[best])):
-                extra[o, s] = self._rollout(make(), cset, action, horizon_end)
+                extra[o, s] = self._rollout(world, native, cset, action, horizon_end)
         self.stats.rollouts += extra.size
         self.stats.confirm_checked += 1
         both = np.concatenate([diff, extra[1] - extra[0]])
@@ -365,9 +379,9 @@ class Lookahead:
         horizon_end = sim.now + cfg.horizon_s
         costs = np.empty((len(options), self.samples))
         for s in range(self.samples):
-            make = self._futures(state, s, horizon_end)
+            world, native = self._world(state, s, horizon_end)
             for o, action in enumerate(options):
-                costs[o, s] = self._rollout(make(), cset, action, horizon_end)
+                costs[o, s] = self._rollout(world, native, cset, action, horizon_end)
         self.stats.searched += 1
         self.stats.rollouts += costs.size
         diff = costs - costs[0]  # against the base rule's choice (options[0]), paired per sample

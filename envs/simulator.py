@@ -821,6 +821,37 @@ class Simulator:
             raise ValueError("rollout_sect needs the compiled path")
         if self._spent:
             raise ValueError("this simulator was consumed by a native rollout")
+        ledger, power, q = self.ledger, self.power, self.job_queue
+        args = self._native_state()
+        self._spent = True
+        (fl, it, running, self.checkpointing, self.reserved, decisions, starts, events, stuck) = _core.rollout_sect(
+            *args, int(queue_window), PRIORITY_HIGH, float(until), int(first_job), [int(g) for g in first_gpus],
+            [int(v) for v in first_victims])
+        (self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
+         self.preemption_gpu_s) = fl
+        (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
+         self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
+         self.num_preemptions) = it
+        self.running = np.array(running, dtype=np.int64)
+        if stuck:
+            raise SchedulingError("nothing left to wait for: no job is running or arriving")
+        return {"decisions": decisions, "starts": starts, "events": events}
+
+    def native_world(self) -> NativeWorld:
+        """The native core's own copy of this simulator's state, for many rollouts from it
+        (`NativeWorld.rollout_sect`): each runs on a copy of the arrays it changes, as on a
+        `fork()` consumed by `rollout_sect`, with the same results bit for bit. This simulator
+        is not changed. Needs the compiled path (ValueError)."""
+        if not _jit.ENABLED:
+            raise ValueError("native_world needs the compiled path")
+        if self._spent:
+            raise ValueError("this simulator was consumed by a native rollout")
+        return NativeWorld(self, _core.World(*self._native_state()))
+
+    def _native_state(self) -> tuple:
+        """The core's arguments for this simulator's state: the cluster, the rate model, the
+        arrays by name (this simulator's own, not copies), the running, checkpointing and
+        reserved jobs with the reserved GPUs, the float and integer scalars."""
         ledger, load, power, q, table = self.ledger, self.load, self.power, self.job_queue, self.load._table
         self._shapes.of(self)  # every job's shape filed
         consts = (self._events.consts if self._events is not None else _event_constants(self.cluster))
@@ -839,21 +870,9 @@ class Simulator:
         ints = [ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
                 self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
                 self.num_preemptions]
-        self._spent = True
-        (fl, it, running, self.checkpointing, self.reserved, decisions, starts, events, stuck) = _core.rollout_sect(
-            _core.cluster_arrays(self.cluster), _core.rate_model(self.config.speed_model), arrays,
-            self.running.tolist(), self.checkpointing, self.reserved, [self.placement[r].tolist() for r in self.reserved],
-            floats, ints, int(queue_window), PRIORITY_HIGH, float(until), int(first_job), [int(g) for g in first_gpus],
-            [int(v) for v in first_victims])
-        (self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
-         self.preemption_gpu_s) = fl
-        (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
-         self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
-         self.num_preemptions) = it
-        self.running = np.array(running, dtype=np.int64)
-        if stuck:
-            raise SchedulingError("nothing left to wait for: no job is running or arriving")
-        return {"decisions": decisions, "starts": starts, "events": events}
+        return (_core.cluster_arrays(self.cluster), _core.rate_model(self.config.speed_model), arrays,
+                self.running.tolist(), list(self.checkpointing), list(self.reserved),
+                [self.placement[r].tolist() for r in self.reserved], floats, ints)
 
     def _run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None, test_first: bool,
                     las: tuple | None, launch: int, launch_gpus: np.ndarray) -> int:
@@ -1085,3 +1104,44 @@ class Simulator:
         self.timeline.append(
             (self.now, ledger.allocated_gpus, self.job_queue.length, len(self.running), ledger.fragmented, self.power.power_w)
         )
+
+
+class RolloutOutcome:
+    """What a native world's rollout (NativeWorld.rollout_sect) leaves, as much of a simulator as
+    the objective (envs.objective.objective_total) and the lookahead's terminal cost read: the
+    time, the integrals, the arrived jobs' ends, first starts and work and restore left, and the
+    jobs' fixed fields."""
+
+    __slots__ = ("now", "jobs_in_system_s", "energy_j", "preemption_gpu_s", "num_done", "num_arrived", "num_jobs", "end",
+                 "first_start", "work_left", "overhead_left", "kind", "arrival", "work_total", "priority", "counts")
+
+    @property
+    def done(self) -> bool:
+        return self.num_done == self.num_jobs
+
+
+class NativeWorld:
+    """A simulator's state copied into the native core once (Simulator.native_world), for the
+    rollouts of a lookahead's options from one sampled future: each `rollout_sect` runs on a fresh
+    copy of the arrays it changes and returns a RolloutOutcome, the world left as it was."""
+
+    def __init__(self, sim: Simulator, world):
+        self._world = world
+        self._fixed = (sim.kind, sim.arrival, sim.work_total, sim.priority)  # never changed by a rollout
+        self.num_jobs = len(sim.jobs)
+
+    def rollout_sect(self, queue_window: int, until: float, first_job: int = -2, first_gpus=(), first_victims=()) -> RolloutOutcome:
+        """`Simulator.rollout_sect` on a copy of this world, the same arguments and rules; raises
+        SchedulingError where it would (a WAIT with nothing left to happen)."""
+        (fl, (num_done, arrived), end, first_start, work_left, overhead_left, decisions, starts, events, stuck) = \
+            self._world.rollout_sect(int(queue_window), PRIORITY_HIGH, float(until), int(first_job),
+                                     [int(g) for g in first_gpus], [int(v) for v in first_victims])
+        if stuck:
+            raise SchedulingError("nothing left to wait for: no job is running or arriving")
+        o = RolloutOutcome()
+        o.now, o.jobs_in_system_s, o.energy_j, o.preemption_gpu_s = fl
+        o.num_done, o.num_arrived, o.num_jobs = num_done, arrived, self.num_jobs
+        o.end, o.first_start, o.work_left, o.overhead_left = end, first_start, work_left, overhead_left
+        o.kind, o.arrival, o.work_total, o.priority = self._fixed
+        o.counts = {"decisions": decisions, "starts": starts, "events": events}
+        return o

@@ -160,10 +160,12 @@ def test_rollout_cost_is_the_objective_of_the_forked_future():
     pol = Lookahead(sim, spec, dataclasses.replace(FULL, k=1), sc.objective, 8, clairvoyant=True, seed=2)
     cset = advance_to_decision(sim, 8)
     b = pol.base.select(cset.state, cset)
-    cost = pol._rollout(sim.fork(), cset, b, math.inf)
     base_sim, _ = run_baseline("sect", cluster, spec, 2, num_jobs=30, config=SimConfig(max_checkpoint_s=sc.max_checkpoint_s))
-    assert cost == pytest.approx(objective_total(base_sim, sc.objective), rel=1e-12)
-    assert cost / 30 == pytest.approx(episode_metrics(base_sim, sc.objective)["objective"], rel=1e-12)
+    for native in (None, sim.native_world()):  # the Python loop on a fork; the core's copy of the world
+        cost = pol._rollout(sim, native, cset, b, math.inf)
+        assert cost == pytest.approx(objective_total(base_sim, sc.objective), rel=1e-12)
+        assert cost / 30 == pytest.approx(episode_metrics(base_sim, sc.objective)["objective"], rel=1e-12)
+    assert not sim._spent and sim.num_done == 0  # the world is left as it was
 
 
 def test_confirming_samples_withdraw_the_departures_that_do_not_hold_over_more_futures():

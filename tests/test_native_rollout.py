@@ -1,7 +1,8 @@
-"""The lookahead's rollouts of `sect` in the native core (Simulator.rollout_sect) against the
-Python loop they replace: at every rollout of honest lookahead episodes, two identical forks run
-the rest of the rollout each way, and everything the rollout leaves behind must be equal bit for
-bit: the cost, every per-job array, the time, the integrals and the counters."""
+"""The lookahead's rollouts of `sect` in the native core (Simulator.rollout_sect on a fork,
+NativeWorld.rollout_sect on the core's copy of the world) against the Python loop they replace:
+at every rollout of honest lookahead episodes, two identical forks run the rollout each way, and
+everything the rollout leaves behind must be equal bit for bit: the cost, every per-job array, the
+time, the integrals and the counters; the world's copy gives the same cost."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
     seen = {"rollouts": 0, "native": 0, "decisions": 0, "restores": 0, "at_horizon": 0, "first_start": 0, "first_wait": 0,
             "first_preempt": 0, "in_flight": 0}
     rollout, native = L.Lookahead._rollout, Simulator.rollout_sect
+    q = sc.queue_window
 
     def counted(sim, queue_window, until, *first):
         seen["native"] += 1
@@ -44,13 +46,14 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
         seen["at_horizon"] += sim.now >= until
         return out
 
-    def both(self, fork, cset, action, horizon_end):
-        twin = fork.fork()
-        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", False)
-        want = rollout(self, fork, cset, action, horizon_end)
-        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", True)
-        got = rollout(self, twin, cset, action, horizon_end)
-        assert got == want, (scenario, seen["rollouts"], got, want)
+    def both(self, world, native_world, cset, action, horizon_end):
+        assert native_world is not None
+        fork, twin = world.fork(), world.fork()
+        want = self._python_rollout(fork, cset, action, horizon_end)
+        counted(twin, q, horizon_end, *L._native_first(cset, action))
+        in_place = self._cost(twin, horizon_end)
+        got = rollout(self, world, native_world, cset, action, horizon_end)
+        assert got == want and in_place == want, (scenario, seen["rollouts"], got, in_place, want)
         for name in _ROLLOUT_JOB_ARRAYS:
             assert _same(getattr(twin, name), getattr(fork, name)), (scenario, seen["rollouts"], name)
         for name in SCALARS:
@@ -61,7 +64,6 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
         return got
 
     monkeypatch.setattr(L.Lookahead, "_rollout", both)
-    monkeypatch.setattr(Simulator, "rollout_sect", counted)
     run_lookahead("lookahead", cluster, spec, make_workload(spec, cluster, 1, jobs), 1, sc.lookahead, sc.objective,
                   sc.queue_window, sc.max_checkpoint_s)
     # The native path ran every rollout from its first action (a start, a preemption or a WAIT),
@@ -112,6 +114,10 @@ def test_bad_rollout_arrays_are_named():
                 fork.rollout_sect(8, fork.now + 3600.0)
         finally:
             core.rollout_sect = orig
+        args = list(sim._native_state())
+        args[2] = {**args[2], field: value}
+        with pytest.raises(ValueError, match=field):  # the core's copy of a world checks the same
+            core.World(*args)
 
 
 def _bursts_of_small_jobs(seed: int) -> list:
@@ -161,11 +167,11 @@ def test_native_rollouts_from_states_of_a_preempting_rule(workload, driver, monk
         seen["in_flight"] += bool(sim.checkpointing or sim.reserved)
         fork, twin = sim.fork(), sim.fork()
         action, horizon = sect.select(state, cset), sim.now + sc.lookahead.horizon_s
-        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", False)
-        want = la._rollout(fork, cset, action, horizon)
-        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", True)
-        got = la._rollout(twin, cset, action, horizon)
+        want = la._python_rollout(fork, cset, action, horizon)
+        twin.rollout_sect(sc.queue_window, horizon, *L._native_first(cset, action))
+        got = la._cost(twin, horizon)
         assert got == want, (workload, seen, got, want)
+        assert la._rollout(sim, sim.native_world(), cset, action, horizon) == want, (workload, seen)
         for name in _ROLLOUT_JOB_ARRAYS:
             assert _same(getattr(twin, name), getattr(fork, name)), (workload, seen, name)
         for name in SCALARS:

@@ -18,7 +18,9 @@ inside a node (`pick_in_node`), as envs/placement.py states them; a placement's 
 candidates (`choose_sect`: each candidate's placement on the free GPUs, the rate its job would
 get there now, as envs/features.py's `rate_if_started` states it, and baselines/sect.py's key);
 and a lookahead's whole rollout of `sect` over a simulator's arrays (`rollout_sect`, which
-envs.simulator.Simulator.rollout_sect calls: the decisions, the starts and the events).
+envs.simulator.Simulator.rollout_sect calls: the decisions, the starts, the preemptions, the
+checkpoints and the events), in place or on the core's own copy of a sampled world (`World`, made
+by Simulator.native_world: a fork is a copy of arrays).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ node_take = _core.node_take
 pick_in_node = _core.pick_in_node
 placement_geometry = _core.placement_geometry
 rollout_sect = _core.rollout_sect
+World = _core.World
 
 
 def cluster_arrays(cluster) -> ClusterArrays:

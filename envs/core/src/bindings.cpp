@@ -10,6 +10,7 @@
 #include "geometry.hpp"
 #include "placement.hpp"
 #include "rollout.hpp"
+#include "world.hpp"
 
 namespace nb = nanobind;
 using namespace gangsched;
@@ -84,6 +85,153 @@ View<T> view(const nb::dict& f, const char* name, size_t size) {
 }
 
 constexpr size_t ANY = static_cast<size_t>(-1);
+
+// A copy of n doubles as a numpy array that owns it.
+nb::ndarray<nb::numpy, double, nb::ndim<1>> to_numpy(const std::vector<double>& v) {
+    auto* data = new double[v.size() ? v.size() : 1];
+    std::copy(v.begin(), v.end(), data);
+    nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<double*>(p); });
+    return nb::ndarray<nb::numpy, double, nb::ndim<1>>(data, {v.size()}, owner);
+}
+
+// A simulator's arrays and scalars as the rollout reads them (views of the caller's arrays), every
+// index the rollout follows checked once: a bad one is a BadInput naming its argument.
+void parse_sim(const Cluster& c, const RateModel& model, const nb::dict& f, const std::vector<int64_t>& running,
+               const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+               const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+               const std::vector<int64_t>& iscal, SimArrays& a, SimScalars& s) {
+    if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
+        throw BadInput("model: one sensitivity per job kind expected");
+    if (fscal.size() != 7 || iscal.size() != 12) throw BadInput("scalars: 7 floats and 12 integers expected");
+    const size_t J = view<const double, double>(f, "arrival", ANY).size;
+    const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus),
+               S = static_cast<size_t>(c.num_switches);
+    a.arrival = view<const double, double>(f, "arrival", J);
+    a.estimate = view<const double, double>(f, "estimate", J);
+    a.restore_s = view<const double, double>(f, "restore_s", J);
+    a.checkpoint_s = view<const double, double>(f, "checkpoint_s", J);
+    a.checkpoint_end = view<double>(f, "checkpoint_end", J);
+    a.preemptions = view<int64_t>(f, "preemptions", J);
+    a.work_total = view<const double, double>(f, "work_total", J);
+    a.mem_req = view<const double, double>(f, "mem_req", J);
+    a.comm_fraction = view<const double, double>(f, "comm_fraction", J);
+    a.tp_comm_share = view<const double, double>(f, "tp_comm_share", J);
+    a.gpus_req = view<const int64_t, int64_t>(f, "gpus_req", J);
+    a.tp_degree = view<const int64_t, int64_t>(f, "tp_degree", J);
+    a.priority = view<const int64_t, int64_t>(f, "priority", J);
+    a.kind = view<const int64_t, int64_t>(f, "kind", J);
+    a.shape_id = view<const int64_t, int64_t>(f, "shape_id", J);
+    a.preemptible = view<const uint8_t, bool>(f, "preemptible", J);
+    a.work_done = view<double>(f, "work_done", J);
+    a.queued_since = view<double>(f, "queued_since", J);
+    a.end = view<double>(f, "end", J);
+    a.work_left = view<double>(f, "work_left", J);
+    a.rate = view<double>(f, "rate", J);
+    a.overhead_left = view<double>(f, "overhead_left", J);
+    a.attained_gpu_s = view<double>(f, "attained_gpu_s", J);
+    a.run_s = view<double>(f, "run_s", J);
+    a.interference_loss_s = view<double>(f, "interference_loss_s", J);
+    a.interference = view<double>(f, "interference", J);
+    a.wait_s = view<double>(f, "wait_s", J);
+    a.first_start = view<double>(f, "first_start", J);
+    a.needs_restore = view<uint8_t, bool>(f, "needs_restore", J);
+    a.state = view<int8_t>(f, "state", J);
+    a.q_ids = view<int64_t>(f, "q_ids", ANY);
+    a.q_sorted = view<int64_t>(f, "q_sorted", a.q_ids.size);
+    a.q_seq = view<int64_t>(f, "q_seq", J);
+    a.q_remaining = view<double>(f, "q_remaining", J);
+    a.q_per_shape = view<int64_t>(f, "q_per_shape", ANY);
+    a.shape_gpus = view<const int64_t, int64_t>(f, "shape_gpus", ANY);
+    a.shape_tp = view<const int64_t, int64_t>(f, "shape_tp", a.shape_gpus.size);
+    a.shape_priority = view<const int64_t, int64_t>(f, "shape_priority", a.shape_gpus.size);
+    a.shape_mem = view<const double, double>(f, "shape_mem", a.shape_gpus.size);
+    a.job_slot = view<const int64_t, int64_t>(f, "job_slot", ANY);
+    a.rec_i = view<const int64_t, int64_t>(f, "rec_i", ANY);
+    a.rec_f = view<const double, double>(f, "rec_f", a.rec_i.size * 2);
+    a.pool_i = view<const int64_t, int64_t>(f, "pool_i", ANY);
+    a.pool_counts = view<const double, double>(f, "pool_counts", a.pool_i.size);
+    a.node_pressure = view<double>(f, "node_pressure", N);
+    a.uplink_demand = view<double>(f, "uplink_demand", S);
+    a.dirty_node = view<uint8_t, bool>(f, "dirty_node", N);
+    a.dirty_uplink = view<uint8_t, bool>(f, "dirty_uplink", S);
+    a.gpu_owner = view<int64_t>(f, "gpu_owner", G);
+    a.gpu_reserved = view<int64_t>(f, "gpu_reserved", G);
+    a.free_mask = view<uint8_t, bool>(f, "free_mask", G);
+    a.node_owned = view<int64_t>(f, "node_owned", N);
+    a.node_free = view<int64_t>(f, "node_free", N);
+    a.node_preemptible = view<int64_t>(f, "node_preemptible", ANY);
+    a.num_priorities = N ? static_cast<int64_t>(a.node_preemptible.size / N) : 0;
+    if (a.node_preemptible.size != N * static_cast<size_t>(a.num_priorities))
+        throw BadInput("node_preemptible: a nodes x priorities table expected");
+    a.node_power_w = view<double>(f, "node_power_w", N);
+    a.node_on = view<uint8_t, bool>(f, "node_on", N);
+    a.power_terms = view<const double, double>(f, "power_terms", 3 * N);
+    a.whole_gang = view<const int64_t, int64_t>(f, "whole_gang", N);
+    if (a.q_ids.size < J) throw BadInput("q_ids: room for every job expected");
+    if (a.rec_i.size % 4) throw BadInput("rec_i: rows of 4 expected");
+    // every index the rollout follows, checked once
+    for (size_t j = 0; j < J; ++j) {
+        const int64_t k = a.shape_id[j];
+        if (k < 0 || static_cast<size_t>(k) >= a.shape_gpus.size || static_cast<size_t>(k) >= a.q_per_shape.size)
+            throw BadInput("shape_id: a shape outside shape_gpus or q_per_shape");
+        if (a.kind[j] < 0 || a.kind[j] >= c.num_kinds) throw BadInput("kind: a job kind out of range");
+        if (a.priority[j] < 0 || a.priority[j] >= std::max<int64_t>(a.num_priorities, 1))
+            throw BadInput("priority: outside node_preemptible's columns");
+        if (a.gpus_req[j] < 1 || a.tp_degree[j] < 1 || a.gpus_req[j] % a.tp_degree[j])
+            throw BadInput("tp_degree: a gang that is not whole TP groups");
+    }
+    for (size_t k = 0; k < a.shape_gpus.size; ++k)
+        if (a.shape_tp[k] < 1) throw BadInput("shape_tp: at least 1");
+    const size_t rows = a.rec_i.size / 4;
+    std::vector<int64_t> placed(running);
+    placed.insert(placed.end(), checkpointing.begin(), checkpointing.end());
+    for (int64_t j : placed) {
+        if (j < 0 || static_cast<size_t>(j) >= J || static_cast<size_t>(j) >= a.job_slot.size)
+            throw BadInput("running: a job id out of range (or checkpointing)");
+        const int64_t r = a.job_slot[static_cast<size_t>(j)];
+        if (r < 0 || static_cast<size_t>(r) >= rows) throw BadInput("job_slot: a running job's row out of range");
+        const int64_t lo = a.rec_i[static_cast<size_t>(r) * 4], hi = a.rec_i[static_cast<size_t>(r) * 4 + 1],
+                      uhi = a.rec_i[static_cast<size_t>(r) * 4 + 2];
+        if (!(0 <= lo && lo < hi && hi <= uhi && static_cast<size_t>(uhi) <= a.pool_i.size))
+            throw BadInput("rec_i: a running job's pool range out of range");
+        for (int64_t q = lo; q < uhi; ++q) {
+            const int64_t x = a.pool_i[static_cast<size_t>(q)];
+            if (x < 0 || static_cast<size_t>(x) >= (q < hi ? N : S)) throw BadInput("pool_i: a node or uplink out of range");
+        }
+    }
+    for (size_t g = 0; g < G; ++g)
+        if (a.gpu_owner[g] < -1 || a.gpu_owner[g] >= static_cast<int64_t>(J)) throw BadInput("gpu_owner: a job id out of range");
+    a.running = running;
+    a.checkpointing = checkpointing;
+    a.reserved = reserved;
+    a.reserved_gpus = reserved_gpus;
+    s = SimScalars{fscal[0], fscal[1], fscal[2], fscal[3], fscal[4], fscal[5], fscal[6],
+                 iscal[0], iscal[1], iscal[2], iscal[3], iscal[4], iscal[5], iscal[6], iscal[7], iscal[8], iscal[9], iscal[10],
+                 iscal[11]};
+    if (s.qlen < 0 || static_cast<size_t>(s.qlen) > J || s.next_arrival < 0 || static_cast<size_t>(s.next_arrival) > J)
+        throw BadInput("scalars: a queue length or next arrival out of range");
+    for (int64_t i = 0; i < s.qlen; ++i) {
+        const int64_t x = a.q_ids[static_cast<size_t>(i)], y = a.q_sorted[static_cast<size_t>(i)];
+        if (x < 0 || static_cast<size_t>(x) >= J || y < 0 || static_cast<size_t>(y) >= J)
+            throw BadInput("q_ids: a queued job id out of range");
+    }
+    for (int64_t j : running)
+        if (a.state[static_cast<size_t>(j)] != 3) throw BadInput("running: a job that is not running");
+    for (int64_t j : checkpointing)
+        if (a.state[static_cast<size_t>(j)] != 4) throw BadInput("checkpointing: a job that is not checkpointing");
+    if (reserved.size() != reserved_gpus.size()) throw BadInput("reserved_gpus: one GPU list per reserved job expected");
+    for (size_t i = 0; i < reserved.size(); ++i) {
+        const int64_t j = reserved[i];
+        if (j < 0 || static_cast<size_t>(j) >= J || a.state[static_cast<size_t>(j)] != 2)
+            throw BadInput("reserved: a job id out of range or not reserved");
+        if (static_cast<int64_t>(reserved_gpus[i].size()) != a.gpus_req[static_cast<size_t>(j)])
+            throw BadInput("reserved_gpus: not the reserved job's gang size");
+        for (int64_t g : reserved_gpus[i])
+            if (g < 0 || static_cast<size_t>(g) >= G || a.gpu_reserved[static_cast<size_t>(g)] != j)
+                throw BadInput("reserved_gpus: a GPU out of range or not reserved for its job");
+    }
+}
+
 
 }  // namespace
 
@@ -237,140 +385,9 @@ NB_MODULE(_core, m) {
            const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
            const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high, double until, int64_t first_job,
            const std::vector<int64_t>& first_gpus, const std::vector<int64_t>& first_victims) {
-            if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
-                throw BadInput("model: one sensitivity per job kind expected");
-            if (fscal.size() != 7 || iscal.size() != 12) throw BadInput("scalars: 7 floats and 12 integers expected");
             SimArrays a;
-            const size_t J = view<const double, double>(f, "arrival", ANY).size;
-            const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus),
-                       S = static_cast<size_t>(c.num_switches);
-            a.arrival = view<const double, double>(f, "arrival", J);
-            a.estimate = view<const double, double>(f, "estimate", J);
-            a.restore_s = view<const double, double>(f, "restore_s", J);
-            a.checkpoint_s = view<const double, double>(f, "checkpoint_s", J);
-            a.checkpoint_end = view<double>(f, "checkpoint_end", J);
-            a.preemptions = view<int64_t>(f, "preemptions", J);
-            a.work_total = view<const double, double>(f, "work_total", J);
-            a.mem_req = view<const double, double>(f, "mem_req", J);
-            a.comm_fraction = view<const double, double>(f, "comm_fraction", J);
-            a.tp_comm_share = view<const double, double>(f, "tp_comm_share", J);
-            a.gpus_req = view<const int64_t, int64_t>(f, "gpus_req", J);
-            a.tp_degree = view<const int64_t, int64_t>(f, "tp_degree", J);
-            a.priority = view<const int64_t, int64_t>(f, "priority", J);
-            a.kind = view<const int64_t, int64_t>(f, "kind", J);
-            a.shape_id = view<const int64_t, int64_t>(f, "shape_id", J);
-            a.preemptible = view<const uint8_t, bool>(f, "preemptible", J);
-            a.work_done = view<double>(f, "work_done", J);
-            a.queued_since = view<double>(f, "queued_since", J);
-            a.end = view<double>(f, "end", J);
-            a.work_left = view<double>(f, "work_left", J);
-            a.rate = view<double>(f, "rate", J);
-            a.overhead_left = view<double>(f, "overhead_left", J);
-            a.attained_gpu_s = view<double>(f, "attained_gpu_s", J);
-            a.run_s = view<double>(f, "run_s", J);
-            a.interference_loss_s = view<double>(f, "interference_loss_s", J);
-            a.interference = view<double>(f, "interference", J);
-            a.wait_s = view<double>(f, "wait_s", J);
-            a.first_start = view<double>(f, "first_start", J);
-            a.needs_restore = view<uint8_t, bool>(f, "needs_restore", J);
-            a.state = view<int8_t>(f, "state", J);
-            a.q_ids = view<int64_t>(f, "q_ids", ANY);
-            a.q_sorted = view<int64_t>(f, "q_sorted", a.q_ids.size);
-            a.q_seq = view<int64_t>(f, "q_seq", J);
-            a.q_remaining = view<double>(f, "q_remaining", J);
-            a.q_per_shape = view<int64_t>(f, "q_per_shape", ANY);
-            a.shape_gpus = view<const int64_t, int64_t>(f, "shape_gpus", ANY);
-            a.shape_tp = view<const int64_t, int64_t>(f, "shape_tp", a.shape_gpus.size);
-            a.shape_priority = view<const int64_t, int64_t>(f, "shape_priority", a.shape_gpus.size);
-            a.shape_mem = view<const double, double>(f, "shape_mem", a.shape_gpus.size);
-            a.job_slot = view<const int64_t, int64_t>(f, "job_slot", ANY);
-            a.rec_i = view<const int64_t, int64_t>(f, "rec_i", ANY);
-            a.rec_f = view<const double, double>(f, "rec_f", a.rec_i.size * 2);
-            a.pool_i = view<const int64_t, int64_t>(f, "pool_i", ANY);
-            a.pool_counts = view<const double, double>(f, "pool_counts", a.pool_i.size);
-            a.node_pressure = view<double>(f, "node_pressure", N);
-            a.uplink_demand = view<double>(f, "uplink_demand", S);
-            a.dirty_node = view<uint8_t, bool>(f, "dirty_node", N);
-            a.dirty_uplink = view<uint8_t, bool>(f, "dirty_uplink", S);
-            a.gpu_owner = view<int64_t>(f, "gpu_owner", G);
-            a.gpu_reserved = view<int64_t>(f, "gpu_reserved", G);
-            a.free_mask = view<uint8_t, bool>(f, "free_mask", G);
-            a.node_owned = view<int64_t>(f, "node_owned", N);
-            a.node_free = view<int64_t>(f, "node_free", N);
-            a.node_preemptible = view<int64_t>(f, "node_preemptible", ANY);
-            a.num_priorities = N ? static_cast<int64_t>(a.node_preemptible.size / N) : 0;
-            if (a.node_preemptible.size != N * static_cast<size_t>(a.num_priorities))
-                throw BadInput("node_preemptible: a nodes x priorities table expected");
-            a.node_power_w = view<double>(f, "node_power_w", N);
-            a.node_on = view<uint8_t, bool>(f, "node_on", N);
-            a.power_terms = view<const double, double>(f, "power_terms", 3 * N);
-            a.whole_gang = view<const int64_t, int64_t>(f, "whole_gang", N);
-            if (a.q_ids.size < J) throw BadInput("q_ids: room for every job expected");
-            if (a.rec_i.size % 4) throw BadInput("rec_i: rows of 4 expected");
-            // every index the rollout follows, checked once
-            for (size_t j = 0; j < J; ++j) {
-                const int64_t k = a.shape_id[j];
-                if (k < 0 || static_cast<size_t>(k) >= a.shape_gpus.size || static_cast<size_t>(k) >= a.q_per_shape.size)
-                    throw BadInput("shape_id: a shape outside shape_gpus or q_per_shape");
-                if (a.kind[j] < 0 || a.kind[j] >= c.num_kinds) throw BadInput("kind: a job kind out of range");
-                if (a.priority[j] < 0 || a.priority[j] >= std::max<int64_t>(a.num_priorities, 1))
-                    throw BadInput("priority: outside node_preemptible's columns");
-                if (a.gpus_req[j] < 1 || a.tp_degree[j] < 1 || a.gpus_req[j] % a.tp_degree[j])
-                    throw BadInput("tp_degree: a gang that is not whole TP groups");
-            }
-            for (size_t k = 0; k < a.shape_gpus.size; ++k)
-                if (a.shape_tp[k] < 1) throw BadInput("shape_tp: at least 1");
-            const size_t rows = a.rec_i.size / 4;
-            std::vector<int64_t> placed(running);
-            placed.insert(placed.end(), checkpointing.begin(), checkpointing.end());
-            for (int64_t j : placed) {
-                if (j < 0 || static_cast<size_t>(j) >= J || static_cast<size_t>(j) >= a.job_slot.size)
-                    throw BadInput("running: a job id out of range (or checkpointing)");
-                const int64_t r = a.job_slot[static_cast<size_t>(j)];
-                if (r < 0 || static_cast<size_t>(r) >= rows) throw BadInput("job_slot: a running job's row out of range");
-                const int64_t lo = a.rec_i[static_cast<size_t>(r) * 4], hi = a.rec_i[static_cast<size_t>(r) * 4 + 1],
-                              uhi = a.rec_i[static_cast<size_t>(r) * 4 + 2];
-                if (!(0 <= lo && lo < hi && hi <= uhi && static_cast<size_t>(uhi) <= a.pool_i.size))
-                    throw BadInput("rec_i: a running job's pool range out of range");
-                for (int64_t q = lo; q < uhi; ++q) {
-                    const int64_t x = a.pool_i[static_cast<size_t>(q)];
-                    if (x < 0 || static_cast<size_t>(x) >= (q < hi ? N : S)) throw BadInput("pool_i: a node or uplink out of range");
-                }
-            }
-            for (size_t g = 0; g < G; ++g)
-                if (a.gpu_owner[g] < -1 || a.gpu_owner[g] >= static_cast<int64_t>(J)) throw BadInput("gpu_owner: a job id out of range");
-            a.running = running;
-            a.checkpointing = checkpointing;
-            a.reserved = reserved;
-            a.reserved_gpus = reserved_gpus;
-            SimScalars s{fscal[0], fscal[1], fscal[2], fscal[3], fscal[4], fscal[5], fscal[6],
-                         iscal[0], iscal[1], iscal[2], iscal[3], iscal[4], iscal[5], iscal[6], iscal[7], iscal[8], iscal[9], iscal[10],
-                         iscal[11]};
-            if (s.qlen < 0 || static_cast<size_t>(s.qlen) > J || s.next_arrival < 0 || static_cast<size_t>(s.next_arrival) > J)
-                throw BadInput("scalars: a queue length or next arrival out of range");
-            for (int64_t i = 0; i < s.qlen; ++i) {
-                const int64_t x = a.q_ids[static_cast<size_t>(i)], y = a.q_sorted[static_cast<size_t>(i)];
-                if (x < 0 || static_cast<size_t>(x) >= J || y < 0 || static_cast<size_t>(y) >= J)
-                    throw BadInput("q_ids: a queued job id out of range");
-            }
-            for (int64_t j : running)
-                if (a.state[static_cast<size_t>(j)] != 3) throw BadInput("running: a job that is not running");
-            for (int64_t j : checkpointing)
-                if (a.state[static_cast<size_t>(j)] != 4) throw BadInput("checkpointing: a job that is not checkpointing");
-            if (reserved.size() != reserved_gpus.size()) throw BadInput("reserved_gpus: one GPU list per reserved job expected");
-            for (size_t i = 0; i < reserved.size(); ++i) {
-                const int64_t j = reserved[i];
-                if (j < 0 || static_cast<size_t>(j) >= J || a.state[static_cast<size_t>(j)] != 2)
-                    throw BadInput("reserved: a job id out of range or not reserved");
-                if (static_cast<int64_t>(reserved_gpus[i].size()) != a.gpus_req[static_cast<size_t>(j)])
-                    throw BadInput("reserved_gpus: not the reserved job's gang size");
-                for (int64_t g : reserved_gpus[i])
-                    if (g < 0 || static_cast<size_t>(g) >= G || a.gpu_reserved[static_cast<size_t>(g)] != j)
-                        throw BadInput("reserved_gpus: a GPU out of range or not reserved for its job");
-            }
-            for (int64_t v : first_victims)
-                if (v < 0 || static_cast<size_t>(v) >= J || static_cast<size_t>(v) >= a.job_slot.size)
-                    throw BadInput("first_victims: a job id out of range");
+            SimScalars s;
+            parse_sim(c, model, f, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
             RolloutResult r;
             {
                 nb::gil_scoped_release release;
@@ -390,4 +407,42 @@ NB_MODULE(_core, m) {
         "A lookahead's rollout of sect from a decision state, over a simulator's arrays (changed in place): first a "
         "start of first_job on first_gpus (with first_victims: their preemption and a reservation), a WAIT (-1) or "
         "sect's choice (-2).");
+
+    nb::class_<World>(m, "World",
+                      "A sampled world of the lookahead: the core's own copy of a simulator's arrays, each rollout on a "
+                      "fresh copy of what it changes.")
+        .def(
+            "__init__",
+            [](World* self, const Cluster& c, const RateModel& model, const nb::dict& f, const std::vector<int64_t>& running,
+               const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+               const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+               const std::vector<int64_t>& iscal) {
+                SimArrays a;
+                SimScalars s;
+                parse_sim(c, model, f, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
+                new (self) World(c, model, a, s);
+            },
+            nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"),
+            nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"), nb::arg("reserved_gpus"), nb::arg("floats"),
+            nb::arg("ints"))
+        .def(
+            "rollout_sect",
+            [](const World& w, int64_t queue_window, int64_t priority_high, double until, int64_t first_job,
+               const std::vector<int64_t>& first_gpus, const std::vector<int64_t>& first_victims) {
+                WorldOutcome o;
+                {
+                    nb::gil_scoped_release release;
+                    o = w.rollout_sect(queue_window, priority_high, until, first_job, first_gpus, first_victims);
+                }
+                const SimScalars& s = o.s;
+                return nb::make_tuple(
+                    nb::make_tuple(s.now, s.jobs_in_system_s, s.energy_j, s.preemption_gpu_s),
+                    nb::make_tuple(s.num_done, s.next_arrival), to_numpy(o.end), to_numpy(o.first_start),
+                    to_numpy(o.work_left), to_numpy(o.overhead_left), o.r.decisions, o.r.starts, o.r.events, o.r.stuck);
+            },
+            nb::arg("queue_window"), nb::arg("priority_high"), nb::arg("until"), nb::arg("first_job") = SECT_DECIDES,
+            nb::arg("first_gpus") = std::vector<int64_t>(), nb::arg("first_victims") = std::vector<int64_t>(),
+            "rollout_sect on a copy of the world: ((now, jobs_in_system_s, energy_j, preemption_gpu_s), (num_done, "
+            "arrived), end, first_start, work_left, overhead_left of the arrived jobs, decisions, starts, events, stuck).")
+        .def_prop_ro("num_jobs", &World::num_jobs);
 }

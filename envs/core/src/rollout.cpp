@@ -737,7 +737,8 @@ RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, S
         for (size_t g = 0; g < allowed.size(); ++g) allowed[g] = a.free_mask[g];
         for (int64_t v : first_victims) {
             const auto u = static_cast<size_t>(v);
-            if (v < 0 || u >= a.arrival.size || a.state[u] != RUNNING || !a.preemptible[u] || a.priority[u] > a.priority[j])
+            if (v < 0 || u >= a.arrival.size || a.state[u] != RUNNING || !a.preemptible[u] || a.priority[u] > a.priority[j] ||
+                std::find(a.running.begin(), a.running.end(), v) == a.running.end())
                 throw BadInput("first_victims: a job that cannot be preempted for first_job");
             for (size_t g = 0; g < allowed.size(); ++g)
                 if (a.gpu_owner[g] == v) allowed[g] = 2;  // a victim's
