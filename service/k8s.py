@@ -173,6 +173,8 @@ class Extender:
         self.conflicts: OrderedDict[str, None] = OrderedDict()  # without the watch: clique conflicts seen in requests
         self.snap = None  # the watch's last snapshot taken (service.watch.WatchSnapshot)
         self.node_index = {n: i for i, n in enumerate(cluster.node_names)}
+        self._node_type = [cluster.gpu_types[t] for t in cluster.node_gpu_type.tolist()]  # per topology node, as Python objects
+        self._node_gpus = cluster.node_gpus.tolist()
         self.occ = Occupancy(base_clock=clock())
         self.seen: OrderedDict[str, PodInfo] = OrderedDict()
         # Kubernetes node names learnt from labels -> topology index, and each topology node's one
@@ -398,13 +400,13 @@ class Extender:
 
     def _static_check(self, pod: PodInfo, i: int, info: NodeInfo | None) -> Verdict | None:
         """Why topology node `i` can never take the pod, or None."""
-        c = self.cluster
-        t = c.gpu_types[int(c.node_gpu_type[i])]
+        t = self._node_type[i]
         if pod.gpu_type is not None and t.name != pod.gpu_type.name:
             return Verdict(UNRESOLVABLE, 0, f"GPU type {t.name}, the pod asks for {pod.gpu_type.name}")
         if t.memory_gb < pod.mem_per_gpu_gb:
             return Verdict(UNRESOLVABLE, 0, f"{t.name} has {t.memory_gb:g} GB per GPU, the pod needs {pod.mem_per_gpu_gb:g} GB")
-        total = int(c.node_gpus[i]) if info is None or info.allocatable_gpus is None else min(int(c.node_gpus[i]), info.allocatable_gpus)
+        gpus = self._node_gpus[i]
+        total = gpus if info is None or info.allocatable_gpus is None else min(gpus, info.allocatable_gpus)
         if total < pod.gpus:
             return Verdict(UNRESOLVABLE, 0, f"{total} allocatable GPUs, the pod asks for {pod.gpus}")
         return None
@@ -579,7 +581,6 @@ class Extender:
                 log.info("%s: placed by the usual rule (%s)", why, PREFERRED_TOPOLOGY)
         if not first_nodes:
             scores, first_nodes, policy = self._decide(state, job_id)
-        free = state.node_free
         if pkey:
             if not first_nodes:
                 for n in topo:
@@ -596,11 +597,12 @@ class Extender:
             log.info("gang %s: %d pods x %d GPUs planned on %s (domain %s%s) by %s", pod.gang, members, pod.gpus,
                      slots, ",".join(domain), f"; {topology}" if topology else "", policy)
             return self._plan_verdicts(pod, plan, names, topo, verdicts)
+        node_gpus, free = self._node_gpus, state.node_free.tolist()
         for n, i in topo.items():
-            f = int(free[i])
+            f = free[i]
             info = infos.get(n)
-            if info is not None and info.allocatable_gpus is not None and info.allocatable_gpus < int(c.node_gpus[i]):
-                f = min(f, info.allocatable_gpus - (int(c.node_gpus[i]) - int(free[i])))  # GPUs the kubelet withholds
+            if info is not None and info.allocatable_gpus is not None and info.allocatable_gpus < node_gpus[i]:
+                f = min(f, info.allocatable_gpus - (node_gpus[i] - free[i]))  # GPUs the kubelet withholds
             if f >= pod.gpus:
                 verdicts[n] = Verdict(OK, scores.get(i, 0), "")
             else:

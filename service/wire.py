@@ -18,7 +18,10 @@ Contract:
   Node objects are read only where the extender looks: a node's metadata name and labels and its
   status.allocatable; the rest is kept as the text received, `RawJSON`, and written back as is by
   `dumps`). Both give what `json.loads` gives, or raise what it raises; with msgspec installed
-  they scan with it and fall back to `json.loads` on anything it refuses.
+  they scan with it and fall back to `json.loads` on anything it refuses. With msgspec, the
+  nodes of `Nodes` are not dicts but `NodeView`s (one typed scan of all nodes) or `LazyNode`s
+  (dicts, for a node the typed scan does not take as it is), both read by `parse_node`, which
+  gives from them what it gives from the decoded objects, errors included.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Optional
 
 from envs.jobs import JOB_KIND_BY_NAME, PRIORITY_BY_NAME
 from envs.topology import GPU_CATALOGUE, GpuType
@@ -68,6 +71,24 @@ try:  # optional: scans JSON in C without building the objects not read (the ser
     _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
     _STRINGS = msgspec.json.Decoder(dict[str, str])
     _SCAN_ERRORS: tuple[type[Exception], ...] = (msgspec.MsgspecError, RecursionError, ValueError, TypeError)
+
+    class _NodeMeta(msgspec.Struct):
+        name: Any = None
+        labels: Optional[dict[str, str]] = None
+
+    class _NodeStatus(msgspec.Struct):
+        allocatable: Optional[dict[str, Any]] = None
+
+    class NodeView(msgspec.Struct):
+        """A Node object read in one typed scan: the members parse_node reads, under their exact
+        names (the rest skipped in C); `raw_json` is set after the scan to the node's text."""
+
+        metadata: Optional[_NodeMeta] = None
+        status: Optional[_NodeStatus] = None
+        raw_json: Any = msgspec.field(default=None, name="gangsched.io/raw-json")  # no Node member: set after the scan
+
+    _NODE_VIEW = msgspec.json.Decoder(NodeView)
+    _NODE_VIEWS = msgspec.json.Decoder(list[NodeView])
 except ImportError:  # pragma: no cover - depends on the installation
     msgspec = None
 
@@ -174,11 +195,36 @@ def loads_extender_args(body: bytes) -> Any:
 
 
 def _items(raw: Any) -> Any:
+    """A list of Node objects: each a `NodeView` when the typed scan takes it as it is (a
+    non-empty name, labels that are all strings and an allocatable object, under their exact
+    member names: what parse_node would read), else a `LazyNode` (a member absent or named in
+    another case, a value of another type: parse_node reads it as the decoded object, and says
+    what is wrong), so what parse_node gives is the same either way."""
     try:
         items = _ITEMS.decode(raw)
     except msgspec.ValidationError:  # not a list
         return _ANY.decode(raw)
-    return [_lazy_node(r) for r in items]
+    try:
+        views = _NODE_VIEWS.decode(raw)  # all in one scan
+    except msgspec.ValidationError:  # some node is not of the view's types: each on its own
+        views = None
+    out = []
+    for k, r in enumerate(items):
+        if views is not None:
+            v = views[k]
+        else:
+            try:
+                v = _NODE_VIEW.decode(r)
+            except msgspec.ValidationError:
+                out.append(_lazy_node(r))
+                continue
+        m, st = v.metadata, v.status
+        if m is None or st is None or type(m.name) is not str or not m.name or m.labels is None or st.allocatable is None:
+            out.append(_lazy_node(r))
+            continue
+        v.raw_json = RawJSON(r)
+        out.append(v)
+    return out
 
 
 def dumps(obj: Any) -> bytes:
@@ -464,6 +510,18 @@ class NodeInfo:
 
 
 def parse_node(node: Any, path: str) -> NodeInfo:
+    if msgspec is not None and type(node) is NodeView:  # name, labels and allocatable checked by the typed scan
+        labels, alloc = node.metadata.labels, node.status.allocatable
+        v = alloc.get(GPU_RESOURCE) if GPU_RESOURCE in alloc else get(alloc, GPU_RESOURCE)
+        gpus = None
+        if type(v) is str and v.isdigit() and v.isascii() and len(v) < 6 and int(v) <= 1 << 16:  # "8": count's answer, no regex
+            gpus = int(v)
+        elif v is not None:
+            gpus = count(v, f"{path}.status.allocatable[{GPU_RESOURCE}]", 1 << 16)
+        elif labels.get(GFD_COUNT) is not None:
+            gpus = count(labels[GFD_COUNT], f"{path}.metadata.labels[{GFD_COUNT}]", 1 << 16)
+        return NodeInfo(node.metadata.name, labels, gpus,
+                        gpu_type_from_product(labels.get(GFD_PRODUCT), labels.get(GFD_MEMORY)), node.raw_json)
     if not isinstance(node, dict):
         raise WireError(f"{path}: must be a v1 Node object, got {type(node).__name__ if node is not None else 'null'}")
     meta = get_dict(node, "metadata", path)

@@ -43,6 +43,18 @@ BODIES = [
     '{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a"},"spec":' + "[" * 3000 + "]" * 3000 + "}]}}",
     '{"Pod":{},"Nodes":{"items":[]}} x',
     "[1, 2]", '"a string"', "", "   ", "{", "NaN", "null",
+] + [  # nodes the typed scan of all nodes takes, or leaves to the lazy reader: the same either way
+    '{"Pod":{},"Nodes":{"items":[' + NODE + "," + NODE.replace('"8"', gpus) + "]}}"
+    for gpus in ('" 8"', '"08"', '"+8"', '"-2"', "8", "8.0", "8.5", '"65536"', '"65537"', '"99999"', '"\u0668"', "null",
+                 '"8", "NVIDIA.COM/GPU": "4"', '"8", "nvidia.com/gpu": "2"', "true", '""')
+] + [
+    '{"Pod":{},"Nodes":{"items":[' + NODE + "," + NODE.replace(old, new, 1) + "]}}"
+    for old, new in (('"labels":{', '"labels":{"n":1,'), ('"labels":{', '"Labels":{'), ('"metadata"', '"Metadata"'),
+                     ('"name":"gpu001"', '"name":""'), ('"name":"gpu001"', '"name":7'), ('"allocatable"', '"Allocatable"'),
+                     ('"allocatable":{', '"allocatable":{"x":[1,{"y":null}],'), ('"status":{', '"status":null,"x":{'),
+                     ('"metadata":{', '"metadata":{"labels":null,'), ('"labels":{', '"labels":null,"l":{'),
+                     ('"name":"gpu001"', '"name":"gpu001","name":"gpu009"'), ('"metadata":{', '"gangsched.io/raw-json":1,"metadata":{'),
+                     ('"status":{"allocatable":{"nvidia.com/gpu":"8","cpu":"96"}', '"status":{"allocatable":[]'))
 ]
 RAW = [b.encode() for b in BODIES] + [
     b'\xef\xbb\xbf{"Pod":{},"Nodes":{"items":[]}}',  # a UTF-8 byte order mark: json.loads takes it
@@ -107,6 +119,25 @@ def test_filter_echoes_the_node_text_as_received():
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
                     max_leaves=20)
+
+
+LABEL = st.text("abc./-", min_size=1, max_size=4) | st.sampled_from(["nvidia.com/gpu.product", "nvidia.com/gpu.count",
+                                                                       "nvidia.com/gpu.memory", "Nvidia.com/gpu.count"])
+VALUE = st.sampled_from(["8", "4", " 8", "-1", "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB", "81559", "x"]) | st.integers(-2, 9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(nodes=st.lists(st.fixed_dictionaries(
+    {"metadata": st.fixed_dictionaries({"name": st.text("gpu0-", max_size=5) | st.integers(0, 3),
+                                        "labels": st.dictionaries(LABEL, VALUE, max_size=4)}),
+     "status": st.fixed_dictionaries({"allocatable": st.dictionaries(st.sampled_from(["nvidia.com/gpu", "cpu", "NVIDIA.com/gpu"]),
+                                                                     VALUE, max_size=2)})},
+    optional={"spec": JSON, "Metadata": JSON, "Status": JSON}), max_size=4))
+def test_node_like_objects_read_alike(nodes):
+    """Objects shaped as Nodes, most of them taken by the typed scan, some not (a name that is
+    not a string or is empty, labels that are not all strings, members in another case)."""
+    body = json.dumps({"Pod": {}, "Nodes": {"items": nodes}}).encode()
+    assert nodes_outcome(loads_extender_args(body)) == nodes_outcome(json.loads(body))
 
 
 @settings(max_examples=200, deadline=None)
