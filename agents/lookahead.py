@@ -49,7 +49,7 @@ from envs.objective import Objective, objective_total
 from envs.placement import PREEMPT_RULES, RULES
 from envs.replay import advance_to_decision, decide
 from envs.scenario import LookaheadConfig
-from envs.simulator import NativeWorld, RolloutOutcome, SchedulingError, SimConfig, Simulator
+from envs.simulator import JobSlice, NativeWorld, RolloutOutcome, SchedulingError, SimConfig, Simulator
 from envs.state import ARRIVAL_HISTORY_S, ClusterState
 from envs.topology import Cluster
 from envs.workload import WorkloadSpec, generate
@@ -63,8 +63,7 @@ _FUTURE_SEED_BASE = 2**40  # fresh workload draws for sampled futures: far from 
 
 def _native_first(cset: CandidateSet, action: int) -> tuple | None:
     """What Simulator.rollout_sect does first for a rollout that starts with candidate `action`:
-    (job, GPUs, victims) for a start or a preemption, (-1,) for WAIT; None for an invalid action
-    (Python refuses it)."""
+    (job, GPUs, victims) for a start or a preemption, (-1,) for WAIT; None for an invalid action."""
     if not (0 <= action < len(cset.candidates) and cset.mask[action]):
         return None
     if action == cset.wait_index:
@@ -194,14 +193,22 @@ class FutureSampler:
             out[j] = w if w is not None else d + max(0.05 * d, 60.0)
         return out
 
-    def future(self, state: ClusterState, sample: int, horizon_end: float, rng: np.random.Generator) -> list[Job]:
-        """Jobs arriving after now (up to `horizon_end`), ids from the arrived count on."""
-        now, first_id = state.now, len(state.num_gpus)
+    def draw(self, state: ClusterState, sample: int, horizon_end: float, rng: np.random.Generator) -> list[Job] | JobSlice:
+        """Jobs arriving after now (up to `horizon_end`), in order, their ids not read (what
+        Simulator.native_world takes): for a generator, a slice of the sample's fresh draw."""
         if self._fresh is None:
-            drawn = self._bootstrap(state, horizon_end, rng)
-            return [dataclasses.replace(j, job_id=first_id + i) for i, j in enumerate(drawn)]
+            return self._bootstrap(state, horizon_end, rng)
         times = self._fresh_times[sample]
-        lo, hi = bisect.bisect_right(times, now), bisect.bisect_right(times, horizon_end)  # now < arrival <= horizon_end
+        return JobSlice(self._fresh[sample], bisect.bisect_right(times, state.now),  # now < arrival <= horizon_end
+                        bisect.bisect_right(times, horizon_end))
+
+    def future(self, state: ClusterState, sample: int, horizon_end: float, rng: np.random.Generator) -> list[Job]:
+        """`draw`'s jobs with ids from the arrived count on (what Simulator.fork takes)."""
+        first_id = len(state.num_gpus)
+        drawn = self.draw(state, sample, horizon_end, rng)
+        if not isinstance(drawn, JobSlice):
+            return [dataclasses.replace(j, job_id=first_id + i) for i, j in enumerate(drawn)]
+        lo, hi = drawn.lo, drawn.hi
         if self._renumbered_for != first_id:  # a job arrived: the renumbered lists of the last ones are stale
             self._renumbered.clear()
             self._renumbered_for = first_id
@@ -294,8 +301,10 @@ class Lookahead:
         on a fork of the world."""
         if self.deadline is not None and time.perf_counter() > self.deadline:
             raise SearchTimeout("the search ran past its time budget")
-        first = _native_first(cset, action) if native is not None else None
-        if first is not None:
+        if native is not None:
+            first = _native_first(cset, action)
+            if first is None:
+                raise ValueError(f"action {action} is not a valid candidate")
             return self._cost(native.rollout_sect(self.queue_window, horizon_end, *first), horizon_end)
         return self._python_rollout(world.fork(), cset, action, horizon_end)
 
@@ -325,20 +334,21 @@ class Lookahead:
             return objective_total(sim, self.objective) + terminal_cost(sim, self.objective)
         return objective_total(sim, self.objective)
 
-    def _world(self, state: ClusterState, sample: int, horizon_end: float) -> tuple[Simulator, NativeWorld | None]:
-        """Future `sample`'s world and, where the rollouts are native, its copy in the core: the
-        truth for the oracle, else a fork with sampled work for the unfinished jobs and sampled
-        arrivals. Every option's rollout starts from it (a plain fork, or a copy of its arrays in
-        the core, continues bit for bit as it would), so the sample is made once per sample, not
-        once per option."""
-        if self.clairvoyant:
-            world = self.sim
-        else:
-            work = self.sampler.work(state, unfinished_ids(state), self.rng)
-            future = self.sampler.future(state, sample, horizon_end, self.rng)
-            world = self.sim.fork(work=work, future_jobs=future)
+    def _world(self, state: ClusterState, sample: int, horizon_end: float) -> tuple[Simulator | None, NativeWorld | None]:
+        """Future `sample`'s world: the truth for the oracle, else this simulator with sampled
+        work for the unfinished jobs and sampled arrivals; as a Simulator (a fork, or the live
+        one for the oracle) and, where the rollouts are native, as the core's copy (for a sample,
+        made directly: then no Simulator, None). Every option's rollout starts from it (a plain
+        fork, or a copy of its arrays in the core, continues bit for bit as it would), so the
+        sample is made once per sample, not once per option."""
         native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not self.base.preempt_las
-        return world, world.native_world() if native else None
+        if self.clairvoyant:
+            return self.sim, self.sim.native_world() if native else None
+        work = self.sampler.work(state, unfinished_ids(state), self.rng)
+        if native:  # the sample's world made in the core directly, no Simulator for it
+            return None, self.sim.native_world(work=work, future_jobs=self.sampler.draw(state, sample, horizon_end, self.rng))
+        future = self.sampler.future(state, sample, horizon_end, self.rng)
+        return self.sim.fork(work=work, future_jobs=future), None
 
     def _departs(self, diff: np.ndarray, scale: float) -> bool:
         """The honest lookahead's test for leaving the base rule's choice, on the paired cost

@@ -76,6 +76,20 @@ class Segment:
     preempted: bool
 
 
+@dataclass(frozen=True)
+class JobSlice:
+    """Jobs `lo`..`hi`-1 of `jobs`, a list its owner keeps and never changes (a lookahead
+    sampler's fresh draw of the workload): future jobs for `Simulator.native_world` without
+    copying them. The jobs' own ids are not read."""
+
+    jobs: list[Job]
+    lo: int
+    hi: int
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+
 @dataclass
 class SimConfig:
     speed_model: SpeedModel = field(default_factory=SpeedModel)
@@ -180,6 +194,12 @@ class _JobShapes:
                 ids[k] = i
             self.ids, self.made = ids, n
         return self.ids, self.shapes
+
+
+def _shapes_of(arrays: dict[str, np.ndarray]) -> list[tuple]:
+    """Each job's shape, (GPUs, TP degree, GB per GPU asked, priority), from its `_job_arrays`."""
+    return list(zip(arrays["gpus_req"].tolist(), arrays["tp_degree"].tolist(), arrays["mem_req"].tolist(),
+                    arrays["priority"].tolist()))
 
 
 def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
@@ -298,6 +318,7 @@ class Simulator:
         self._events = None  # run_events' buffers, made on first use (a fork makes its own)
         self._spent = False  # consumed by a native rollout (rollout_sect): no longer stepped or forked
         self._future_arrays: dict[int, tuple] = {}  # id(future_jobs) -> (that list, its arrays), for fork
+        self._draw_arrays: dict[int, tuple] = {}  # id(JobSlice.jobs) -> (that list, (its arrays, shapes)), for native_world
         self._admit_arrivals()
         self._record()
 
@@ -662,13 +683,7 @@ class Simulator:
                 prev = j.arrival_s
             new_jobs.extend(future_jobs)
         if work:
-            for j, w in work.items():
-                if not (isinstance(j, (int, np.integer)) and 0 <= j < arrived):
-                    raise ValueError(f"work for job {j!r}: it has not arrived ({arrived} jobs have arrived)")
-                if self.state.item(j) == JobState.DONE:
-                    raise ValueError(f"work for job {j}: it is done")
-                if not (w > 0 and math.isfinite(w)):
-                    raise ValueError(f"work for job {j}: {w!r} is not a positive finite number")
+            self._check_work(work)
 
         # Per-job arrays: copied, or the arrived jobs' rows and new ones for the future jobs.
         if new_jobs is None:
@@ -745,6 +760,7 @@ class Simulator:
         f._events = None
         f._spent = False
         f._future_arrays = {}
+        f._draw_arrays = {}
         return f
 
     # ------------------------------------------------------------------ events between decisions, compiled
@@ -837,16 +853,104 @@ class Simulator:
             raise SchedulingError("nothing left to wait for: no job is running or arriving")
         return {"decisions": decisions, "starts": starts, "events": events}
 
-    def native_world(self) -> NativeWorld:
-        """The native core's own copy of this simulator's state, for many rollouts from it
-        (`NativeWorld.rollout_sect`): each runs on a copy of the arrays it changes, as on a
-        `fork()` consumed by `rollout_sect`, with the same results bit for bit. This simulator
-        is not changed. Needs the compiled path (ValueError)."""
+    def native_world(self, work: dict[int, float] | None = None, future_jobs: list[Job] | JobSlice | None = None) -> NativeWorld:
+        """The native core's own copy of the state `fork(work, future_jobs)` would have, made
+        without that fork, for many rollouts from it (`NativeWorld.rollout_sect`): each runs on a
+        copy of the arrays it changes, as on such a fork consumed by `rollout_sect`, with the same
+        results bit for bit. `work` as `fork`'s; `future_jobs` as `fork`'s, except that the jobs'
+        own ids are not read (they take ids arrived, arrived + 1, ... in order) and a `JobSlice`
+        of a list kept by the caller may stand for them (its arrays are made once per list). This
+        simulator is not changed. ValueError (naming the job) as `fork`'s; needs the compiled path."""
         if not _jit.ENABLED:
             raise ValueError("native_world needs the compiled path")
         if self._spent:
             raise ValueError("this simulator was consumed by a native rollout")
-        return NativeWorld(self, _core.World(*self._native_state()))
+        args = list(self._native_state())
+        arrays = args[2]  # a new dict of this simulator's own arrays: entries are replaced, never changed
+        arrived = self._next_arrival
+        if future_jobs is not None:
+            tail, tail_shapes = self._future_tail(future_jobs)
+            for name in _ROLLOUT_JOB_ARRAYS:
+                arrays[name] = np.concatenate((arrays[name][:arrived], tail[name]))
+            n = len(arrays["arrival"])
+            ids, shapes = self._shapes.of(self)
+            columns = self._shapes.columns()
+            index, added = self._shapes.index, {}
+            tail_ids = np.empty(len(tail_shapes), dtype=np.int64)
+            for k, shape in enumerate(tail_shapes):  # shapes new to this simulator get ids after its own
+                i = index.get(shape)
+                if i is None:
+                    i = added.get(shape)
+                    if i is None:
+                        i = added[shape] = len(shapes) + len(added)
+                tail_ids[k] = i
+            if added:
+                new = list(added)
+                columns = {"shape_gpus": np.concatenate((columns["shape_gpus"], [x[0] for x in new])),
+                           "shape_tp": np.concatenate((columns["shape_tp"], [x[1] for x in new])),
+                           "shape_mem": np.concatenate((columns["shape_mem"], [x[2] for x in new])),
+                           "shape_priority": np.concatenate((columns["shape_priority"], [x[3] for x in new]))}
+            arrays.update(columns)
+            arrays["shape_id"] = np.concatenate((ids[:arrived], tail_ids))
+            q = self.job_queue
+            per_shape = np.zeros(max(len(columns["shape_gpus"]), len(q.per_shape)), dtype=np.int64)
+            per_shape[: len(q.per_shape)] = q.per_shape
+            q_ids, q_sorted = np.empty(max(n, 1), dtype=np.int64), np.empty(max(n, 1), dtype=np.int64)
+            q_ids[: q.length], q_sorted[: q.length] = q.ids[: q.length], q.sorted_ids[: q.length]
+            q_seq, q_remaining = np.zeros(n, dtype=np.int64), np.zeros(n)
+            q_seq[:arrived], q_remaining[:arrived] = q.enqueue_seq[:arrived], q.queued_remaining_s[:arrived]
+            arrays.update(q_ids=q_ids, q_sorted=q_sorted, q_seq=q_seq, q_remaining=q_remaining, q_per_shape=per_shape)
+        if work:
+            self._check_work(work)
+            if future_jobs is None:
+                arrays["work_total"], arrays["work_left"] = arrays["work_total"].copy(), arrays["work_left"].copy()
+            total, left, done = arrays["work_total"], arrays["work_left"], self.work_done
+            for j, w in work.items():
+                j = int(j)
+                w = max(float(w), float(done[j]) + 1.0)
+                if w == total[j]:
+                    continue
+                total[j] = w
+                left[j] = w - done[j]
+        return NativeWorld(_core.World(*args), arrays)
+
+    def _future_tail(self, future_jobs: list[Job] | JobSlice) -> tuple[dict[str, np.ndarray], list[tuple]]:
+        """The rollout's per-job arrays (`_ROLLOUT_JOB_ARRAYS`) and the shapes of jobs to come,
+        checked as `fork` checks them: at or after now, sorted by arrival."""
+        if isinstance(future_jobs, JobSlice):
+            jobs = future_jobs.jobs
+            hit = self._draw_arrays.get(id(jobs))
+            if hit is None or hit[0] is not jobs:
+                if len(self._draw_arrays) >= 64:
+                    self._draw_arrays.clear()
+                a = _job_arrays(jobs, self.config)
+                hit = self._draw_arrays[id(jobs)] = (jobs, ({name: a[name] for name in _ROLLOUT_JOB_ARRAYS}, _shapes_of(a)))
+            whole, shapes = hit[1]
+            lo, hi = future_jobs.lo, future_jobs.hi
+            tail, shapes = {name: a[lo:hi] for name, a in whole.items()}, shapes[lo:hi]
+        else:
+            a = _job_arrays(list(future_jobs), self.config)
+            tail, shapes = {name: a[name] for name in _ROLLOUT_JOB_ARRAYS}, _shapes_of(a)
+        arrival = tail["arrival"]
+        if len(arrival):
+            if not arrival[0] >= self.now:
+                raise ValueError(f"future job {self._next_arrival} arrives at {float(arrival[0])!r}, before now ({self.now!r})")
+            later = np.flatnonzero(arrival[1:] < arrival[:-1])
+            if len(later):
+                k = self._next_arrival + int(later[0]) + 1
+                raise ValueError(f"future jobs must be sorted by arrival; job {k} arrives before job {k - 1}")
+        return tail, shapes
+
+    def _check_work(self, work: dict[int, float]) -> None:
+        """`fork`'s rules for sampled work: each job arrived, not done, its work positive and finite."""
+        arrived = self._next_arrival
+        for j, w in work.items():
+            if not (isinstance(j, (int, np.integer)) and 0 <= j < arrived):
+                raise ValueError(f"work for job {j!r}: it has not arrived ({arrived} jobs have arrived)")
+            if self.state.item(j) == JobState.DONE:
+                raise ValueError(f"work for job {j}: it is done")
+            if not (w > 0 and math.isfinite(w)):
+                raise ValueError(f"work for job {j}: {w!r} is not a positive finite number")
 
     def _native_state(self) -> tuple:
         """The core's arguments for this simulator's state: the cluster, the rate model, the
@@ -1125,10 +1229,11 @@ class NativeWorld:
     rollouts of a lookahead's options from one sampled future: each `rollout_sect` runs on a fresh
     copy of the arrays it changes and returns a RolloutOutcome, the world left as it was."""
 
-    def __init__(self, sim: Simulator, world):
+    def __init__(self, world, arrays: dict[str, np.ndarray]):
         self._world = world
-        self._fixed = (sim.kind, sim.arrival, sim.work_total, sim.priority)  # never changed by a rollout
-        self.num_jobs = len(sim.jobs)
+        # the world's jobs' fields a rollout never changes, as the objective reads them
+        self._fixed = (arrays["kind"], arrays["arrival"], arrays["work_total"], arrays["priority"])
+        self.num_jobs = len(arrays["arrival"])
 
     def rollout_sect(self, queue_window: int, until: float, first_job: int = -2, first_gpus=(), first_victims=()) -> RolloutOutcome:
         """`Simulator.rollout_sect` on a copy of this world, the same arguments and rules; raises

@@ -462,6 +462,51 @@ def test_fork_future_jobs_errors():
         sim.fork(future_jobs=[dataclasses.replace(future[0], arrival_s=now - 1.0)] + future[1:])
     with pytest.raises(ValueError, match=f"job {arrived + 2} arrives before job {arrived + 1}"):
         sim.fork(future_jobs=future[:2] + [dataclasses.replace(future[2], arrival_s=now + 5.0)])
+    # the core's copy of such a world checks the same (ids are not read there)
+    with pytest.raises(ValueError, match=f"future job {arrived} arrives at"):
+        sim.native_world(future_jobs=[dataclasses.replace(future[0], arrival_s=now - 1.0)] + future[1:])
+    with pytest.raises(ValueError, match=f"job {arrived + 2} arrives before job {arrived + 1}"):
+        sim.native_world(future_jobs=future[:2] + [dataclasses.replace(future[2], arrival_s=now + 5.0)])
+    done = sim.finished_order[0] if sim.finished_order else None
+    with pytest.raises(ValueError, match=f"job {arrived}: it has not arrived"):
+        sim.native_world(work={arrived: 100.0})
+    if done is not None:
+        with pytest.raises(ValueError, match=f"job {done}: it is done"):
+            sim.native_world(work={done: 100.0})
+
+
+@pytest.mark.parametrize("as_slice", [False, True])
+def test_a_world_made_in_the_core_is_the_fork_it_stands_for(as_slice):
+    """`native_world(work, future_jobs)` rolls out exactly as the fork with that work and those
+    future jobs does, other shapes among them, and leaves the simulator as it was."""
+    from envs.simulator import JobSlice
+    sim = to_decision(new_sim(), "sect", lambda s, step: step >= 60 and len(s.running) > 2)
+    arrived, now = sim._next_arrival, sim.now
+    other = make_workload(load_workload_spec("llm-mix"), sim.cluster, 1)[:40]
+    future = [dataclasses.replace(j, job_id=arrived + k, arrival_s=now + j.arrival_s,  # some of shapes this workload lacks
+                                  mem_per_gpu_gb=j.mem_per_gpu_gb - 0.5 * (k % 3 == 0)) for k, j in enumerate(other)]
+    shapes = {(j.gpus, j.tp_degree, j.mem_per_gpu_gb, j.priority) for j in sim.jobs}
+    assert any((j.gpus, j.tp_degree, j.mem_per_gpu_gb, j.priority) not in shapes for j in future)
+    running = [int(r) for r in sim.running]
+    work = {running[0]: float(sim.work_done[running[0]]) + 50.0, running[1]: 3.0 * float(sim.work_total[running[1]])}
+    drawn = JobSlice([dataclasses.replace(j, job_id=0) for j in [future[0]] + future], 1, 1 + len(future)) if as_slice \
+        else [dataclasses.replace(j, job_id=0) for j in future]
+    sim._shapes.columns()  # a memo the world reads: filled before the snapshot
+    before = snapshot(sim)
+    world = sim.native_world(work=work, future_jobs=drawn)
+    for horizon in (now + 1800.0, now + 7200.0, math.inf):
+        fork = sim.fork(work=work, future_jobs=future)
+        fork.rollout_sect(8, horizon)
+        got = world.rollout_sect(8, horizon)
+        n = fork.num_arrived
+        assert (got.now, got.jobs_in_system_s, got.energy_j, got.num_done, got.num_arrived) == \
+            (fork.now, fork.jobs_in_system_s, fork.energy_j, fork.num_done, n)
+        for name in ("end", "first_start", "work_left", "overhead_left"):
+            assert getattr(got, name).tobytes() == getattr(fork, name)[:n].tobytes(), (horizon, name)
+        assert got.work_total.tobytes() == fork.work_total.tobytes()
+    caches = ("_state", "_state_arrived", "_scratch", "_events", "_placed_of", "_table", "job_slot", "_next_event",
+              "_draw_arrays", "_future_arrays")  # memos the world and the forks fill: future jobs' arrays
+    assert_same_values(sim, before, "the simulator a world was made from", skip=caches)
 
 
 # ---------------------------------------------------------------- advance_until

@@ -63,7 +63,21 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
         seen["rollouts"] += 1
         return got
 
+    world_of = L.Lookahead._world
+
+    def both_worlds(self, state, sample, horizon_end):
+        """The sample's world as a fork (the Python path) and as the core's copy made directly,
+        from the same draws."""
+        drawn_from = self.rng.bit_generator.state
+        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", False)
+        world, _ = world_of(self, state, sample, horizon_end)
+        self.rng.bit_generator.state = drawn_from
+        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", True)
+        _, native_world = world_of(self, state, sample, horizon_end)
+        return world, native_world
+
     monkeypatch.setattr(L.Lookahead, "_rollout", both)
+    monkeypatch.setattr(L.Lookahead, "_world", both_worlds)
     run_lookahead("lookahead", cluster, spec, make_workload(spec, cluster, 1, jobs), 1, sc.lookahead, sc.objective,
                   sc.queue_window, sc.max_checkpoint_s)
     # The native path ran every rollout from its first action (a start, a preemption or a WAIT),
