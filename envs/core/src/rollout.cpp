@@ -623,43 +623,66 @@ class Rollout {
     void shape_fits() {
         if (fits_version_ == s_.alloc_version) return;
         fits_version_ = s_.alloc_version;
-        const auto N = static_cast<size_t>(c_.num_nodes), P = static_cast<size_t>(a_.num_priorities);
+        totals_.clear();  // what fits depends on the shape's memory level, TP degree and priority only
         for (size_t k = 0; k < a_.shape_gpus.size; ++k) {
             const int64_t need = a_.shape_gpus[k], tp = a_.shape_tp[k];
             const auto prio = static_cast<size_t>(a_.shape_priority[k]);
             const size_t at = static_cast<size_t>(std::lower_bound(levels_.begin(), levels_.end(), a_.shape_mem[k]) - levels_.begin());
-            const double level = at < levels_.size() ? levels_[at] : INF;  // above every level: no node has it
-            int64_t now = 0, after = 0;
-            for (size_t n = 0; n < N; ++n) {
-                if (!(c_.node_memory_gb[n] >= level)) continue;
-                const int64_t f = a_.node_free[n];
-                int64_t held = 0;
-                for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
-                now += f / tp * tp;
-                after += (f + held) / tp * tp;
+            const Totals* t = nullptr;
+            for (const Totals& x : totals_)
+                if (x.at == at && x.tp == tp && x.prio == prio) t = &x;
+            if (t == nullptr) {
+                totals_.push_back(totals(at, tp, prio));
+                t = &totals_.back();
             }
-            if (c_.num_domains > 0 && c_.spans(tp)) {  // whole groups of fully available trays per domain
-                for (int64_t d = 0; d < c_.num_domains; ++d) {
-                    if (!c_.spanning(d, tp)) continue;
-                    const auto& nodes = c_.domain_nodes[static_cast<size_t>(d)];
-                    if (!(c_.node_memory_gb[static_cast<size_t>(nodes[0])] >= level)) continue;
-                    const int64_t trays = tp / c_.domain_tray[static_cast<size_t>(d)];
-                    int64_t whole_now = 0, whole_after = 0;
-                    for (int64_t v : nodes) {
-                        const auto n = static_cast<size_t>(v);
-                        const int64_t f = a_.node_free[n];
-                        int64_t held = 0;
-                        for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
-                        whole_now += f == c_.node_gpus[n];
-                        whole_after += f + held == c_.node_gpus[n];
-                    }
-                    now += whole_now / trays * tp;
-                    after += whole_after / trays * tp;
-                }
-            }
-            fits_now_[k] = need <= now;
-            fits_any_[k] = need <= now || need <= after;
+            fits_now_[k] = need <= t->now;
+            fits_any_[k] = need <= t->now || need <= t->after;
         }
+    }
+
+    struct Totals {
+        size_t at;
+        int64_t tp;
+        size_t prio;
+        int64_t now, after;  // GPUs in whole TP groups free now, and after preempting lower priorities
+    };
+
+    // envs.window.class_fits' totals for a memory level, TP degree and priority: in whole TP groups
+    // on nodes with the memory, plus whole groups of fully available trays per spanning domain.
+    Totals totals(size_t at, int64_t tp, size_t prio) const {
+        const auto N = static_cast<size_t>(c_.num_nodes), P = static_cast<size_t>(a_.num_priorities);
+        const double level = at < levels_.size() ? levels_[at] : INF;  // above every level: no node has it
+        const bool pow2 = (tp & (tp - 1)) == 0;
+        const auto whole = [&](int64_t x) { return pow2 ? (x & -tp) : x / tp * tp; };  // x >= 0
+        int64_t now = 0, after = 0;
+        for (size_t n = 0; n < N; ++n) {
+            if (!(c_.node_memory_gb[n] >= level)) continue;
+            const int64_t f = a_.node_free[n];
+            int64_t held = 0;
+            for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
+            now += whole(f);
+            after += whole(f + held);
+        }
+        if (c_.num_domains > 0 && c_.spans(tp)) {  // whole groups of fully available trays per domain
+            for (int64_t d = 0; d < c_.num_domains; ++d) {
+                if (!c_.spanning(d, tp)) continue;
+                const auto& nodes = c_.domain_nodes[static_cast<size_t>(d)];
+                if (!(c_.node_memory_gb[static_cast<size_t>(nodes[0])] >= level)) continue;
+                const int64_t trays = tp / c_.domain_tray[static_cast<size_t>(d)];
+                int64_t whole_now = 0, whole_after = 0;
+                for (int64_t v : nodes) {
+                    const auto n = static_cast<size_t>(v);
+                    const int64_t f = a_.node_free[n];
+                    int64_t held = 0;
+                    for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
+                    whole_now += f == c_.node_gpus[n];
+                    whole_after += f + held == c_.node_gpus[n];
+                }
+                now += whole_now / trays * tp;
+                after += whole_after / trays * tp;
+            }
+        }
+        return Totals{at, tp, prio, now, after};
     }
 
     // envs.window.select_window: up to Q feasible queued jobs, round-robin from the heads of
@@ -717,6 +740,7 @@ class Rollout {
     std::vector<int64_t> order_, feasible_, shortest_, by_priority_, by_attained_, window_;
     std::vector<uint8_t> fits_now_, fits_any_, mask_, seen_;
     std::vector<int64_t> ended_;
+    std::vector<Totals> totals_;
     Geometry launch_geometry_;
     int64_t fits_version_ = -1;
 };
