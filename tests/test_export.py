@@ -237,8 +237,50 @@ def test_metadata_outside_a_run_directory(tmp_path: Path) -> None:
     assert model_run_dir(tmp_path / "distill" / "student-r0.zip") == tmp_path  # each round's student
     assert model_run_dir(tmp_path / "other" / "model.zip") is None
     assert model_run_dir(tmp_path.parent / "model.zip") is None
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None
+
+
+def _head_from_git_files(repo: Path) -> str | None:
+    """This checkout's HEAD read from the files git keeps (HEAD, the loose ref, packed-refs), not
+    through git: the expected value of `_git_commit(None)`, whose implementation asks git."""
+    git = repo / ".git"
+    if git.is_file():  # a worktree: "gitdir: <path>", whose commondir file names the shared one
+        git = (repo / git.read_text().split("gitdir:", 1)[1].strip()).resolve()
+    common = (git / (git / "commondir").read_text().strip()).resolve() if (git / "commondir").is_file() else git
+    head = (git / "HEAD").read_text().strip()
+    if not head.startswith("ref:"):
+        return head  # a detached HEAD holds the commit itself
+    ref = head.split(":", 1)[1].strip()
+    for d in (git, common):
+        if (d / ref).is_file():
+            return (d / ref).read_text().strip()
+    packed = common / "packed-refs"
+    for line in packed.read_text().splitlines() if packed.is_file() else []:
+        if line.endswith(" " + ref):
+            return line.split()[0]
+    return None  # a branch with no commit yet
+
+
+def test_git_commit_is_the_runs_then_the_checkouts_then_none(tmp_path: Path, monkeypatch) -> None:
+    """policy.json's git_commit (agents.export docstring): the run's commit from its version.json,
+    else this checkout's HEAD, else None; a run recorded as "unknown" or an unreadable
+    version.json gives None, not the checkout's HEAD (the export is not of this checkout's code)."""
+    import agents.export as export
+
+    head = _head_from_git_files(REPO)
+    assert head is not None and len(head) == 40 and int(head, 16) >= 0
     assert _git_commit(None) == head
+    assert _git_commit(tmp_path) == head  # a run folder without version.json: this checkout
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "version.json").write_text(json.dumps({"commit": "0123abcd" * 5, "dirty": True}))
+    assert _git_commit(run) == "0123abcd" * 5  # the run's, though this checkout's HEAD differs
+    for text in ('{"commit": "unknown"}', '{"commit": ""}', "{}", "{not json", "[1, 2]"):
+        (run / "version.json").write_text(text)
+        assert _git_commit(run) is None, text
+    # Outside any git checkout (the ceiling keeps git from finding one above the folder): None.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    monkeypatch.setattr(export, "REPO_ROOT", tmp_path / "run")
+    assert _git_commit(None) is None
 
 
 def test_a_packed_model_exports_the_dense_graph(tmp_path: Path) -> None:
