@@ -80,6 +80,15 @@ def test_cli_smoke_writes_every_output(smoke) -> None:
     assert proc.returncode == 0, proc.stderr
     for name in ("results.json", "results.md", "jct_cdf.png", "timeline.png", "gantt_topology.png"):
         assert (out / name).stat().st_size > 0, name
+    import matplotlib.image as mpimg
+    import numpy as np
+    from matplotlib.colors import to_rgb
+
+    for name in ("jct_cdf.png", "timeline.png", "gantt_topology.png"):  # drawn, not blank (content: tests/test_plots.py)
+        rgb = mpimg.imread(out / name)[..., :3].reshape(-1, 3)
+        assert len(np.unique((rgb * 255).round().astype(np.uint8), axis=0)) > 10, name  # not one flat colour
+        series = [np.array(to_rgb(f"C{i}")) for i in range(4)]  # the policies' lines, the job kinds' bars
+        assert sum(int((np.abs(rgb - c).max(axis=1) < 0.02).sum()) for c in series) > 500, name  # legend handles: < 150
     md = (out / "results.md").read_text()
     assert "| binpack |" in md and "Paired avg JCT vs topology" in md
 
