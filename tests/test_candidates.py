@@ -4,11 +4,12 @@ on per-node counts, and the per-placement feature columns worked out in Python i
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envs.cache import clear_cluster_memos
-from envs.candidates import apply_candidate
+from envs.candidates import apply_candidate, build_candidates
 from envs.config import load_cluster
 from envs.features import _geometry_columns, fragmentation
 from envs.las import LAS_QUEUE_THRESHOLDS_GPU_S, STARVATION_FACTOR
@@ -198,17 +199,83 @@ def test_placement_columns_equal_a_recount_of_the_nodes(seed, data):
 @settings(max_examples=5, deadline=None)
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_predicted_rate_is_the_profiles_rate_if_started(seed, data):
-    """predicted_rate (from per-allocation rate inputs) is, bit for bit, the candidate's
-    PlacementProfile under the congestion and interference it would meet if started now."""
-    from envs.features import _congestion_if_added, _neighbour_pressure, predicted_rate
-    from envs.speed import interference_from
+    """predicted_rate (from the state's incremental uplink demand and node pressure, once per
+    allocation) is the rate the speed model's reference (envs.speed.rates_of over the running
+    jobs' profiles and the candidate's, docs/speed.md) gives the candidate's job if started now.
+    The expectation uses none of envs.features' helpers."""
+    from envs.features import predicted_rate
+    from envs.speed import rates_of
 
     checked = 0
     for _, state, cset in _random_states("hetero-64gpu", "llm-mix", seed, data):
+        running = [state.profiles[r] for r in state.running.tolist()]
         for i in cset.valid_placements():
             cd = cset.candidates[i]
-            p, g = cd.profile, cd.geometry
-            interf = interference_from(_neighbour_pressure(state, g), p.sensitivity, state.speed_model)
-            assert predicted_rate(state, cd) == p.min_speed * p.efficiency(_congestion_if_added(state, g)) * interf
+            want = rates_of(state.cluster, running + [cd.profile], state.speed_model)[-1]
+            assert predicted_rate(state, cd) == pytest.approx(want, rel=1e-12, abs=0)
             checked += 1
     assert checked
+
+
+def _toy_sim(jobs, leaves=1, oversubscription=1.0):
+    from tests.helpers import toy_cluster
+
+    return Simulator(toy_cluster(nodes=2, leaves=leaves, oversubscription=oversubscription), jobs)
+
+
+def test_predicted_rate_next_to_seven_inference_replicas_by_hand():
+    """docs/speed.md, Interference: a replica joining seven on one 8-GPU node runs at
+    1 / (1 + 0.6 x 1.0 x 7/8) = 1 / 1.525; on the empty node at 1."""
+    from envs.features import predicted_rate
+    from envs.jobs import JobKind
+    from tests.helpers import job
+
+    sim = _toy_sim([job(i, 0.0, 1, 3600.0, kind=JobKind.INFERENCE) for i in range(8)])
+    for i in range(7):
+        sim.start(i, np.array([i]))  # GPUs 0-6 of n0
+    state = sim.decision_state()
+    cset = build_candidates(state, 8)
+    by_node = {}
+    for i in cset.valid_placements():
+        cd = cset.candidates[i]
+        assert cd.job_id == 7
+        assert len(cd.geometry.nodes) == 1
+        by_node.setdefault(int(cd.geometry.nodes[0]), []).append(predicted_rate(state, cd))
+    assert set(by_node) == {0, 1}  # binpack takes GPU 7 of n0, spread the empty n1
+    assert by_node[0] == pytest.approx([1 / 1.525] * len(by_node[0]), rel=1e-12)
+    assert by_node[1] == [1.0] * len(by_node[1])
+
+
+def test_predicted_rate_across_a_congested_uplink_by_hand():
+    """docs/speed.md, Placement efficiency and Congestion, on two nodes under two leaves with 4:1
+    uplinks (each leaf's uplink: 400 GB/s of NICs / 4 = 100 GB/s). A batch job (8 GPUs, TP 4)
+    runs on GPUs 0-3 of n0 and 8-11 of n1, putting 4 x 50 = 200 GB/s on each uplink. The
+    candidate, a pretraining job of 8 GPUs in TP groups of 4, c = 0.4, tp_comm_share 0.5
+    (c_tp = 0.2 on NVSwitch inside each node, stretch 1; c_dp = 0.2), can only take the other 4
+    GPUs of each node, adding 200 GB/s to each uplink: share 100 / 400 = 0.25. Its DP crosses one
+    tier above the leaf: 50 x 0.85 x 0.25 = 10.625 GB/s, stretch 50 / 10.625 = 4.70588..., so
+    efficiency = 1 / (0.6 + 0.2 x 1 + 0.2 x 4.70588) = 1 / 1.741176... Neighbours' pressure per
+    GPU on each node: 4 GPUs x 0.1 (batch) / 8 = 0.05; the pretraining job's sensitivity 0.3:
+    interference 1 / (1 + 0.6 x 0.3 x 0.05) = 1 / 1.009. H100 speed 1. Started, the simulator
+    gives the job that rate too."""
+    from envs.features import predicted_rate
+    from envs.jobs import JobKind
+    from tests.helpers import job
+
+    batch = job(0, 0.0, 8, 3600.0, tp=4, comm=0.4, tp_share=0.5, kind=JobKind.BATCH)
+    pre = job(1, 0.0, 8, 3600.0, tp=4, comm=0.4, tp_share=0.5, kind=JobKind.PRETRAIN)
+    sim = _toy_sim([batch, pre], leaves=2, oversubscription=4.0)
+    leaf_uplinks = [i for i, n in enumerate(sim.cluster.switch_names) if n.startswith("leaf")]
+    assert sim.cluster.switch_uplink_GBps[leaf_uplinks].tolist() == [100.0, 100.0]  # the premise
+    sim.start(0, np.r_[0:4, 8:12])
+    state = sim.decision_state()
+    cset = build_candidates(state, 8)
+    valid = [cset.candidates[i] for i in cset.valid_placements()]
+    assert valid and {cd.job_id for cd in valid} == {1}
+    stretch_dp = 50 / (50 * 0.85 * 0.25)
+    want = 1 / (0.6 + 0.2 * 1 + 0.2 * stretch_dp) / (1 + 0.6 * 0.3 * 0.05)
+    assert want == pytest.approx(0.569201, abs=1e-6)
+    for cd in valid:
+        assert predicted_rate(state, cd) == pytest.approx(want, rel=1e-12)
+    apply_candidate(sim, cset, cset.valid_placements()[0])
+    assert sim.rate[1] == pytest.approx(want, rel=1e-12)
