@@ -234,6 +234,11 @@ def test_features_use_the_job_kinds_speed_on_the_hetero_cluster():
                 continue
             assert obs["candidates"][i, speed_col] == np.float32(cd.profile.min_speed)
             assert obs["candidates"][i, rate_col] == np.float32(predicted_rate(cset.state, cd))
+            # ... which is the speed model's rate of the job started now (not features' own helpers)
+            state = cset.state
+            running = [state.profiles[r] for r in state.running.tolist()]
+            want = rates_of(state.cluster, running + [cd.profile], state.speed_model)[-1]
+            assert obs["candidates"][i, rate_col] == pytest.approx(want, rel=1e-6)
             checked += 1
             kind_specific += cd.profile.min_speed != cd.geometry.min_speed
         obs, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(cset.mask))))
