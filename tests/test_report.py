@@ -127,7 +127,10 @@ def test_the_page_shows_every_policy_with_the_objective_of_results_json(evaluati
     summary = dom.rows("summary")
     for label in POLICIES:
         assert label in dom.text
-        assert summary[label][1] == (summary_cell(doc["policies"][label]["summary"]["objective"], 1.0), ""), label
+        o = doc["policies"][label]["summary"]["objective"]
+        assert summary[label][1] == (summary_cell(o, 1.0), ""), label
+        # results.md's cell, from its description: the mean (3 decimals below 10) ± the 95% half-width
+        assert abs(o["mean"]) < 10 and summary[label][1][0] == f"{o['mean']:.3f} ± {o['ci95_high'] - o['mean']:.3f}", label
     assert [h for h, _ in dom.tables["summary"][0][:2]] == ["policy", "objective"]
     for fact in ("h100-4node", "llm-mix", "2 paired: 0, 1", "reference policy topology", doc["environment"]["git_commit"] or "unknown",
                  doc["environment"]["started_utc"]):
@@ -142,8 +145,8 @@ def test_the_paired_comparison_marks_exactly_the_intervals_that_exclude_zero(eva
     marked = set()
     for label, d in doc["paired_vs_reference"].items():
         expected = "better" if d["ci95_high"] < 0 else "worse" if d["ci95_low"] > 0 else ""
-        assert paired[label][2] == (pct(d["rel_diff_mean"]), expected), label
-        assert paired[label][3] == (ci_text(d), expected), label
+        assert paired[label][2] == (_signed_pct(d["rel_diff_mean"]), expected), label
+        assert paired[label][3] == (f"[{_signed_pct(d['ci95_low'])}, {_signed_pct(d['ci95_high'])}]", expected), label
         marked |= {label} if expected else set()
     assert marked, "no interval excludes 0 in this setting: the highlight goes untested"
     seeds = dom.rows("paired-seeds")
@@ -152,8 +155,8 @@ def test_the_paired_comparison_marks_exactly_the_intervals_that_exclude_zero(eva
         ref = {r["seed"]: r["metrics"]["avg_jct_s"] for r in doc["policies"]["topology"]["runs"]}
         diffs = {s: (runs[s] - ref[s]) / ref[s] for s in runs}
         worst = max(diffs, key=diffs.get)
-        assert seeds[label][5][0] == f"{pct(diffs[worst])} (seed {worst})", label
-        assert seeds[label][4][0] == pct(float(np.percentile(list(diffs.values()), 90))), label
+        assert seeds[label][5][0] == f"{_signed_pct(diffs[worst])} (seed {worst})", label
+        assert seeds[label][4][0] == _signed_pct(float(np.percentile(list(diffs.values()), 90))), label
 
 
 def test_every_image_is_an_embedded_png_and_nothing_is_fetched(evaluation, chromium, tmp_path) -> None:
@@ -182,6 +185,47 @@ def test_the_screenshot_is_not_blank(evaluation, chromium, tmp_path) -> None:
     assert pixels.shape[:2] == (2000, 1200)
     assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 1
     assert (pixels.min(axis=2) < 128).mean() > 0.005  # text and plots, not a page of one colour
+
+
+def _signed_pct(x: float) -> str:
+    """A relative difference as the report shows it (docs/leaderboard.md: `-16.5%`, `+8.3%`): a
+    signed percentage with one decimal, written here without the report's own helpers."""
+    return f"{100.0 * x:+.1f}%"
+
+
+def test_the_report_cells_by_hand() -> None:
+    """The cells of report.html and the leaderboard, on values whose text is worked out here (the
+    first rows of docs/leaderboard.md's default table)."""
+    from agents.evaluation.report import paired_text
+    from benchmarks.leaderboard import scenario_rows
+
+    assert (pct(0.0123), pct(-0.031), pct(0.0), pct(None)) == ("+1.2%", "-3.1%", "+0.0%", "n/a")
+    assert ci_text({"ci95_low": -0.031, "ci95_high": 0.004}) == "[-3.1%, +0.4%]"
+    assert ci_text({"ci95_low": None, "ci95_high": None}) == "n/a"
+    assert paired_text({"rel_diff_mean": -0.02, "ci95_low": -0.031, "ci95_high": -0.009}) == "-2.0% [-3.1%, -0.9%]"
+    assert paired_text({"rel_diff_mean": 0.05, "ci95_low": None}) == "+5.0%"
+    assert paired_text({"rel_diff_mean": None}) == "n/a"
+    # mean ± 95% half-width: 3 decimals below 10, 1 below 1000, none above; n/a without a mean
+    assert summary_cell({"mean": 2.6461, "ci95_low": 2.395, "ci95_high": 2.8971}, 1.0) == "2.646 ± 0.251"
+    assert summary_cell({"mean": 9525.6, "ci95_low": 9000.0, "ci95_high": 10051.2}, 1 / 3600) == "2.646 ± 0.146"
+    assert summary_cell({"mean": 123.456, "ci95_low": None, "ci95_high": None}, 1.0) == "123.5"
+    assert summary_cell({"mean": 12345.6, "ci95_low": 12000.0, "ci95_high": 12691.2}, 1.0) == "12346 ± 346"
+    assert summary_cell({"mean": None, "ci95_low": None, "ci95_high": None}, 1.0) == "n/a"
+
+    def summary(obj, ci, jct_h, preemptions, pgh, slo):
+        return {"objective": {"mean": obj, "ci95_low": obj - ci, "ci95_high": obj + ci}, "avg_jct_s": {"mean": jct_h * 3600},
+                "preemptions": {"mean": preemptions}, "preemption_gpu_hours": {"mean": pgh}, "slo_misses": {"mean": slo}}
+
+    doc = {"policies": {
+        "sect": {"summary": summary(3.1884, 0.334, 3.1884, 0.0, 0.0, 3.2), "runs": [{"wall_s": 0.3, "decisions": 1000}] * 2},
+        "lookahead-oracle": {"summary": summary(2.646, 0.251, 2.646, 16.5, 5.0, 0.7), "runs": [{"wall_s": 18.5, "decisions": 1000}] * 2},
+        "random": {"summary": summary(1.0, 0.1, 1.0, 0.0, 0.0, 0.0), "runs": []},  # no run: no row
+    }, "paired_vs_reference": {"lookahead-oracle": {"rel_diff_mean": -0.165, "ci95_low": -0.217, "ci95_high": -0.113}}}
+    # Lowest mean objective first; the oracle marked as a bound; s per decision = 37 s / 2000 and 0.6 s / 2000.
+    assert scenario_rows(doc, "sect") == [
+        ("lookahead-oracle", ["lookahead-oracle (bound)", "2.646 ± 0.251", "-16.5% [-21.7%, -11.3%]", "2.646", "16.5", "5.00", "0.7", "0.0185"]),
+        ("sect", ["sect", "3.188 ± 0.334", "(best heuristic)", "3.188", "0.0", "0.00", "3.2", "0.0003"]),
+    ]
 
 
 def _hostile_doc(doc: dict) -> dict:
@@ -225,8 +269,12 @@ def test_the_leaderboard_writes_one_page_with_a_section_per_scenario(chromium, t
     dom = dump_dom(chromium, out / "report.html", tmp_path)
     assert "tiny: a <b>tiny</b> & fixture" in dom.text and "b" not in dom.tags
     table = dom.tables["scenario-tiny"]
-    expected = scenario_rows(doc, doc["reference"])
+    expected = scenario_rows(doc, doc["reference"])  # its cells worked by hand: test_the_report_cells_by_hand
     assert [[text for text, _ in row] for row in table[1:]] == [cells for _, cells in expected]
+    by_mean = sorted(doc["policies"], key=lambda p: doc["policies"][p]["summary"]["objective"]["mean"])
+    assert [row[0][0] for row in table[1:]] == by_mean  # lowest mean objective first
+    for row, label in zip(table[1:], by_mean):
+        assert row[1][0].split(" ± ")[0] == f"{doc['policies'][label]['summary']['objective']['mean']:.3f}", label
     assert [label for label, _ in expected][0] == doc["reference"]  # best first
     for row, (label, _) in zip(table[1:], expected):
         d = doc["paired_vs_reference"].get(label)
