@@ -25,6 +25,9 @@ def test_tp8_split_across_two_nodes_loses_over_half():
     split = rate_alone(cluster, tp8, [4, 5, 6, 7, 8, 9, 10, 11])  # 4 GPUs on each node
     assert inside == 1.0
     assert split < 0.5 * inside
+    # docs/speed.md: c_tp = 0.35 x 0.6 = 0.21, one TP group (no DP); TP over the network's 50 GB/s
+    # per GPU instead of 900 GB/s NVSwitch: stretch 18; 1 / (0.79 + 0.21 x 18) = 1 / 4.57.
+    assert split == pytest.approx(1 / 4.57, rel=1e-12)
 
 
 def test_tp_over_pcie_is_slower_than_nvswitch_and_numa_matters():
@@ -61,6 +64,10 @@ def test_inference_replicas_packed_on_a_node_interfere():
     assert alone == 1.0
     assert packed.max() < 0.75  # eight memory-bound replicas on one node
     assert packed.max() < spread.min()
+    # docs/speed.md: 1 / (1 + 0.6 x sensitivity 1.0 x neighbours' pressure per GPU); packed: 7 x 1.0 / 8,
+    # spread four to a node: 3 x 1.0 / 8.
+    np.testing.assert_allclose(packed, 1 / (1 + 0.6 * 7 / 8), rtol=1e-12)
+    np.testing.assert_allclose(spread, 1 / (1 + 0.6 * 3 / 8), rtol=1e-12)
 
 
 def test_slower_gpu_type_runs_slower():
