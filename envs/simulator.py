@@ -317,8 +317,7 @@ class Simulator:
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._events = None  # run_events' buffers, made on first use (a fork makes its own)
         self._spent = False  # consumed by a native rollout (rollout_sect): no longer stepped or forked
-        self._future_arrays: dict[int, tuple] = {}  # id(future_jobs) -> (that list, its arrays), for fork
-        self._draw_arrays: dict[int, tuple] = {}  # id(JobSlice.jobs) -> (that list, (its arrays, shapes)), for native_world
+        self._future_arrays: dict[int, tuple] = {}  # id(a future-job list) -> (that list, its arrays, shapes): _arrays_of
         self._admit_arrivals()
         self._record()
 
@@ -691,15 +690,7 @@ class Simulator:
                 setattr(f, name, getattr(self, name).copy())
             f.jobs = jobs.copy()
         else:
-            # The arrays of a future-job list this simulator forked with before (the lookahead's
-            # sampler hands back the same list between arrivals): the same list object, the same
-            # arrays, only ever read here.
-            hit = self._future_arrays.get(id(future_jobs))
-            if hit is None or hit[0] is not future_jobs:
-                if len(self._future_arrays) >= 64:
-                    self._future_arrays.clear()
-                hit = self._future_arrays[id(future_jobs)] = (future_jobs, _job_arrays(future_jobs, self.config))
-            tails = hit[1]
+            tails = self._arrays_of(future_jobs)[0]
             for name in JOB_ARRAYS:
                 setattr(f, name, np.concatenate((getattr(self, name)[:arrived], tails[name])))
             f.jobs = new_jobs
@@ -760,7 +751,6 @@ class Simulator:
         f._events = None
         f._spent = False
         f._future_arrays = {}
-        f._draw_arrays = {}
         return f
 
     # ------------------------------------------------------------------ events between decisions, compiled
@@ -918,19 +908,12 @@ class Simulator:
         """The rollout's per-job arrays (`_ROLLOUT_JOB_ARRAYS`) and the shapes of jobs to come,
         checked as `fork` checks them: at or after now, sorted by arrival."""
         if isinstance(future_jobs, JobSlice):
-            jobs = future_jobs.jobs
-            hit = self._draw_arrays.get(id(jobs))
-            if hit is None or hit[0] is not jobs:
-                if len(self._draw_arrays) >= 64:
-                    self._draw_arrays.clear()
-                a = _job_arrays(jobs, self.config)
-                hit = self._draw_arrays[id(jobs)] = (jobs, ({name: a[name] for name in _ROLLOUT_JOB_ARRAYS}, _shapes_of(a)))
-            whole, shapes = hit[1]
+            whole, shapes = self._arrays_of(future_jobs.jobs)
             lo, hi = future_jobs.lo, future_jobs.hi
-            tail, shapes = {name: a[lo:hi] for name, a in whole.items()}, shapes[lo:hi]
+            tail, shapes = {name: whole[name][lo:hi] for name in _ROLLOUT_JOB_ARRAYS}, shapes[lo:hi]
         else:
-            a = _job_arrays(list(future_jobs), self.config)
-            tail, shapes = {name: a[name] for name in _ROLLOUT_JOB_ARRAYS}, _shapes_of(a)
+            whole, shapes = self._arrays_of(list(future_jobs))
+            tail = {name: whole[name] for name in _ROLLOUT_JOB_ARRAYS}
         arrival = tail["arrival"]
         if len(arrival):
             if not arrival[0] >= self.now:
@@ -940,6 +923,18 @@ class Simulator:
                 k = self._next_arrival + int(later[0]) + 1
                 raise ValueError(f"future jobs must be sorted by arrival; job {k} arrives before job {k - 1}")
         return tail, shapes
+
+    def _arrays_of(self, jobs: list[Job]) -> tuple[dict[str, np.ndarray], list[tuple]]:
+        """`_job_arrays(jobs)` and the jobs' shapes, made once per list object this simulator is
+        handed (a lookahead's sampler hands back the same list between arrivals: its renumbered
+        future for `fork`, its fresh draw for `native_world`); only ever read."""
+        hit = self._future_arrays.get(id(jobs))
+        if hit is None or hit[0] is not jobs:
+            if len(self._future_arrays) >= 64:
+                self._future_arrays.clear()
+            a = _job_arrays(jobs, self.config)
+            hit = self._future_arrays[id(jobs)] = (jobs, a, _shapes_of(a))
+        return hit[1], hit[2]
 
     def _check_work(self, work: dict[int, float]) -> None:
         """`fork`'s rules for sampled work: each job arrived, not done, its work positive and finite."""

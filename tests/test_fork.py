@@ -505,7 +505,7 @@ def test_a_world_made_in_the_core_is_the_fork_it_stands_for(as_slice):
             assert getattr(got, name).tobytes() == getattr(fork, name)[:n].tobytes(), (horizon, name)
         assert got.work_total.tobytes() == fork.work_total.tobytes()
     caches = ("_state", "_state_arrived", "_scratch", "_events", "_placed_of", "_table", "job_slot", "_next_event",
-              "_draw_arrays", "_future_arrays")  # memos the world and the forks fill: future jobs' arrays
+              "_future_arrays")  # the memo of future jobs' arrays the world and the forks fill
     assert_same_values(sim, before, "the simulator a world was made from", skip=caches)
 
 
