@@ -106,9 +106,8 @@ class Rollout {
         slot_[u] = add_record(j, g);
         mark_launched(j);
         queue_remove(j);
-        claim(j, gpus);
         load(1.0, j, slot_[u]);
-        hold(1.0, slot_[u], true);
+        claim(j, gpus, true);
         update_rates();
         s_.power_w = masked_power();
     }
@@ -309,13 +308,30 @@ class Rollout {
         a_.running.push_back(j);
     }
 
-    void claim(int64_t j, const std::vector<int64_t>& gpus) {  // AllocationLedger.claim, its GPUs
+    // AllocationLedger.claim: job j takes `gpus` (`free`: they were free, else reserved for it),
+    // then the per-node owned and free counts and the power of its record's nodes.
+    void claim(int64_t j, const std::vector<int64_t>& gpus, bool free) {
         for (int64_t gpu : gpus) {
             const auto x = static_cast<size_t>(gpu);
             a_.gpu_owner[x] = j;
             a_.gpu_reserved[x] = -1;
             a_.free_mask[x] = 0;
         }
+        const auto r = static_cast<size_t>(slot_[static_cast<size_t>(j)]);
+        const int64_t lo = ri_[r * 4], hi = ri_[r * 4 + 1];
+        ++s_.alloc_version;
+        for (int64_t q = lo; q < hi; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            const auto k = static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+            a_.node_owned[n] += k;
+            if (free) {
+                const int64_t was = a_.node_free[n];
+                a_.node_free[n] = was - k;
+                s_.num_free -= k;
+                s_.fragmented += fragmented_of(n, was - k) - fragmented_of(n, was);
+            }
+        }
+        for (int64_t q = lo; q < hi; ++q) node_power(static_cast<size_t>(pi_[static_cast<size_t>(q)]));
     }
 
     // Simulator._preempt: the victim stops running and loading its nodes, keeps its GPUs while it
@@ -370,8 +386,7 @@ class Rollout {
             slot_[u] = add_record(r, launch_geometry_);
             load(1.0, r, slot_[u]);
             mark_launched(r);
-            claim(r, gpus);
-            hold(1.0, slot_[u], false);  // its GPUs were reserved: out of the free counts already
+            claim(r, gpus, false);  // its GPUs were reserved: out of the free counts already
         }
         return !ended_.empty();
     }
@@ -513,27 +528,6 @@ class Rollout {
         a_.node_power_w[n] = a_.power_terms[n * 3] + static_cast<double>(o) * a_.power_terms[n * 3 + 1] +
                              static_cast<double>(c_.node_gpus[n] - o) * a_.power_terms[n * 3 + 2];
         a_.node_on[n] = o > 0;
-    }
-
-    // AllocationLedger.claim (+1, `free`: the GPUs were free, not reserved) after the GPUs changed
-    // hands: the per-node owned and free counts and the power of the record's nodes.
-    void hold(double sign, int64_t row, bool free) {
-        const auto r = static_cast<size_t>(row);
-        const int64_t lo = ri_[r * 4], hi = ri_[r * 4 + 1];
-        const auto step = static_cast<int64_t>(sign);
-        ++s_.alloc_version;
-        for (int64_t q = lo; q < hi; ++q) {
-            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
-            const int64_t k = step * static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
-            a_.node_owned[n] += k;
-            if (free) {
-                const int64_t was = a_.node_free[n];
-                a_.node_free[n] = was - k;
-                s_.num_free -= k;
-                s_.fragmented += fragmented_of(n, was - k) - fragmented_of(n, was);
-            }
-        }
-        for (int64_t q = lo; q < hi; ++q) node_power(static_cast<size_t>(pi_[static_cast<size_t>(q)]));
     }
 
     // Simulator._release (AllocationLedger.release): a stopped job lets its GPUs go; those promised
