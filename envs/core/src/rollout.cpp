@@ -61,9 +61,18 @@ class Rollout {
         levels_ = c_.node_memory_gb;
         std::sort(levels_.begin(), levels_.end());
         levels_.erase(std::unique(levels_.begin(), levels_.end()), levels_.end());
-        const size_t shapes = a_.shape_gpus.size;
-        fits_now_.assign(shapes, 0);
-        fits_any_.assign(shapes, 0);
+        // what fits depends on a shape's memory level, TP degree and priority only: one totals
+        // entry per distinct triple, computed when first asked after an allocation change
+        shape_key_.resize(a_.shape_gpus.size);
+        for (size_t k = 0; k < a_.shape_gpus.size; ++k) {
+            const int64_t tp = a_.shape_tp[k];
+            const auto prio = static_cast<size_t>(a_.shape_priority[k]);
+            const size_t at = static_cast<size_t>(std::lower_bound(levels_.begin(), levels_.end(), a_.shape_mem[k]) - levels_.begin());
+            size_t key = 0;
+            while (key < totals_.size() && !(totals_[key].at == at && totals_[key].tp == tp && totals_[key].prio == prio)) ++key;
+            if (key == totals_.size()) totals_.push_back(Totals{at, tp, prio, 0, 0, -1});
+            shape_key_[k] = key;
+        }
     }
 
     bool done() const { return s_.num_done == n_jobs_; }
@@ -72,9 +81,8 @@ class Rollout {
     // (envs.window.any_feasible, by shape).
     bool any_feasible() {
         if (!s_.qlen) return false;
-        shape_fits();
         for (size_t k = 0; k < a_.q_per_shape.size; ++k)
-            if (a_.q_per_shape[k] && fits_any_[k]) return true;
+            if (a_.q_per_shape[k] && fits_any(k)) return true;
         return false;
     }
 
@@ -82,11 +90,10 @@ class Rollout {
     // mask for binpack, spread and topology, baselines/sect.py): the candidate index, or -1
     // (WAIT); the chosen job and its GPUs and geometry.
     int64_t decide(int64_t& job, std::vector<int64_t>& gpus, Geometry& geometry, int64_t queue_window) {
-        shape_fits();
         window(queue_window);
         mask_.assign(static_cast<size_t>(queue_window * NUM_RULES + 1), 0);
         for (size_t slot = 0; slot < window_.size(); ++slot) {
-            const uint8_t ok = fits_now_[static_cast<size_t>(a_.shape_id[static_cast<size_t>(window_[slot])])];
+            const uint8_t ok = fits_now(static_cast<size_t>(a_.shape_id[static_cast<size_t>(window_[slot])]));
             for (int64_t r = 0; r < 3; ++r) mask_[slot * NUM_RULES + static_cast<size_t>(r)] = ok;
         }
         Allocation alloc{a_.free_mask.data, a_.node_free.data, a_.node_pressure.data, a_.uplink_demand.data};
@@ -614,24 +621,10 @@ class Rollout {
 
     // envs.window.class_fits per shape: fits now in whole TP groups, or after preempting the
     // preemptible jobs of lower priority (memory as the smallest level that holds it).
-    void shape_fits() {
-        if (fits_version_ == s_.alloc_version) return;
-        fits_version_ = s_.alloc_version;
-        totals_.clear();  // what fits depends on the shape's memory level, TP degree and priority only
-        for (size_t k = 0; k < a_.shape_gpus.size; ++k) {
-            const int64_t need = a_.shape_gpus[k], tp = a_.shape_tp[k];
-            const auto prio = static_cast<size_t>(a_.shape_priority[k]);
-            const size_t at = static_cast<size_t>(std::lower_bound(levels_.begin(), levels_.end(), a_.shape_mem[k]) - levels_.begin());
-            const Totals* t = nullptr;
-            for (const Totals& x : totals_)
-                if (x.at == at && x.tp == tp && x.prio == prio) t = &x;
-            if (t == nullptr) {
-                totals_.push_back(totals(at, tp, prio));
-                t = &totals_.back();
-            }
-            fits_now_[k] = need <= t->now;
-            fits_any_[k] = need <= t->now || need <= t->after;
-        }
+    bool fits_now(size_t k) { return a_.shape_gpus[k] <= totals_of(k).now; }
+    bool fits_any(size_t k) {
+        const Totals& t = totals_of(k);
+        return a_.shape_gpus[k] <= t.now || a_.shape_gpus[k] <= t.after;
     }
 
     struct Totals {
@@ -639,11 +632,23 @@ class Rollout {
         int64_t tp;
         size_t prio;
         int64_t now, after;  // GPUs in whole TP groups free now, and after preempting lower priorities
+        int64_t version;     // the allocation version they were counted at
     };
+
+    const Totals& totals_of(size_t k) {
+        Totals& t = totals_[shape_key_[k]];
+        if (t.version != s_.alloc_version) {
+            totals(t);
+            t.version = s_.alloc_version;
+        }
+        return t;
+    }
 
     // envs.window.class_fits' totals for a memory level, TP degree and priority: in whole TP groups
     // on nodes with the memory, plus whole groups of fully available trays per spanning domain.
-    Totals totals(size_t at, int64_t tp, size_t prio) const {
+    void totals(Totals& out) const {
+        const size_t at = out.at, prio = out.prio;
+        const int64_t tp = out.tp;
         const auto N = static_cast<size_t>(c_.num_nodes), P = static_cast<size_t>(a_.num_priorities);
         const double level = at < levels_.size() ? levels_[at] : INF;  // above every level: no node has it
         const bool pow2 = (tp & (tp - 1)) == 0;
@@ -676,7 +681,8 @@ class Rollout {
                 after += whole_after / trays * tp;
             }
         }
-        return Totals{at, tp, prio, now, after};
+        out.now = now;
+        out.after = after;
     }
 
     // envs.window.select_window: up to Q feasible queued jobs, round-robin from the heads of
@@ -685,7 +691,7 @@ class Rollout {
         feasible_.clear();
         for (int64_t i = 0; i < s_.qlen; ++i) {
             const int64_t j = a_.q_ids[static_cast<size_t>(i)];
-            if (fits_any_[static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)])]) feasible_.push_back(j);
+            if (fits_any(static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)]))) feasible_.push_back(j);
         }
         window_.clear();
         const auto Q = static_cast<size_t>(queue_window);
@@ -696,7 +702,7 @@ class Rollout {
         shortest_.clear();
         for (int64_t i = 0; i < s_.qlen; ++i) {
             const int64_t j = a_.q_sorted[static_cast<size_t>(i)];
-            if (fits_any_[static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)])]) shortest_.push_back(j);
+            if (fits_any(static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)]))) shortest_.push_back(j);
         }
         by_priority_ = feasible_;
         std::stable_sort(by_priority_.begin(), by_priority_.end(), [&](int64_t x, int64_t y) {
@@ -732,11 +738,11 @@ class Rollout {
     std::vector<int64_t> ri_, pi_, slot_;
     std::vector<double> levels_, useful_, picked_, shares_;
     std::vector<int64_t> order_, feasible_, shortest_, by_priority_, by_attained_, window_;
-    std::vector<uint8_t> fits_now_, fits_any_, mask_, seen_;
+    std::vector<uint8_t> mask_, seen_;
+    std::vector<size_t> shape_key_;
     std::vector<int64_t> ended_;
     std::vector<Totals> totals_;
     Geometry launch_geometry_;
-    int64_t fits_version_ = -1;
 };
 
 }  // namespace
