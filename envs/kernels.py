@@ -294,14 +294,25 @@ def queue_positions(ids, sorted_ids, length, job_id, remaining_s, enqueue_seq):
 
 
 @njit
-def _usable_totals(node_free, weights, held, on_level, by_free):
+def _usable_totals(node_free, weights, held, on_level, by_free, node_domain, node_gpus, span, span_level):
     """Per row r of `weights` and per (memory level, TP degree), flattened: the GPUs usable in
     whole TP groups over the nodes of each level, counting on node n its free GPUs plus
-    sum_k weights[r, k] * held[k, n]. Integer sums: exact in any order."""
+    sum_k weights[r, k] * held[k, n]; then what TP groups that span trays add
+    (envs.window._spanning_totals): for each row s of `span` (TP degree column, NVLink domain,
+    trays per group, TP degree), the domain's fully available trays (nodes n of `node_domain`
+    d whose count is node_gpus[n]) in whole groups of trays, times the TP degree, on each memory
+    level of span_level[s] (the domain's first node's on_level column). Integer sums: exact in
+    any order."""
     n_levels, n_tp = on_level.shape[0], by_free.shape[1]
     n_rows = weights.shape[0]
     totals = np.zeros((n_rows, n_levels * n_tp), dtype=np.int64)
     counts = np.empty(n_rows, dtype=np.int64)
+    n_span = span.shape[0]
+    n_domains = 0  # the domains spanning groups read: whole trays are counted in these only
+    for s in range(n_span):
+        if span[s, 1] + 1 > n_domains:
+            n_domains = span[s, 1] + 1
+    whole = np.zeros((n_rows, n_domains), dtype=np.int64)
     for n in range(len(node_free)):
         counts[:] = node_free[n]
         for k in range(weights.shape[1]):
@@ -316,16 +327,31 @@ def _usable_totals(node_free, weights, held, on_level, by_free):
                     c = counts[r]
                     for t in range(n_tp):
                         totals[r, lv * n_tp + t] += w * by_free[c, t]
+        d = node_domain[n]
+        if 0 <= d < n_domains:
+            g = node_gpus[n]
+            for r in range(n_rows):
+                if counts[r] == g:
+                    whole[r, d] += 1
+    for s in range(n_span):
+        col, d, trays, tp = span[s, 0], span[s, 1], span[s, 2], span[s, 3]
+        for r in range(n_rows):
+            groups = whole[r, d] // trays * tp
+            if groups:
+                for lv in range(n_levels):
+                    totals[r, lv * n_tp + col] += groups * span_level[s, lv]
     return totals
 
 
 @njit
-def class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need):
+def class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need, node_domain, node_gpus, span,
+               span_level):
     """envs.window.class_fits's three rows per class: (fits in whole TP groups now, fits that
     way only after preemption, either). `positions` and `need` hold the classes' entries without
-    preemption, then with it: fits is need <= (on_level @ by_free[counts]).take(positions),
-    counts = node_free + lower @ node_preemptible.T."""
-    totals = _usable_totals(node_free, lower, node_preemptible.T, on_level, by_free).ravel()
+    preemption, then with it: fits is need <= (on_level @ by_free[counts] + the groups that span
+    trays, `_usable_totals`).take(positions), counts = node_free + lower @ node_preemptible.T."""
+    totals = _usable_totals(node_free, lower, node_preemptible.T, on_level, by_free, node_domain, node_gpus, span,
+                            span_level).ravel()
     n = len(positions) // 2
     out = np.empty((3, n), dtype=np.bool_)
     for i in range(n):
@@ -548,7 +574,8 @@ def _las_queue_of(attained, thresholds):
 
 
 @njit
-def las_totals(owner, node, attained_gpu_s, priority, thresholds, n_priorities, node_free, rows, on_level, by_free):
+def las_totals(owner, node, attained_gpu_s, priority, thresholds, n_priorities, node_free, rows, on_level, by_free,
+               node_domain, node_gpus, span, span_level):
     """envs.window._las_totals past its cache: per row of `rows` (priority p, LAS queue q) and
     (memory level, TP degree), the GPUs usable in whole TP groups counting each node's free GPUs
     and those of the GPUs (`owner`, `node`) held by preemptible jobs of priority <= p in a LAS
@@ -565,7 +592,7 @@ def las_totals(owner, node, attained_gpu_s, priority, thresholds, n_priorities, 
         held_by[priority[j] * n_queues + q, node[i]] += 1
     if not below:
         return False, np.zeros((0, on_level.shape[0] * by_free.shape[1]), dtype=np.int64)
-    return True, _usable_totals(node_free, rows, held_by, on_level, by_free)
+    return True, _usable_totals(node_free, rows, held_by, on_level, by_free, node_domain, node_gpus, span, span_level)
 
 
 @njit
@@ -632,7 +659,8 @@ def las_only(queue, job_class, fits, totals, attained_gpu_s, num_gpus, now, queu
 @njit
 def las_can_place(q_ids, qlen, q_per_shape, shape_id, class_of_shape, fits, node_preemptible, gpu_owner, gpu_node,
                   running, preemptible, num_jobs, attained_gpu_s, priority, thresholds, node_free, rows, on_level, by_free,
-                  num_gpus, now, queued_since_s, starvation_factor, positions, need):
+                  num_gpus, now, queued_since_s, starvation_factor, positions, need, node_domain, node_gpus, span,
+                  span_level):
     """envs.window.las_only_queue is not empty, when no queued job's class fits (`fits`, per
     class, either way): 1 when some queued job preempt-las would place, 0 when none, -1 when a
     queued job's shape has no registered class (Python's test registers it). The same steps as
@@ -659,7 +687,7 @@ def las_can_place(q_ids, qlen, q_per_shape, shape_id, class_of_shape, fits, node
         return 0
     owner, node = preemptible_gpus(gpu_owner, gpu_node, running, preemptible, num_jobs)
     below, totals = las_totals(owner, node, attained_gpu_s, priority, thresholds, node_preemptible.shape[1], node_free,
-                               rows, on_level, by_free)
+                               rows, on_level, by_free, node_domain, node_gpus, span, span_level)
     if not below:
         return 0
     for i in range(qlen):
@@ -779,7 +807,8 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
                q_per_shape, job_slot, rec_f, rec_i, pool_i, pool_counts, node_pressure, node_gpus_f, uplink_demand, uplink_cap,
                dirty_node, dirty_uplink, ref_net_per_gpu, gpu_owner, free_mask, node_owned, node_free,
                node_preemptible, node_first_gpu, node_gpus_i, whole_gang, node_power_w, node_on, power_terms,
-               shape_id, class_of_shape, lower, on_level, by_free, positions, need, priority_high, num_gpus,
+               shape_id, class_of_shape, lower, on_level, by_free, positions, need, node_domain, class_node_gpus, span,
+               span_level, priority_high, num_gpus,
                test_first, gpu_reserved, las, gpu_node, las_rows, las_thresholds, starvation_factor, launch,
                launch_gpus):
     """Simulator.advance, event after event, until some queued job could be placed (the decision
@@ -797,8 +826,9 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
     the workload is done; the next event is after `until` (fs[F_UNTIL]) or there is none (no
     event processed); a job arrived whose class is unknown (class_of_shape[shape_id[j]] < 0,
     after its event, or one is queued); the timeline or fin_buf may not hold another event; or a queued job's
-    class fits (class_fits over `lower`, `on_level`, `by_free`, `positions`, `need`), tested per
-    shape of the queued jobs (`q_per_shape`: the queue's count per shape id, kept up to date).
+    class fits (class_fits over `lower`, `on_level`, `by_free`, `positions`, `need` and, for TP
+    groups that span trays, `node_domain`, `class_node_gpus`, `span`, `span_level`: the class
+    index of envs.window), tested per shape of the queued jobs (`q_per_shape`: the queue's count per shape id, kept up to date).
 
     With `launch` >= 0 it first carries out Simulator.start of that job on `launch_gpus` after
     the caller's checks and records (the job already among the running): _launch_job, the rate
@@ -827,7 +857,8 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
     while True:
         if test and iscal[I_QLEN]:  # the decision loop's test: does a queued job's class fit?
             if fits_version != iscal[I_ALLOC_VERSION]:
-                fits = class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need)[2]
+                fits = class_fits(node_free, node_preemptible, lower, on_level, by_free, positions, need, node_domain,
+                                  class_node_gpus, span, span_level)[2]
                 fits_version = iscal[I_ALLOC_VERSION]
                 any_fit = False
                 for x in fits:
@@ -847,7 +878,8 @@ def run_events(fs, iscal, run_buf, order, fin_buf, timeline, arrival, estimate, 
                                        node_preemptible, gpu_owner, gpu_node, run_buf[:iscal[I_RUNNING]], preemptible,
                                        iscal[I_NEXT_ARRIVAL], attained_gpu_s, priority, las_thresholds, node_free,
                                        las_rows, on_level, by_free, gpus_req, fs[F_NOW], queued_since,
-                                       starvation_factor, positions, need)
+                                       starvation_factor, positions, need, node_domain, class_node_gpus, span,
+                                       span_level)
                 if placed < 0:
                     return EV_NEW_CLASS
                 if placed:

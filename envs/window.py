@@ -116,8 +116,13 @@ def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
     """What `_class_fits` looks up for the current classes: (priorities, priorities) 1 where the
     column's priority is strictly below the row's; (levels, nodes) whether a node's GPUs have a
     memory level's size; (free count, TP degrees) the GPUs usable in whole TP groups on a node
-    with that many free; and the flat positions in the (priorities, levels, TP degrees) totals
-    that each job class reads, without preemption and then with it (the row of its priority)."""
+    with that many free; the flat positions in the (priorities, levels, TP degrees) totals
+    that each job class reads, without preemption and then with it (the row of its priority);
+    the gang sizes they are compared with. Then what the compiled kernels read for TP groups
+    that span trays (`_spanning_totals` on the reference path): each node's NVLink domain (-1
+    for none) and GPU count, and per (TP degree that spans trays, domain where it does) a row
+    (TP degree column, domain, trays per group, TP degree) with the on_level column of the
+    domain's first node (rows x levels); no rows on a cluster without such degrees."""
     cls = _classes(state)
     if cls.index_for != len(cls.need):
         node_memory, levels = _memory_levels(state)
@@ -131,17 +136,26 @@ def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
         lower = np.tril(np.ones((n_priorities, n_priorities), dtype=np.int64), -1)
         cell = np.searchsorted(levels, mems) * len(tp_values) + tp_of.reshape(-1)
         positions = np.concatenate([cell, prios.astype(np.int64) * len(levels) * len(tp_values) + cell]).astype(np.int64)
-        cls.index = (lower, on_level, by_free, positions, np.concatenate([need, need]).astype(np.int64))
         c = state.cluster
         cls.spanning = [(i, int(t)) for i, t in enumerate(tp_values.tolist()) if c.num_domains and c.spans(int(t))]
+        span_rows, span_level = [], []
+        for col, tp in cls.spanning:
+            for d in c.spanning_domains(tp):
+                span_rows.append((col, d, tp // int(c.domain_tray[d]), tp))
+                span_level.append(on_level[:, c.domain_nodes[d][0]])
+        span = np.array(span_rows, dtype=np.int64).reshape(-1, 4)
+        span_level = np.array(span_level, dtype=np.int64).reshape(-1, len(levels))
+        cls.index = (lower, on_level, by_free, positions, np.concatenate([need, need]).astype(np.int64),
+                     np.ascontiguousarray(c.node_domain, dtype=np.int64), np.ascontiguousarray(c.node_gpus, dtype=np.int64),
+                     span, span_level)
         cls.index_for = len(cls.need)
     return cls.index
 
 
 def _spanning(state: ClusterState) -> list[tuple[int, int]]:
     """The class index's TP degrees whose groups span trays in some NVLink domain (column, TP
-    degree): the compiled feasibility kernels count TP groups per node only, so states with such
-    classes take the reference path."""
+    degree): the reference path adds their groups with `_spanning_totals`, the compiled kernels
+    from the class index's span rows."""
     if not state.cluster.num_domains:
         return []
     _class_index(state)
@@ -154,7 +168,7 @@ def _spanning_totals(state: ClusterState, counts: np.ndarray) -> np.ndarray:
     spanning domain, its fully available trays in whole groups of trays, on the memory levels
     its GPU type has (a node of such a domain hosts no group alone: its `by_free` is 0)."""
     c = state.cluster
-    _, on_level, by_free, _, _ = _class_index(state)
+    _, on_level, by_free, _, _ = _class_index(state)[:5]
     out = np.zeros((len(counts), on_level.shape[0], by_free.shape[1]), dtype=np.int64)
     tray, first = c.domain_tray, [nodes[0] for nodes in c.domain_nodes]
     whole = (counts == c.node_gpus).astype(np.int64) @ c.domain_member  # (rows, domains): fully available trays
@@ -170,9 +184,9 @@ def _spanning_totals(state: ClusterState, counts: np.ndarray) -> np.ndarray:
 def shape_classes(state: ClusterState, shapes: list[tuple]) -> tuple[np.ndarray, tuple] | None:
     """For the simulator's compiled event loop (Simulator.run_events): each of `shapes` (GPUs, TP
     degree, GB per GPU asked, priority) as its registered class, -1 where none is (nothing is
-    registered here), and `_class_index` for those classes; None while no class is registered,
-    or when some class or shape has TP groups that span trays (`_spanning`: the compiled loop
-    does not count those). Kept per state object until a class or a shape is added."""
+    registered here), and `_class_index` for those classes (TP groups that span trays
+    included); None while no class is registered. Kept per state object until a class or a
+    shape is added."""
     cls = _classes(state)
     if not cls.need:
         return None
@@ -180,11 +194,7 @@ def shape_classes(state: ClusterState, shapes: list[tuple]) -> tuple[np.ndarray,
     hit = cache.get("shape_classes")
     of_shape = cls.of_shape  # grows with every new shape (shapes of one class share it), never shrinks
     if hit is None or hit[0] is not cls or hit[1] != len(of_shape) or hit[2] is not shapes or hit[3] != len(shapes):
-        c = state.cluster
-        if _spanning(state) or (c.num_domains and any(c.spans(tp) for tp in {s[1] for s in shapes})):
-            found = None
-        else:
-            found = (np.array([of_shape.get(s, -1) for s in shapes], dtype=np.int64), _class_index(state))
+        found = (np.array([of_shape.get(s, -1) for s in shapes], dtype=np.int64), _class_index(state))
         hit = cache["shape_classes"] = (cls, len(of_shape), shapes, len(shapes), found)
     return hit[4]
 
@@ -203,16 +213,19 @@ def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     if hit is not None and len(hit[0]) == n_classes:  # jobs came, but of known classes
         cache["class_fits"] = hit = (*hit[:3], m)
         return hit
-    lower, on_level, by_free, positions, need = _class_index(state)
+    index = _class_index(state)
+    lower, on_level, by_free, positions, need = index[:5]
     if not n_classes:
         empty = np.zeros(0, dtype=bool)
         cache["class_fits"] = hit = (empty, empty, empty, len(state.num_gpus))
         return hit
     # GPUs usable in whole TP groups for every (memory level, TP degree), counting on each node
     # its free GPUs and, in row p, also those held by preemptible jobs of priority < p (row 0:
-    # free alone): per node from a lookup by that count, summed over the nodes of each level.
-    if _jit.ENABLED and not _spanning(state):
-        rows = _kernels.class_fits(state.node_free, state.node_preemptible, lower, on_level, by_free, positions, need)
+    # free alone): per node from a lookup by that count, summed over the nodes of each level;
+    # plus, per NVLink domain where a TP degree spans trays, its fully available trays in whole
+    # groups of trays.
+    if _jit.ENABLED:
+        rows = _kernels.class_fits(state.node_free, state.node_preemptible, *index)
         cache["class_fits"] = hit = (rows[0], rows[1], rows[2], len(state.num_gpus))
         return hit
     counts = state.node_free + lower @ state.node_preemptible.T  # (priorities, nodes)
@@ -339,13 +352,13 @@ def _las_totals(state: ClusterState) -> np.ndarray | None:
         return cache["las_totals"]
     totals = None
     held = _preemptible_gpus(state)
-    if held is not None and _jit.ENABLED and not _spanning(state):
+    if held is not None and _jit.ENABLED:
         owner, node = held
         class_fits(state)  # every job's class is registered: the class index below is final for this state
-        _, on_level, by_free, _, _ = _class_index(state)
+        index = _class_index(state)
         below, counts = _kernels.las_totals(owner, node, state.attained_gpu_s, state.priority, LAS_THRESHOLDS,
                                             state.node_preemptible.shape[1], state.node_free,
-                                            _las_rows(state.node_preemptible.shape[1]), on_level, by_free)
+                                            _las_rows(state.node_preemptible.shape[1]), index[1], index[2], *index[5:])
         totals = counts if below else None
     elif held is not None:
         owner, node = held
@@ -357,7 +370,7 @@ def _las_totals(state: ClusterState) -> np.ndarray | None:
             held_by = np.bincount(cell, minlength=n_priorities * NUM_LAS_QUEUES * n_nodes).reshape(-1, n_nodes)
             counts = state.node_free + _las_rows(n_priorities) @ held_by  # (rows, nodes)
             class_fits(state)  # every job's class is registered: the class index below is final for this state
-            _, on_level, by_free, _, _ = _class_index(state)
+            _, on_level, by_free, _, _ = _class_index(state)[:5]
             totals = on_level @ by_free[counts]
             if _spanning(state):
                 totals += _spanning_totals(state, counts)
@@ -388,13 +401,13 @@ def _las_fits(state: ClusterState, jobs: np.ndarray, cls: np.ndarray, fits_align
     if totals is None:
         return out
     if _jit.ENABLED:
-        _, _, _, positions, need = _class_index(state)
+        _, _, _, positions, need = _class_index(state)[:5]
         return _kernels.las_fits(jobs, cls, fits_aligned, totals, state.attained_gpu_s, state.num_gpus, float(state.now),
                                  state.queued_since_s, state.priority, LAS_THRESHOLDS, STARVATION_FACTOR, positions, need)
     if not blocked.all():
         jobs, cls = jobs[blocked], cls[blocked]
     queue = las_queue(state, jobs)
-    _, _, _, positions, need = _class_index(state)
+    _, _, _, positions, need = _class_index(state)[:5]
     row = state.priority[jobs] * _LOWER_QUEUES + np.minimum(queue, _LOWER_QUEUES - 1)
     out[blocked] = (queue < _LOWER_QUEUES) & (need[cls] <= totals[row, positions[cls]])
     return out
@@ -414,7 +427,7 @@ def las_only_queue(state: ClusterState) -> np.ndarray:
             job_class = job_classes(state)
             totals = _las_totals(state) if _kernels.any_feasible(q, job_class, ~fits) else None
             if totals is not None:
-                _, _, _, positions, need = _class_index(state)
+                _, _, _, positions, need = _class_index(state)[:5]
                 others = _kernels.las_only(q, job_class, fits, totals, state.attained_gpu_s, state.num_gpus,
                                            float(state.now), state.queued_since_s, state.priority, LAS_THRESHOLDS,
                                            STARVATION_FACTOR, positions, need)
