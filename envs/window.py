@@ -194,8 +194,8 @@ def shape_classes(state: ClusterState, shapes: list[tuple]) -> tuple[np.ndarray,
     hit = cache.get("shape_classes")
     of_shape = cls.of_shape  # grows with every new shape (shapes of one class share it), never shrinks
     if hit is None or hit[0] is not cls or hit[1] != len(of_shape) or hit[2] is not shapes or hit[3] != len(shapes):
-        found = (np.array([of_shape.get(s, -1) for s in shapes], dtype=np.int64), _class_index(state))
-        hit = cache["shape_classes"] = (cls, len(of_shape), shapes, len(shapes), found)
+        classes = np.array([of_shape.get(s, -1) for s in shapes], dtype=np.int64)
+        hit = cache["shape_classes"] = (cls, len(of_shape), shapes, len(shapes), (classes, _class_index(state)))
     return hit[4]
 
 
