@@ -24,6 +24,10 @@ class Baseline:
     # loop offers that rule, and asks at the moments where it is the only valid placement, only
     # to a rule that may take it (envs.replay.advance_to_decision).
     preempt_las: bool = False
+    # The rule's name in envs.simulator.NATIVE_REPLAY_POLICIES when the native core carries out
+    # exactly this `select` (envs.replay.replay then runs a whole replay in one call); None for
+    # every other rule, and to be set to None by a subclass that changes the choice.
+    native_replay: str | None = None
 
     def __init__(self, seed: int = 0):
         self.seed = seed  # only randomised baselines use it

@@ -17,7 +17,7 @@ class ShortestExpectedCompletion(Baseline):
     remaining runtime divided by the speed the placement would give now (GPU type, topology,
     congestion, interference); FIFO on ties. SJF that also chooses where."""
 
-    name = "sect"
+    name = native_replay = "sect"
 
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
         if _jit.ENABLED:  # the native core (envs.core), bit for bit the loop below

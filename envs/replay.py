@@ -87,7 +87,16 @@ def decide(sim: Simulator, cset: CandidateSet, action: int, queue_window: int, u
 def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | None = None, preempt_las: bool = True,
            wait_guard: WaitGuard | None = None) -> int:
     """Run `sim` to the end (or `max_steps` decisions) letting `select` pick each candidate
-    (`preempt_las`, `wait_guard`: see `advance_to_decision`). Returns the number of decisions made."""
+    (`preempt_las`, `wait_guard`: see `advance_to_decision`). Returns the number of decisions made.
+
+    On the compiled path, a whole replay of a rule the native core carries out (a select whose
+    object names it in `native_replay`: `sect` and the FIFO rules, see
+    `Simulator.replay_native`) without `preempt-las`, a step limit or a wait guard is one native
+    call, with the same schedule, metrics and timeline; the simulator is then spent (it can no
+    longer be stepped or forked)."""
+    native = getattr(getattr(select, "__self__", None), "native_replay", None)
+    if native is not None and _jit.ENABLED and not preempt_las and max_steps is None and wait_guard is None:
+        return sim.replay_native(native, queue_window)
     steps = 0
     cset = advance_to_decision(sim, queue_window, preempt_las=preempt_las, wait_guard=wait_guard)
     while not sim.done and (max_steps is None or steps < max_steps):

@@ -30,6 +30,7 @@ What schedulers and tests read of them stays readable on the simulator (`sim.que
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import operator
 from dataclasses import dataclass, field
@@ -244,6 +245,9 @@ def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
 # Names of the per-job arrays, in the order _job_arrays makes them.
 JOB_ARRAYS: tuple[str, ...] = tuple(_job_arrays([], SimConfig()))
 # The per-job arrays the native rollout (Simulator.rollout_sect) reads or changes.
+# The rules Simulator.replay_native runs in the core, by baseline name (envs.core's policy codes).
+NATIVE_REPLAY_POLICIES = {"sect": 0, "binpack": 1, "spread": 2, "topology": 3}
+
 _ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "checkpoint_s", "checkpoint_end", "preemptions", "work_total", "mem_req", "comm_fraction", "tp_comm_share",
                        "gpus_req", "tp_degree", "priority", "kind", "preemptible", "work_done", "queued_since", "end",
                        "work_left", "rate", "overhead_left", "attained_gpu_s", "run_s", "interference_loss_s",
@@ -842,6 +846,69 @@ class Simulator:
         if stuck:
             raise SchedulingError("nothing left to wait for: no job is running or arriving")
         return {"decisions": decisions, "starts": starts, "events": events}
+
+    def replay_native(self, policy: str, queue_window: int) -> int:
+        """`envs.replay.replay(self, make_baseline(policy).select, queue_window,
+        preempt_las=False)` in one native call (envs.core), for `sect` and the FIFO rules
+        (`binpack`, `spread`, `topology`; `NATIVE_REPLAY_POLICIES`): from this state to the
+        workload's end, the same decisions, floats, segments and timeline rows bit for bit.
+        Afterwards the per-job arrays, time, integrals, counters, segments, placements, finished
+        order and timeline are the replay's (what envs.metrics and the schedule digests read), but
+        the load records are not, so the simulator can no longer be stepped or forked, as after
+        `rollout_sect`. Returns the number of decisions. Needs the compiled path (ValueError);
+        SchedulingError where the Python loop would raise it."""
+        code = NATIVE_REPLAY_POLICIES.get(policy)
+        if code is None:
+            raise ValueError(f"replay_native: no native rule '{policy}' (native: {', '.join(NATIVE_REPLAY_POLICIES)})")
+        if not _jit.ENABLED:
+            raise ValueError("replay_native needs the compiled path")
+        if self._spent:
+            raise ValueError("this simulator was consumed by a native rollout")
+        ledger, power, q = self.ledger, self.power, self.job_queue
+        args = self._native_state()
+        self._spent = True
+        (fl, it, running, self.checkpointing, self.reserved, decisions, _, _, stuck, rec) = _core.replay(
+            *args, int(queue_window), PRIORITY_HIGH, code)
+        (self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
+         self.preemption_gpu_s) = fl
+        (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
+         self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
+         self.num_preemptions) = it
+        self.running = np.array(running, dtype=np.int64)
+        self._write_records(*rec)
+        self.profiles.clear()
+        if stuck:
+            raise SchedulingError("nothing left to wait for: no job is running or arriving")
+        return decisions
+
+    def _write_records(self, seg_job, seg_start, seg_end, seg_preempted, seg_gpu_end, seg_gpus, timeline) -> None:
+        """A native replay's records into this simulator's: its segments (GPUs as views of
+        `seg_gpus`, which no one changes), each job's last placement, the finished order, the
+        timeline rows. Without the cyclic garbage collector meanwhile: these are many small
+        objects and no cycles, and its passes over a trace's heap cost more than the rest."""
+        placement, began, segments, finished = self.placement, self._segment_start, self.segments, self.finished_order
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            lo = 0
+            for j, start, end, preempted, hi in zip(seg_job.tolist(), seg_start.tolist(), seg_end.tolist(),
+                                                    seg_preempted.tolist(), seg_gpu_end.tolist()):
+                if hi > lo:  # started in this call: its GPUs and start are the core's
+                    gpus = placement[j] = seg_gpus[lo:hi]
+                    began.pop(j, None)
+                else:  # running when the call began: the simulator's own
+                    gpus, start = placement[j].copy(), began.pop(j)
+                segments.append(Segment(j, gpus, start, end, bool(preempted)))
+                if not preempted:
+                    finished.append(j)
+                lo = hi
+            rows = timeline.reshape(-1, 6)
+            self.timeline.extend(zip(rows[:, 0].tolist(), rows[:, 1].astype(np.int64).tolist(),
+                                     rows[:, 2].astype(np.int64).tolist(), rows[:, 3].astype(np.int64).tolist(),
+                                     rows[:, 4].astype(np.int64).tolist(), rows[:, 5].tolist()))
+        finally:
+            if collecting:
+                gc.enable()
 
     def native_world(self, work: dict[int, float] | None = None, future_jobs: list[Job] | JobSlice | None = None) -> NativeWorld:
         """The native core's own copy of the state `fork(work, future_jobs)` would have, made

@@ -20,7 +20,9 @@ get there now, as envs/features.py's `rate_if_started` states it, and baselines/
 and a lookahead's whole rollout of `sect` over a simulator's arrays (`rollout_sect`, which
 envs.simulator.Simulator.rollout_sect calls: the decisions, the starts, the preemptions, the
 checkpoints and the events), in place or on the core's own copy of a sampled world (`World`, made
-by Simulator.native_world: a fork is a copy of arrays).
+by Simulator.native_world: a fork is a copy of arrays); and a whole replay of `sect` or a FIFO
+rule to the workload's end (`replay`, which Simulator.replay_native calls), its segments and
+timeline recorded.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ node_take = _core.node_take
 pick_in_node = _core.pick_in_node
 placement_geometry = _core.placement_geometry
 rollout_sect = _core.rollout_sect
+replay = _core.replay
 World = _core.World
 
 
@@ -102,4 +105,4 @@ def choose_sect(state, window: list[int], mask: np.ndarray, num_rules: int) -> i
 
 
 __all__ = ["ClusterArrays", "RateModel", "choose_sect", "cluster_arrays", "node_take", "pick_in_node", "placement_geometry",
-           "rate_model", "rollout_sect"]
+           "rate_model", "replay", "rollout_sect"]

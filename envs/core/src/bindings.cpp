@@ -408,6 +408,38 @@ NB_MODULE(_core, m) {
         "start of first_job on first_gpus (with first_victims: their preemption and a reservation), a WAIT (-1) or "
         "sect's choice (-2).");
 
+    m.def(
+        "replay",
+        [](const Cluster& c, const RateModel& model, const nb::dict& f, const std::vector<int64_t>& running,
+           const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+           const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+           const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high, int64_t policy) {
+            SimArrays a;
+            SimScalars s;
+            parse_sim(c, model, f, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
+            RolloutResult r;
+            Recording rec;
+            {
+                nb::gil_scoped_release release;
+                r = replay(c, model, a, s, queue_window, priority_high, policy, rec);
+            }
+            return nb::make_tuple(
+                nb::make_tuple(s.now, s.jobs_in_system_s, s.energy_j, s.allocated_gpu_s, s.useful_work_s, s.power_w,
+                               s.preemption_gpu_s),
+                nb::make_tuple(s.num_free, s.fragmented, s.alloc_version, s.num_done, s.jobs_in_system, s.next_arrival, s.qlen,
+                               s.enqueued, s.queued_gpus, s.queued_high, s.num_needs_restore, s.num_preemptions),
+                a.running, a.checkpointing, a.reserved, r.decisions, r.starts, r.events, r.stuck,
+                nb::make_tuple(as_numpy<int64_t>(std::move(rec.seg_job)), as_numpy<double>(std::move(rec.seg_start)), as_numpy<double>(std::move(rec.seg_end)),
+                               as_numpy<uint8_t>(std::move(rec.seg_preempted)), as_numpy<int64_t>(std::move(rec.seg_gpu_end)),
+                               as_numpy<int64_t>(std::move(rec.seg_gpus)), as_numpy<double>(std::move(rec.timeline))));
+        },
+        nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("checkpointing"),
+        nb::arg("reserved"), nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("queue_window"),
+        nb::arg("priority_high"), nb::arg("policy"),
+        "envs.replay.replay of sect (policy 0) or a FIFO rule (1 binpack, 2 spread, 3 topology) to the workload's end, "
+        "over a simulator's arrays (changed in place): as rollout_sect's result, then the segments (job, start, end, "
+        "preempted, GPU list ends, GPUs) and the timeline rows (flat, 6 a row).");
+
     nb::class_<World>(m, "World",
                       "A sampled world of the lookahead: the core's own copy of a simulator's arrays, each rollout on a "
                       "fresh copy of what it changes.")

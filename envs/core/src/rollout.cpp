@@ -52,8 +52,12 @@ enum Event { PROCESSED, UNTIL, NO_EVENT };
 // records (PlacedTable rows) and the records of the jobs it starts.
 class Rollout {
   public:
-    Rollout(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high)
-        : c_(c), m_(m), a_(a), s_(s), priority_high_(priority_high), n_jobs_(static_cast<int64_t>(a.arrival.size)) {
+    Rollout(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high, Recording* rec = nullptr)
+        : c_(c), m_(m), a_(a), s_(s), priority_high_(priority_high), n_jobs_(static_cast<int64_t>(a.arrival.size)), rec_(rec) {
+        if (rec_) {  // a segment's start and GPUs, for the jobs this call starts (unknown for the others: NaN, none)
+            seg_begin_.assign(static_cast<size_t>(n_jobs_), std::numeric_limits<double>::quiet_NaN());
+            job_gpus_.assign(static_cast<size_t>(n_jobs_), {});
+        }
         slot_.assign(static_cast<size_t>(n_jobs_), -1);
         for (int64_t j : a_.running) copy_record(j);
         for (int64_t j : a_.checkpointing) copy_record(j);  // placed: their GPUs go at their checkpoints' ends
@@ -104,6 +108,29 @@ class Rollout {
                                          NUM_RULES, &gpus, &geometry);
         job = best < 0 ? -1 : window_[static_cast<size_t>(best / NUM_RULES)];
         return best;
+    }
+
+    // One decision of a FIFO rule (baselines/fifo.py): the window's first job in FIFO order whose
+    // class fits now, placed by `rule`; -1 (WAIT) when none fits.
+    int64_t decide_fifo(int64_t rule, int64_t& job, std::vector<int64_t>& gpus, Geometry& geometry, int64_t queue_window) {
+        job = -1;
+        window(queue_window);
+        int64_t slot = -1;
+        for (size_t k = 0; k < window_.size(); ++k) {
+            const int64_t j = window_[k];
+            if (!fits_now(static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)]))) continue;
+            if (job < 0 || a_.q_seq[static_cast<size_t>(j)] < a_.q_seq[static_cast<size_t>(job)]) {
+                job = j;
+                slot = static_cast<int64_t>(k);
+            }
+        }
+        if (job < 0) return -1;
+        const auto u = static_cast<size_t>(job);
+        Allocation alloc{a_.free_mask.data, a_.node_free.data, a_.node_pressure.data, a_.uplink_demand.data};
+        if (!place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, gpus))
+            throw BadInput("state: a job whose class fits has no placement");  // the mask's contract broken
+        placement_geometry(c_, gpus, a_.tp_degree[u], m_.geometry, geometry);
+        return slot * NUM_RULES + rule;
     }
 
     // Simulator.start (its records, then envs.kernels._launch_job, the rates and the power).
@@ -180,6 +207,7 @@ class Rollout {
                 a_.work_done[u] = a_.work_total[u];
                 a_.state[u] = DONE;
                 a_.end[u] = s_.now;
+                if (rec_) close_segment(j, false);
                 load(-1.0, j, slot_[u]);
                 release_job(j);
                 ++s_.num_done;
@@ -195,6 +223,7 @@ class Rollout {
             s_.power_w = masked_power();
         }
         ++events_;
+        if (rec_) record_row();
         return PROCESSED;
     }
 
@@ -209,11 +238,28 @@ class Rollout {
             s_.useful_work_s += advance_running(dt, restoring, false, found);
         }
         s_.now = t;
+        if (rec_) record_row();
     }
 
     int64_t events_ = 0;
 
   private:
+    void close_segment(int64_t j, bool preempted) {  // Simulator._close_segment
+        const auto u = static_cast<size_t>(j);
+        rec_->seg_job.push_back(j);
+        rec_->seg_start.push_back(seg_begin_[u]);
+        rec_->seg_end.push_back(s_.now);
+        rec_->seg_preempted.push_back(preempted ? 1 : 0);
+        rec_->seg_gpus.insert(rec_->seg_gpus.end(), job_gpus_[u].begin(), job_gpus_[u].end());
+        rec_->seg_gpu_end.push_back(static_cast<int64_t>(rec_->seg_gpus.size()));
+    }
+
+    void record_row() {  // Simulator._record
+        const double row[6] = {s_.now, static_cast<double>(c_.num_gpus - s_.num_free), static_cast<double>(s_.qlen),
+                               static_cast<double>(a_.running.size()), static_cast<double>(s_.fragmented), s_.power_w};
+        rec_->timeline.insert(rec_->timeline.end(), row, row + 6);
+    }
+
     void integrals(double dt) {
         if (dt > 0) {
             s_.jobs_in_system_s += static_cast<double>(s_.jobs_in_system) * dt;
@@ -313,11 +359,13 @@ class Rollout {
         a_.needs_restore[u] = 0;
         if (std::isnan(a_.first_start[u])) a_.first_start[u] = s_.now;
         a_.running.push_back(j);
+        if (rec_) seg_begin_[u] = s_.now;
     }
 
     // AllocationLedger.claim: job j takes `gpus` (`free`: they were free, else reserved for it),
     // then the per-node owned and free counts and the power of its record's nodes.
     void claim(int64_t j, const std::vector<int64_t>& gpus, bool free) {
+        if (rec_) job_gpus_[static_cast<size_t>(j)] = gpus;
         for (int64_t gpu : gpus) {
             const auto x = static_cast<size_t>(gpu);
             a_.gpu_owner[x] = j;
@@ -347,6 +395,7 @@ class Rollout {
         const auto u = static_cast<size_t>(v);
         auto& run = a_.running;
         run.erase(std::remove(run.begin(), run.end(), v), run.end());
+        if (rec_) close_segment(v, true);
         load(-1.0, v, slot_[u]);
         a_.state[u] = CHECKPOINTING;
         a_.checkpoint_end[u] = s_.now + a_.checkpoint_s[u];
@@ -687,45 +736,69 @@ class Rollout {
 
     // envs.window.select_window: up to Q feasible queued jobs, round-robin from the heads of
     // the orders arrival (FIFO), shortest remaining estimate, highest priority, least attained.
+    // No order is walked further than its first 2Q jobs (at most Q picks and Q skips in each), so
+    // each is kept as that head alone: the first 2Q by (key, queue position), in one pass.
     void window(int64_t queue_window) {
-        feasible_.clear();
+        const auto Q = static_cast<size_t>(queue_window), H = 2 * Q;
+        fifo_.clear();
+        by_priority_.clear();
+        by_attained_.clear();
+        size_t feasible = 0;
+        const double top = static_cast<double>(s_.queued_high ? priority_high_ : priority_high_ - 1);  // high or normal
         for (int64_t i = 0; i < s_.qlen; ++i) {
             const int64_t j = a_.q_ids[static_cast<size_t>(i)];
-            if (fits_any(static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)]))) feasible_.push_back(j);
+            const auto u = static_cast<size_t>(j);
+            if (!fits_any(static_cast<size_t>(a_.shape_id[u]))) continue;
+            ++feasible;
+            if (fifo_.size() < H) fifo_.push_back(j);
+            keep_head(by_priority_, H, -static_cast<double>(a_.priority[u]), i, j);
+            keep_head(by_attained_, H, a_.attained_gpu_s[u], i, j);
+            // envs.kernels.queue_window's early stop: both heads full of the smallest key a queued
+            // job can have (the top queued priority, no service): a later job only ties them
+            if (feasible >= H && by_priority_.size() == H && by_priority_.back().key <= -top && by_attained_.size() == H &&
+                by_attained_.back().key <= 0.0)
+                break;
         }
         window_.clear();
-        const auto Q = static_cast<size_t>(queue_window);
-        if (feasible_.size() <= Q) {
-            window_ = feasible_;
+        if (feasible <= Q) {
+            window_ = fifo_;
             return;
         }
         shortest_.clear();
-        for (int64_t i = 0; i < s_.qlen; ++i) {
+        for (int64_t i = 0; i < s_.qlen && shortest_.size() < H; ++i) {
             const int64_t j = a_.q_sorted[static_cast<size_t>(i)];
             if (fits_any(static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)]))) shortest_.push_back(j);
         }
-        by_priority_ = feasible_;
-        std::stable_sort(by_priority_.begin(), by_priority_.end(), [&](int64_t x, int64_t y) {
-            return -static_cast<double>(a_.priority[static_cast<size_t>(x)]) < -static_cast<double>(a_.priority[static_cast<size_t>(y)]);
-        });
-        by_attained_ = feasible_;
-        std::stable_sort(by_attained_.begin(), by_attained_.end(), [&](int64_t x, int64_t y) {
-            return a_.attained_gpu_s[static_cast<size_t>(x)] < a_.attained_gpu_s[static_cast<size_t>(y)];
-        });
-        const std::vector<int64_t>* orders[4] = {&feasible_, &shortest_, &by_priority_, &by_attained_};
+        const std::vector<int64_t>* orders[4] = {&fifo_, &shortest_, nullptr, nullptr};
+        priority_ids_.clear();
+        for (const Keyed& x : by_priority_) priority_ids_.push_back(x.job);
+        attained_ids_.clear();
+        for (const Keyed& x : by_attained_) attained_ids_.push_back(x.job);
+        orders[2] = &priority_ids_;
+        orders[3] = &attained_ids_;
         size_t heads[4] = {0, 0, 0, 0};
-        seen_.assign(static_cast<size_t>(n_jobs_), 0);
+        const auto seen = [&](int64_t j) { return std::find(window_.begin(), window_.end(), j) != window_.end(); };
         while (window_.size() < Q) {
             for (int k = 0; k < 4; ++k) {
                 const auto& order = *orders[k];
-                while (heads[k] < order.size() && seen_[static_cast<size_t>(order[heads[k]])]) ++heads[k];
-                if (heads[k] < order.size() && window_.size() < Q) {
-                    const int64_t j = order[heads[k]];
-                    window_.push_back(j);
-                    seen_[static_cast<size_t>(j)] = 1;
-                }
+                while (heads[k] < order.size() && seen(order[heads[k]])) ++heads[k];
+                if (heads[k] < order.size() && window_.size() < Q) window_.push_back(order[heads[k]]);
             }
         }
+    }
+
+    struct Keyed {
+        double key;
+        int64_t pos, job;
+    };
+
+    // Keep `head` the first `h` of the (key, queue position) order seen so far, sorted.
+    static void keep_head(std::vector<Keyed>& head, size_t h, double key, int64_t pos, int64_t job) {
+        if (head.size() == h && !(key < head.back().key)) return;  // positions only grow: a tie comes later
+        auto at = head.end();
+        while (at != head.begin() && key < (at - 1)->key) --at;
+        head.insert(at, Keyed{key, pos, job});
+        if (head.size() > h) head.pop_back();
     }
 
     const Cluster& c_;
@@ -737,17 +810,102 @@ class Rollout {
     std::vector<double> rf_, pc_;
     std::vector<int64_t> ri_, pi_, slot_;
     std::vector<double> levels_, useful_, picked_, shares_;
-    std::vector<int64_t> order_, feasible_, shortest_, by_priority_, by_attained_, window_;
-    std::vector<uint8_t> mask_, seen_;
+    std::vector<int64_t> order_, fifo_, shortest_, priority_ids_, attained_ids_, window_;
+    std::vector<Keyed> by_priority_, by_attained_;
+    std::vector<uint8_t> mask_;
     std::vector<size_t> shape_key_;
     std::vector<int64_t> ended_;
     std::vector<Totals> totals_;
     Geometry launch_geometry_;
+    Recording* rec_;
+    std::vector<double> seg_begin_;
+    std::vector<std::vector<int64_t>> job_gpus_;
 };
 
 }  // namespace
 
 double pairwise_sum(const double* a, size_t n) { return 0.0 + pairwise(a, 0, n); }
+
+namespace {
+
+constexpr int64_t ADVANCE_FIRST = -3;  // run(): advance to the first decision before deciding
+
+// The decision loop of a rollout and a replay (envs.replay.replay / agents.lookahead's rollout):
+// the first action (`first_job`: a start, WAIT, the policy's choice, or ADVANCE_FIRST: none, the
+// events to a decision first), then at each decision the policy's choice, carried out, and the
+// events to the next decision, until `until` or the workload's end.
+RolloutResult run(const Cluster& c, const RateModel& m, Rollout& sim, SimArrays& a, SimScalars& s, int64_t queue_window,
+                  double until, int64_t policy, int64_t first_job, const std::vector<int64_t>& first_gpus,
+                  const std::vector<int64_t>& first_victims) {
+    RolloutResult res;
+    std::vector<int64_t> gpus;
+    Geometry geometry;
+    // envs.replay.advance_to_decision(until): true at a decision state
+    const auto advance = [&]() {
+        while (!sim.done()) {
+            if (sim.any_feasible()) return true;
+            const Event e = sim.event(until);
+            if (e == UNTIL) {
+                sim.integrate_to(until);
+                return false;
+            }
+            if (e == NO_EVENT) {
+                res.stuck = true;
+                return false;
+            }
+        }
+        return false;
+    };
+    bool first = first_job != SECT_DECIDES;
+    if (first_job == ADVANCE_FIRST) {
+        first = false;
+        if (!advance()) {
+            res.events = sim.events_;
+            return res;
+        }
+    }
+    while (true) {
+        // a decision state: the first action, then the policy's choices (envs.replay.decide / apply_candidate)
+        int64_t job = -1, best = -1;
+        bool preempting = false;
+        if (first) {
+            job = first_job;
+            preempting = job >= 0 && !first_victims.empty();
+            if (job >= 0) {
+                gpus = first_gpus;
+                if (first_victims.empty()) placement_geometry(c, gpus, a.tp_degree[static_cast<size_t>(job)], m.geometry, geometry);
+                best = 0;
+            }
+            first = false;
+        } else {
+            best = policy == REPLAY_SECT ? sim.decide(job, gpus, geometry, queue_window)
+                                         : sim.decide_fifo(policy - 1, job, gpus, geometry, queue_window);
+            ++res.decisions;
+            if (best < 0 && a.running.empty() && a.checkpointing.empty())
+                throw BadInput("state: no valid candidate and nothing running (not a decision state)");
+        }
+        if (preempting) {
+            sim.preempt_and_start(job, gpus, first_victims);
+            ++res.starts;
+            if (!(s.now < until)) break;
+        } else if (best >= 0) {
+            sim.start(job, gpus, geometry);
+            ++res.starts;
+            if (!(s.now < until)) break;  // a decision at the horizon is carried out, then the rollout stops
+        } else {
+            if (sim.event(INF) == NO_EVENT) {  // WAIT: Simulator.advance
+                res.stuck = true;
+                break;
+            }
+            if (sim.done() || !(s.now < until)) break;
+        }
+        if (!advance() || res.stuck) break;
+    }
+    res.events = sim.events_;
+    return res;
+}
+
+}  // namespace
 
 RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
                            int64_t priority_high, double until, int64_t first_job, const std::vector<int64_t>& first_gpus,
@@ -781,65 +939,15 @@ RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, S
         throw BadInput("first_victims: only with a first_job");
     }
     Rollout sim(c, m, a, s, priority_high);
-    RolloutResult res;
-    std::vector<int64_t> gpus;
-    Geometry geometry;
-    bool first = first_job != SECT_DECIDES;
-    while (true) {
-        // a decision state: the first action, then sect's choices (envs.replay.decide / apply_candidate)
-        int64_t job = -1, best = -1;
-        bool preempting = false;
-        if (first) {
-            job = first_job;
-            preempting = job >= 0 && !first_victims.empty();
-            if (job >= 0) {
-                gpus = first_gpus;
-                if (first_victims.empty()) placement_geometry(c, gpus, a.tp_degree[static_cast<size_t>(job)], m.geometry, geometry);
-                best = 0;
-            }
-            first = false;
-        } else {
-            best = sim.decide(job, gpus, geometry, queue_window);
-            ++res.decisions;
-            if (best < 0 && a.running.empty() && a.checkpointing.empty())
-                throw BadInput("state: no valid candidate and nothing running (not a decision state)");
-        }
-        if (preempting) {
-            sim.preempt_and_start(job, gpus, first_victims);
-            ++res.starts;
-            if (!(s.now < until)) break;
-        } else if (best >= 0) {
-            sim.start(job, gpus, geometry);
-            ++res.starts;
-            if (!(s.now < until)) break;  // a decision at the horizon is carried out, then the rollout stops
-        } else {
-            if (sim.event(INF) == NO_EVENT) {  // WAIT: Simulator.advance
-                res.stuck = true;
-                break;
-            }
-            if (sim.done() || !(s.now < until)) break;
-        }
-        // envs.replay.advance_to_decision(until)
-        bool decision = false;
-        while (!sim.done()) {
-            if (sim.any_feasible()) {
-                decision = true;
-                break;
-            }
-            const Event e = sim.event(until);
-            if (e == UNTIL) {
-                sim.integrate_to(until);
-                break;
-            }
-            if (e == NO_EVENT) {
-                res.stuck = true;
-                break;
-            }
-        }
-        if (!decision || res.stuck) break;
-    }
-    res.events = sim.events_;
-    return res;
+    return run(c, m, sim, a, s, queue_window, until, REPLAY_SECT, first_job, first_gpus, first_victims);
+}
+
+RolloutResult replay(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
+                     int64_t priority_high, int64_t policy, Recording& rec) {
+    if (queue_window < 1) throw BadInput("queue_window: at least 1");
+    if (policy < REPLAY_SECT || policy > REPLAY_FIFO_TOPOLOGY) throw BadInput("policy: sect (0) or a FIFO rule (1-3)");
+    Rollout sim(c, m, a, s, priority_high, &rec);
+    return run(c, m, sim, a, s, queue_window, INF, policy, ADVANCE_FIRST, {}, {});
 }
 
 }  // namespace gangsched

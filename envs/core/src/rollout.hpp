@@ -83,6 +83,27 @@ RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, S
                            int64_t priority_high, double until, int64_t first_job = SECT_DECIDES,
                            const std::vector<int64_t>& first_gpus = {}, const std::vector<int64_t>& first_victims = {});
 
+// What a replay records besides the arrays (Simulator.segments and Simulator.timeline): each
+// run segment (job, start, end, preempted, its GPUs at seg_gpus[seg_gpu_end[i-1]:seg_gpu_end[i]])
+// in the order the simulator closes them, and a timeline row of 6 (time, allocated GPUs, queued,
+// running, fragmented free GPUs, power W) per event.
+struct Recording {
+    std::vector<int64_t> seg_job, seg_gpu_end, seg_gpus;
+    std::vector<double> seg_start, seg_end;
+    std::vector<uint8_t> seg_preempted;
+    std::vector<double> timeline;
+};
+
+// The rules a native replay runs: `sect` (baselines/sect.py), or FIFO order with one placement
+// rule (baselines/fifo.py: binpack, spread, topology).
+enum ReplayPolicy : int64_t { REPLAY_SECT = 0, REPLAY_FIFO_BINPACK = 1, REPLAY_FIFO_SPREAD = 2, REPLAY_FIFO_TOPOLOGY = 3 };
+
+// envs.replay.replay of `policy` without `preempt-las` (the rule never takes it) from any state
+// of a simulator to the workload's end: advance to a decision, the policy's choice, and so on;
+// every segment and event recorded in `rec`.
+RolloutResult replay(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
+                     int64_t priority_high, int64_t policy, Recording& rec);
+
 // numpy's float(a.sum()) of a float64 array (pairwise summation, blocks of 128, 8 accumulators).
 double pairwise_sum(const double* a, size_t n);
 
