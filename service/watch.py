@@ -9,7 +9,9 @@ Contract:
   Reflector's minWatchTimeout) is resumed from the last resourceVersion seen; a watch answered
   410 Gone / `Expired` ("too old resource version") is followed by a fresh LIST (the cache is
   replaced only when that list arrives, so nothing is lost meanwhile); any other failure backs
-  off (0.8 s doubling to 30 s) and lists again, the last state listed kept meanwhile. As
+  off (0.8 s doubling to 30 s; `backoff_s`, or the environment variable
+  `GANGSCHED_WATCH_BACKOFF_S="FIRST,CAP"`, which tests set to short delays) and lists again, the
+  last state listed kept meanwhile. As
   client-go's backoff manager, the backoff returns to 0.8 s only after `BACKOFF_RESET_S` (2 min)
   without a failure, not after a list that succeeds: a list allowed and a watch refused (RBAC
   granting `list` without `watch`) re-lists at the backoff's pace, not every 0.8 s. A watch that
@@ -69,6 +71,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import random
 import threading
 import time
@@ -83,6 +86,22 @@ log = logging.getLogger("gangsched.service")
 BACKOFF_S = (0.8, 30.0)
 BACKOFF_RESET_S = 120.0  # the backoff returns to its start after this long without a failure (client-go's resetDuration)
 SHORT_WATCH_S = 1.0  # a watch that ends sooner with no event is a failure (client-go: "very short watch")
+BACKOFF_ENV = "GANGSCHED_WATCH_BACKOFF_S"  # "FIRST,CAP" seconds instead of BACKOFF_S (tests: short delays)
+
+
+def backoff_from_env(environ=None) -> tuple[float, float]:
+    """The failure backoff (first, cap) in seconds: BACKOFF_S, or GANGSCHED_WATCH_BACKOFF_S="FIRST,CAP"
+    when set (tests run the real service process with short delays); ValueError for a bad value."""
+    raw = (os.environ if environ is None else environ).get(BACKOFF_ENV, "").strip()
+    if not raw:
+        return BACKOFF_S
+    try:
+        first, cap = (float(x) for x in raw.split(","))
+    except ValueError:
+        first = cap = float("nan")
+    if not 0 < first <= cap < float("inf"):
+        raise ValueError(f"{BACKOFF_ENV} must be FIRST,CAP seconds with 0 < FIRST <= CAP, got {raw!r}")
+    return first, cap
 
 
 def _trim_pod(p: dict) -> dict:
@@ -149,7 +168,7 @@ class Informer:
     """One resource kind listed and watched (see the module docstring)."""
 
     def __init__(self, resource: str, list_call, trim, on_change, resync_s: float = 300.0, watch_timeout_s: float = 300.0,
-                 request_timeout_s: float = 30.0, optional: bool = False):
+                 request_timeout_s: float = 30.0, optional: bool = False, backoff_s: tuple[float, float] = BACKOFF_S):
         self.resource = resource
         # the client's list function (core.list_node, core.list_pod_for_all_namespaces, or
         # custom.list_cluster_custom_object with its group, version and plural bound)
@@ -160,6 +179,7 @@ class Informer:
         self.resync_s = resync_s
         self.watch_timeout_s = watch_timeout_s
         self.request_timeout_s = request_timeout_s
+        self.backoff_s = (float(backoff_s[0]), float(backoff_s[1]))  # (first, cap): doubling from first up to cap
         self.store: dict[str, dict] = {}
         self.lock = threading.Lock()
         self.resource_version = ""
@@ -234,7 +254,7 @@ class Informer:
     def run(self, stop: threading.Event) -> None:
         from kubernetes.client.rest import ApiException
 
-        reason, backoff = "initial", BACKOFF_S[0]
+        reason, backoff = "initial", self.backoff_s[0]
         while not stop.is_set():
             phase = "list"
             try:
@@ -260,7 +280,7 @@ class Informer:
                 if e.status == 404 and self.optional:  # the CRD is not installed: try again at the re-list period
                     self._missing()
                     reason = "resync" if self.listed else "initial"
-                    stop.wait(self.resync_s if self.resync_s > 0 else BACKOFF_S[1])
+                    stop.wait(self.resync_s if self.resync_s > 0 else self.backoff_s[1])
                     continue
                 why = {401: "unauthorized", 403: "forbidden"}.get(e.status, f"http_{e.status}")
                 msg = _api_message(e)
@@ -273,7 +293,7 @@ class Informer:
                 self._failed(phase, "unreachable", type(e).__name__, f"{type(e).__name__}: {e}")
                 reason = "error"
             now = time.monotonic()
-            backoff = BACKOFF_S[0] if now - self._last_failure > BACKOFF_RESET_S else min(BACKOFF_S[1], backoff * 2)
+            backoff = self.backoff_s[0] if now - self._last_failure > BACKOFF_RESET_S else min(self.backoff_s[1], backoff * 2)
             self._last_failure = now
             stop.wait(backoff)
 
@@ -308,7 +328,7 @@ class Informer:
             hint = (f"; the service account needs {phase} on {self.resource} (RBAC)"
                     + ("; gang sizes come from the pods' annotations meanwhile" if self.optional else ""))
         log.warning("watch %s: %s (the last state listed is kept; retrying with backoff up to %g s, "
-                    "logged again only for another failure%s)", self.resource, why, BACKOFF_S[1], hint)
+                    "logged again only for another failure%s)", self.resource, why, self.backoff_s[1], hint)
 
     def _missing(self) -> None:
         """The API server does not serve the kind (404): none of its objects exist."""
@@ -319,7 +339,7 @@ class Informer:
             self.resource_version = ""
         if first:
             log.warning("watch %s: the API server answered 404 (its CRD is not installed): going on without it, "
-                        "listing it again every %g s", self.resource, self.resync_s if self.resync_s > 0 else BACKOFF_S[1])
+                        "listing it again every %g s", self.resource, self.resync_s if self.resync_s > 0 else self.backoff_s[1])
         self.on_change()
 
     def items(self) -> list[dict]:
@@ -416,8 +436,9 @@ class ClusterWatch:
     """Nodes, Pods and PodGroups from the API server and the occupancy derived from them."""
 
     def __init__(self, kube, cluster, resync_s: float = 300.0, watch_timeout_s: float = 300.0,
-                 topology_labels=DEFAULT_TOPOLOGY_LABELS, clock=time.monotonic):
+                 topology_labels=DEFAULT_TOPOLOGY_LABELS, clock=time.monotonic, backoff_s: tuple[float, float] | None = None):
         self.cluster = cluster
+        backoff_s = backoff_from_env() if backoff_s is None else backoff_s  # (first, cap) of every informer's failure backoff
         self.topology_labels = tuple(topology_labels)
         self.clock = clock
         self._changes = 0
@@ -427,11 +448,14 @@ class ClusterWatch:
         self._gpus: dict[str, list[int]] = {}  # pod key -> GPU ids assigned (kept while it stays)
         self._warned: set[str] = set()
         self.stop_event = threading.Event()
-        self.nodes = Informer("nodes", kube.core.list_node, _trim_node, self._changed, resync_s, watch_timeout_s)
-        self.pods = Informer("pods", kube.core.list_pod_for_all_namespaces, _trim_pod, self._changed, resync_s, watch_timeout_s)
+        self.nodes = Informer("nodes", kube.core.list_node, _trim_node, self._changed, resync_s, watch_timeout_s,
+                              backoff_s=backoff_s)
+        self.pods = Informer("pods", kube.core.list_pod_for_all_namespaces, _trim_pod, self._changed, resync_s, watch_timeout_s,
+                             backoff_s=backoff_s)
         # PodGroups by API (group, version, plural): read by min_member, no derived state to invalidate
         self.pod_groups = {api: Informer(f"{api[2]}.{api[0]}", functools.partial(kube.custom.list_cluster_custom_object, *api),
-                                         _trim_pod_group, lambda: None, resync_s, watch_timeout_s, optional=True)
+                                         _trim_pod_group, lambda: None, resync_s, watch_timeout_s, optional=True,
+                                         backoff_s=backoff_s)
                            for api in sorted(set(POD_GROUP_APIS.values()))}
         self.threads: list[threading.Thread] = []
 

@@ -8,7 +8,11 @@ RBAC allows listing Pods but not watching them: re-lists at the backoff's pace, 
 Pods refused from the start: not ready, and /readyz says why. A PodGroup CRD deleted while
 watched: its gangs fall back to the annotations, the kind is retried at the re-list period (not in
 a loop) and read again when the CRD is installed again. A server that ends every watch at once:
-retried with backoff, not in a loop."""
+retried with backoff, not in a loop.
+
+The services run with the failure backoff at a quarter of production's start and a short cap
+(BACKOFF: 0.2 s doubling to 1.6 s, where production doubles 0.8 s to 30 s), so the pace checks
+wait a quarter as long for the same counts."""
 
 from __future__ import annotations
 
@@ -18,17 +22,19 @@ import httpx
 import pytest
 
 from service.testing import FakeAPIServer, ServiceProcess
+from service.watch import BACKOFF_ENV, BACKOFF_S, backoff_from_env
 from tests.test_extender_watch import CLUSTER, SP, VC, gang_size, held, node, pod, until
 
 pytest.importorskip("kubernetes.client")
 VC_PATH = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
 VC_RESOURCE = "podgroups.scheduling.volcano.sh"
+BACKOFF = (0.2, 1.6)  # the services' failure backoff (first, cap) in seconds: GANGSCHED_WATCH_BACKOFF_S
 
 
 def service(api: FakeAPIServer, tmp_path, *extra: str, ready_path: str = "/readyz") -> ServiceProcess:
     kubeconfig = api.write_kubeconfig(tmp_path / "config")
     return ServiceProcess(["--cluster", CLUSTER, "--kube-api", kubeconfig, "--watch", "--watch-timeout-s", "5", *extra],
-                          ready_path=ready_path)
+                          ready_path=ready_path, env={BACKOFF_ENV: ",".join(map(str, BACKOFF))})
 
 
 def vc_info(c: httpx.Client) -> dict:
@@ -58,10 +64,13 @@ def test_pod_groups_forbidden_fall_back_to_annotations_logged_once_and_read_once
             assert gang_size(c, sp) == 3  # the other kind is read as ever
             api.add_pod(pod("busy", 8, node_name="h100-1"))  # and Pods are watched
             until(lambda: "ml/busy" in held(c))
-            # retried with backoff (0.8, 1.6 s, ...), never in a loop, and logged once
+            # retried with backoff (0.2, 0.4 s, ...), never in a loop, and logged once
             start, calls = time.monotonic(), api.count("GET", VC_PATH)
             until(lambda: vc_info(c)["errors"]["forbidden"] >= 3)
-            assert api.count("GET", VC_PATH) - calls <= 3 + (time.monotonic() - start) / 0.8
+            assert api.count("GET", VC_PATH) - calls <= 3 + (time.monotonic() - start) / BACKOFF[0]
+            calls = api.count("GET", VC_PATH)
+            time.sleep(1.0)  # by now the backoff is 0.8 s or more: a try or two; a loop: hundreds
+            assert api.count("GET", VC_PATH) - calls <= 1 + 1.0 / BACKOFF[0]
             assert s.output().count(f"watch {VC_RESOURCE}: the API server answered 403") == 1
             assert "needs list on podgroups.scheduling.volcano.sh (RBAC)" in s.output()
             metrics = c.get("/metrics").text
@@ -79,18 +88,19 @@ def test_pod_groups_forbidden_fall_back_to_annotations_logged_once_and_read_once
 
 def test_a_watch_forbidden_while_the_list_is_allowed_relists_at_the_backoffs_pace(tmp_path):
     """RBAC granting list but not watch on Pods: each list succeeds and each watch answers 403.
-    The backoff is not reset by the list, so Pods are listed at 0, 0.8, 2.4, 5.6 s..., not every
-    0.8 s; the occupancy still follows at each list."""
+    The backoff is not reset by the list, so Pods are listed at 0, 0.2, 0.6, 1.4, 3.0 s... (BACKOFF),
+    not every 0.2 s; the occupancy still follows at each list."""
     with FakeAPIServer() as api:
         api.add_node(node("h100-0"))
         api.forbid("pods", ["watch"])
         with service(api, tmp_path, "--watch-resync-s", "0") as s, httpx.Client(base_url=s.url, timeout=30) as c:
             first = lists(api, "/api/v1/pods")
-            time.sleep(6.0)
+            time.sleep(2.0)
             relists = lists(api, "/api/v1/pods") - first
-            assert 1 <= relists <= 4, relists  # every 0.8 s would be 7
+            assert 1 <= relists <= 4, relists  # 3 (at 0.2, 0.6, 1.4 s); every 0.2 s would be 10
             assert s.output().count("watch pods: the API server answered 403") == 1
             assert "needs watch on pods (RBAC)" in s.output()
+            assert f"retrying with backoff up to {BACKOFF[1]:g} s" in s.output()  # the service took BACKOFF
             info = c.get("/v1/info").json()["watch"]["pods"]
             assert info["forbidden"] and info["errors"]["forbidden"] >= 2 and info["lists"]["error"] >= 1
             api.add_pod(pod("busy", 8, node_name="h100-0"))
@@ -119,12 +129,12 @@ def test_pods_forbidden_from_the_start_keep_the_service_unready_and_say_why(tmp_
 def test_the_pod_group_crd_deleted_while_watched_falls_back_and_returns(tmp_path):
     """The Volcano CRD deleted at runtime: its PodGroups are deleted (DELETED events), the watch
     ends and the kind answers 404; gangs fall back to the annotation, the kind is listed again
-    every re-list period (2 s here), not in a loop, and read again once the CRD is back."""
+    every re-list period (1 s here), not in a loop, and read again once the CRD is back."""
     with FakeAPIServer() as api:
         api.add_node(node("h100-0"))
         api.add_node(node("h100-1"))
         api.add_pod_group(*VC, "ml", "vc", 4)
-        with service(api, tmp_path, "--watch-resync-s", "2") as s, httpx.Client(base_url=s.url, timeout=30) as c:
+        with service(api, tmp_path, "--watch-resync-s", "1") as s, httpx.Client(base_url=s.url, timeout=30) as c:
             vc = pod("vc-0", 8, labels={"scheduling.volcano.sh/group-name": "vc"},
                      annotations={"scheduling.volcano.sh/group-min-member": "2"})
             assert gang_size(c, vc) == 4
@@ -134,8 +144,8 @@ def test_the_pod_group_crd_deleted_while_watched_falls_back_and_returns(tmp_path
             info = vc_info(c)
             assert info["healthy"] and info["objects"] == 0 and info["events"].get("DELETED", 0) >= 1
             calls = api.count("GET", VC_PATH)
-            time.sleep(4.5)
-            assert 1 <= api.count("GET", VC_PATH) - calls <= 4  # once per re-list period
+            time.sleep(2.25)
+            assert 1 <= api.count("GET", VC_PATH) - calls <= 4  # once per re-list period (2); a loop: hundreds
             assert s.output().count(f"watch {VC_RESOURCE}: the API server answered 404") == 1
             api.add_pod(pod("busy", 8, node_name="h100-1"))  # Pods are watched meanwhile
             until(lambda: "ml/busy" in held(c))
@@ -153,8 +163,8 @@ def test_a_server_that_ends_every_watch_at_once_is_not_called_in_a_loop(tmp_path
         api.close_watches_at_once = True
         with service(api, tmp_path, "--watch-resync-s", "0") as s, httpx.Client(base_url=s.url, timeout=30) as c:
             calls = api.count("GET", "/api/v1/nodes", "watch=")
-            time.sleep(3.0)
-            assert api.count("GET", "/api/v1/nodes", "watch=") - calls <= 4  # 0.8, 1.6 s backoff; a loop: hundreds
+            time.sleep(1.0)
+            assert api.count("GET", "/api/v1/nodes", "watch=") - calls <= 4  # 0.2, 0.4 s backoff; a loop: hundreds
             info = c.get("/v1/info").json()["watch"]["nodes"]
             assert info["errors"]["short_watch"] >= 1 and "very short watch" in info["last_error"]
             assert s.output().count("watch nodes: very short watch") == 1
@@ -162,3 +172,12 @@ def test_a_server_that_ends_every_watch_at_once_is_not_called_in_a_loop(tmp_path
             until(lambda: c.get("/v1/info").json()["watch"]["nodes"]["healthy"], timeout_s=30)
             api.add_node(node("h100-1"))
             until(lambda: c.get("/v1/info").json()["watch"]["mapped_nodes"] == 2, timeout_s=10)
+
+
+def test_the_backoff_is_productions_unless_the_environment_sets_it():
+    assert backoff_from_env({}) == BACKOFF_S == (0.8, 30.0)
+    assert backoff_from_env({BACKOFF_ENV: " "}) == BACKOFF_S
+    assert backoff_from_env({BACKOFF_ENV: "0.2,1.6"}) == (0.2, 1.6)
+    for bad in ("0.2", "0,1", "2,1", "a,b", "0.2,inf", "0.2,1.6,3"):
+        with pytest.raises(ValueError, match=BACKOFF_ENV):
+            backoff_from_env({BACKOFF_ENV: bad})
