@@ -10,7 +10,7 @@ from baselines.base import OrderedBaseline
 class ShortestJobFirst(OrderedBaseline):
     """Shortest estimated remaining runtime first (reference-GPU seconds); topology placement."""
 
-    name = "sjf"
+    name = native_replay = "sjf"
 
     def order_key(self, state: ClusterState, job_id: int) -> float:
         return state.remaining_estimate_s(job_id)

@@ -90,7 +90,7 @@ def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | N
     (`preempt_las`, `wait_guard`: see `advance_to_decision`). Returns the number of decisions made.
 
     On the compiled path, a whole replay of a rule the native core carries out (a select whose
-    object names it in `native_replay`: `sect` and the FIFO rules, see
+    object names it in `native_replay`: `sect`, `sjf` and the FIFO rules, see
     `Simulator.replay_native`) without `preempt-las`, a step limit or a wait guard is one native
     call, with the same schedule, metrics and timeline; the simulator is then spent (it can no
     longer be stepped or forked)."""

@@ -246,7 +246,7 @@ def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
 JOB_ARRAYS: tuple[str, ...] = tuple(_job_arrays([], SimConfig()))
 # The per-job arrays the native rollout (Simulator.rollout_sect) reads or changes.
 # The rules Simulator.replay_native runs in the core, by baseline name (envs.core's policy codes).
-NATIVE_REPLAY_POLICIES = {"sect": 0, "binpack": 1, "spread": 2, "topology": 3}
+NATIVE_REPLAY_POLICIES = {"sect": 0, "binpack": 1, "spread": 2, "topology": 3, "sjf": 4}
 
 _ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "checkpoint_s", "checkpoint_end", "preemptions", "work_total", "mem_req", "comm_fraction", "tp_comm_share",
                        "gpus_req", "tp_degree", "priority", "kind", "preemptible", "work_done", "queued_since", "end",
@@ -850,7 +850,7 @@ class Simulator:
     def replay_native(self, policy: str, queue_window: int) -> int:
         """`envs.replay.replay(self, make_baseline(policy).select, queue_window,
         preempt_las=False)` in one native call (envs.core), for `sect` and the FIFO rules
-        (`binpack`, `spread`, `topology`; `NATIVE_REPLAY_POLICIES`): from this state to the
+        (`binpack`, `spread`, `topology`) and `sjf` (`NATIVE_REPLAY_POLICIES`): from this state to the
         workload's end, the same decisions, floats, segments and timeline rows bit for bit.
         Afterwards the per-job arrays, time, integrals, counters, segments, placements, finished
         order and timeline are the replay's (what envs.metrics and the schedule digests read), but

@@ -6,6 +6,7 @@ flight."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -72,25 +73,37 @@ def test_a_native_replay_is_the_python_loop(scenario, rule):
     assert_same_replay(py, native)
 
 
-@pytest.mark.parametrize("rule", ["sect", "topology", "spread"])
-def test_a_native_replay_from_the_middle_of_a_preempting_episode(rule):
+def _long_restores(sim: Simulator) -> Simulator:
+    """The same workload with restores of an hour: a queued job's restore owed then often decides
+    its place among the remaining estimates."""
+    return Simulator(sim.cluster, [dataclasses.replace(j, restore_s=3600.0) for j in sim.jobs])
+
+
+@pytest.mark.parametrize("restores", ["as drawn", "an hour"])
+@pytest.mark.parametrize("rule", ["sect", "sjf", "topology", "spread"])
+def test_a_native_replay_from_the_middle_of_a_preempting_episode(rule, restores):
     """`priority` preempts on slo-preempt: after some of its decisions jobs run (their segments
-    began in Python), checkpoint and wait for reserved GPUs; the rest of the episode under `rule`
-    natively is the Python loop's."""
-    whole, window = _sim("slo-preempt", 0, 160)
+    began in Python), checkpoint and wait for reserved GPUs, and owe restores; the rest of the
+    episode under `rule` natively is the Python loop's."""
+    def make() -> Simulator:
+        s, _ = _sim("slo-preempt", 0, 160)
+        return s if restores == "as drawn" else _long_restores(s)
+
+    whole, window = make(), load_scenario("slo-preempt").queue_window
     total = replay(whole, make_baseline("priority").select, window, preempt_las=False)
-    found_in_flight = 0
+    found_in_flight = owed = 0
     for steps in range(total // 8, total, total // 8):
-        py, _ = _sim("slo-preempt", 0, 160)
-        native, _ = _sim("slo-preempt", 0, 160)
+        py, native = make(), make()
         for sim in (py, native):
             replay(sim, make_baseline("priority").select, window, max_steps=steps, preempt_las=False)
         assert not native._spent and len(native.running)
         found_in_flight += bool(native.checkpointing or native.reserved)
+        owed += bool(native.needs_restore[native.job_queue.ids[: native.job_queue.length]].any())
         replay(py, _python_loop(make_baseline(rule)), window, preempt_las=False)
         native.replay_native(rule, window)
         assert_same_replay(py, native)
-    assert found_in_flight  # some switch happened with a checkpoint or a reservation in flight
+    assert found_in_flight or restores != "as drawn"  # a switch with a checkpoint or a reservation in flight
+    assert owed  # and one with queued jobs owing a restore
 
 
 def test_only_whole_replays_of_native_rules_go_native():
@@ -101,8 +114,8 @@ def test_only_whole_replays_of_native_rules_go_native():
     replay(sim, make_baseline("topology").select, window, preempt_las=True)
     assert not sim._spent
     sim, _ = _sim("default", 0, 60)
-    replay(sim, make_baseline("sjf").select, window, preempt_las=False)  # not a native rule
-    assert not sim._spent and make_baseline("sjf").native_replay is None
+    replay(sim, make_baseline("easy").select, window, preempt_las=False)  # not a native rule
+    assert not sim._spent and make_baseline("easy").native_replay is None
 
 
 def test_a_replayed_simulator_cannot_go_on_and_bad_calls_are_named(monkeypatch):

@@ -20,8 +20,8 @@ get there now, as envs/features.py's `rate_if_started` states it, and baselines/
 and a lookahead's whole rollout of `sect` over a simulator's arrays (`rollout_sect`, which
 envs.simulator.Simulator.rollout_sect calls: the decisions, the starts, the preemptions, the
 checkpoints and the events), in place or on the core's own copy of a sampled world (`World`, made
-by Simulator.native_world: a fork is a copy of arrays); and a whole replay of `sect` or a FIFO
-rule to the workload's end (`replay`, which Simulator.replay_native calls), its segments and
+by Simulator.native_world: a fork is a copy of arrays); and a whole replay of `sect`, `sjf` or a
+FIFO rule to the workload's end (`replay`, which Simulator.replay_native calls), its segments and
 timeline recorded.
 """
 

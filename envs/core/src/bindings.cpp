@@ -436,7 +436,7 @@ NB_MODULE(_core, m) {
         nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("checkpointing"),
         nb::arg("reserved"), nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("queue_window"),
         nb::arg("priority_high"), nb::arg("policy"),
-        "envs.replay.replay of sect (policy 0) or a FIFO rule (1 binpack, 2 spread, 3 topology) to the workload's end, "
+        "envs.replay.replay of sect (policy 0), a FIFO rule (1 binpack, 2 spread, 3 topology) or sjf (4) to the workload's end, "
         "over a simulator's arrays (changed in place): as rollout_sect's result, then the segments (job, start, end, "
         "preempted, GPU list ends, GPUs) and the timeline rows (flat, 6 a row).");
 

@@ -110,17 +110,23 @@ class Rollout {
         return best;
     }
 
-    // One decision of a FIFO rule (baselines/fifo.py): the window's first job in FIFO order whose
-    // class fits now, placed by `rule`; -1 (WAIT) when none fits.
-    int64_t decide_fifo(int64_t rule, int64_t& job, std::vector<int64_t>& gpus, Geometry& geometry, int64_t queue_window) {
+    // One decision of an ordered rule (baselines/base.py's OrderedBaseline): the window's first
+    // job whose class fits now, in FIFO order (baselines/fifo.py) or, with `shortest`, by
+    // remaining estimate then FIFO (baselines/sjf.py), placed by `rule`; -1 (WAIT) when none fits.
+    int64_t decide_ordered(int64_t rule, bool shortest, int64_t& job, std::vector<int64_t>& gpus, Geometry& geometry,
+                           int64_t queue_window) {
         job = -1;
         window(queue_window);
         int64_t slot = -1;
+        double best = 0.0;
         for (size_t k = 0; k < window_.size(); ++k) {
             const int64_t j = window_[k];
-            if (!fits_now(static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)]))) continue;
-            if (job < 0 || a_.q_seq[static_cast<size_t>(j)] < a_.q_seq[static_cast<size_t>(job)]) {
+            const auto u = static_cast<size_t>(j);
+            if (!fits_now(static_cast<size_t>(a_.shape_id[u]))) continue;
+            const double key = shortest ? remaining_estimate(u) : 0.0;
+            if (job < 0 || key < best || (key == best && a_.q_seq[u] < a_.q_seq[static_cast<size_t>(job)])) {
                 job = j;
+                best = key;
                 slot = static_cast<int64_t>(k);
             }
         }
@@ -131,6 +137,15 @@ class Rollout {
             throw BadInput("state: a job whose class fits has no placement");  // the mask's contract broken
         placement_geometry(c_, gpus, a_.tp_degree[u], m_.geometry, geometry);
         return slot * NUM_RULES + rule;
+    }
+
+    // envs.state.remaining_estimate_s: the estimate minus the work done, at least 0, plus the
+    // restore owed (added only while some job owes one).
+    double remaining_estimate(size_t u) const {
+        double r = a_.estimate[u] - a_.work_done[u];
+        if (r < 0.0) r = 0.0;
+        if (s_.num_needs_restore > 0) r = r + a_.restore_s[u] * (a_.needs_restore[u] ? 1.0 : 0.0);
+        return r;
     }
 
     // Simulator.start (its records, then envs.kernels._launch_job, the rates and the power).
@@ -463,9 +478,7 @@ class Rollout {
     void queue_push(int64_t j) {  // JobQueue.push with the job's remaining estimate now
         const auto u = static_cast<size_t>(j);
         {
-            double r = a_.estimate[u] - a_.work_done[u];
-            if (r < 0.0) r = 0.0;
-            if (s_.num_needs_restore > 0) r = r + a_.restore_s[u] * (a_.needs_restore[u] ? 1.0 : 0.0);
+            const double r = remaining_estimate(u);
             const int64_t length = s_.qlen, seq = s_.enqueued;
             a_.q_ids[static_cast<size_t>(length)] = j;
             a_.q_remaining[u] = r;
@@ -878,8 +891,12 @@ RolloutResult run(const Cluster& c, const RateModel& m, Rollout& sim, SimArrays&
             }
             first = false;
         } else {
-            best = policy == REPLAY_SECT ? sim.decide(job, gpus, geometry, queue_window)
-                                         : sim.decide_fifo(policy - 1, job, gpus, geometry, queue_window);
+            if (policy == REPLAY_SECT)
+                best = sim.decide(job, gpus, geometry, queue_window);
+            else if (policy == REPLAY_SJF)
+                best = sim.decide_ordered(TOPOLOGY, true, job, gpus, geometry, queue_window);
+            else
+                best = sim.decide_ordered(policy - 1, false, job, gpus, geometry, queue_window);
             ++res.decisions;
             if (best < 0 && a.running.empty() && a.checkpointing.empty())
                 throw BadInput("state: no valid candidate and nothing running (not a decision state)");
@@ -945,7 +962,7 @@ RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, S
 RolloutResult replay(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
                      int64_t priority_high, int64_t policy, Recording& rec) {
     if (queue_window < 1) throw BadInput("queue_window: at least 1");
-    if (policy < REPLAY_SECT || policy > REPLAY_FIFO_TOPOLOGY) throw BadInput("policy: sect (0) or a FIFO rule (1-3)");
+    if (policy < REPLAY_SECT || policy > REPLAY_SJF) throw BadInput("policy: sect (0), a FIFO rule (1-3) or sjf (4)");
     Rollout sim(c, m, a, s, priority_high, &rec);
     return run(c, m, sim, a, s, queue_window, INF, policy, ADVANCE_FIRST, {}, {});
 }

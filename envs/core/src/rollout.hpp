@@ -94,9 +94,16 @@ struct Recording {
     std::vector<double> timeline;
 };
 
-// The rules a native replay runs: `sect` (baselines/sect.py), or FIFO order with one placement
-// rule (baselines/fifo.py: binpack, spread, topology).
-enum ReplayPolicy : int64_t { REPLAY_SECT = 0, REPLAY_FIFO_BINPACK = 1, REPLAY_FIFO_SPREAD = 2, REPLAY_FIFO_TOPOLOGY = 3 };
+// The rules a native replay runs: `sect` (baselines/sect.py), FIFO order with one placement rule
+// (baselines/fifo.py: binpack, spread, topology), or shortest remaining estimate first with the
+// topology rule (baselines/sjf.py).
+enum ReplayPolicy : int64_t {
+    REPLAY_SECT = 0,
+    REPLAY_FIFO_BINPACK = 1,
+    REPLAY_FIFO_SPREAD = 2,
+    REPLAY_FIFO_TOPOLOGY = 3,
+    REPLAY_SJF = 4
+};
 
 // envs.replay.replay of `policy` without `preempt-las` (the rule never takes it) from any state
 // of a simulator to the workload's end: advance to a decision, the policy's choice, and so on;
