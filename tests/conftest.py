@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -7,6 +8,32 @@ if str(ROOT) not in sys.path:
 
 
 import pytest
+
+
+def worker_threads(environ=os.environ, cores: int | None = None) -> int | None:
+    """Under pytest-xdist with several workers, each worker's share of the cores (at least 1);
+    None in a single process (torch keeps its default there)."""
+    workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if not environ.get("PYTEST_XDIST_WORKER") or workers < 2:
+        return None
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // workers)
+
+
+def pytest_configure(config):
+    """Each xdist worker's torch (and OpenMP/MKL, in the processes the tests start too: train.py,
+    spawned label workers) gets the worker's share of the cores, so `-n 2` on 2 cores runs 2 torch
+    threads, not 4 that contend (the suite's torch-heavy tests took half as much CPU again under
+    -n 2 before). A count the environment sets already is kept."""
+    threads = worker_threads()
+    if threads is None:
+        return
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(threads))
+    torch = sys.modules.get("torch")  # not imported yet as a rule: it reads OMP_NUM_THREADS then
+    if torch is not None:
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture(autouse=True)
