@@ -308,6 +308,23 @@ class Lookahead:
             return self._cost(native.rollout_sect(self.queue_window, horizon_end, *first), horizon_end)
         return self._python_rollout(world.fork(), cset, action, horizon_end)
 
+    def _costs(self, world: Simulator, native: NativeWorld | None, cset: CandidateSet, actions: list[int],
+               horizon_end: float) -> np.ndarray:
+        """`_rollout`'s cost of each of `actions` in one world; with `native`, all of them in one
+        native call (NativeWorld.costs: the rollouts and their costs in the core, bit for bit
+        `_rollout`'s), the time budget checked before it."""
+        if native is None:
+            return np.array([self._rollout(world, native, cset, action, horizon_end) for action in actions])
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise SearchTimeout("the search ran past its time budget")
+        firsts = []
+        for action in actions:
+            first = _native_first(cset, action)
+            if first is None:
+                raise ValueError(f"action {action} is not a valid candidate")
+            firsts.append(first)
+        return native.costs(self.queue_window, horizon_end, firsts, self.objective)
+
     def _python_rollout(self, fork: Simulator, cset: CandidateSet, action: int, horizon_end: float) -> float:
         """The rollout of `_rollout` in Python on `fork` (changed): the reference of the native one."""
         base, q, las = self.base.select, self.queue_window, self.base.preempt_las
@@ -366,8 +383,7 @@ class Lookahead:
         extra = np.empty((2, self.confirm))
         for s in range(self.confirm):
             world, native = self._world(state, self.samples + s, horizon_end)
-            for o, action in enumerate((options[0], options[best])):
-                extra[o, s] = self._rollout(world, native, cset, action, horizon_end)
+            extra[:, s] = self._costs(world, native, cset, [options[0], options[best]], horizon_end)
         self.stats.rollouts += extra.size
         self.stats.confirm_checked += 1
         both = np.concatenate([diff, extra[1] - extra[0]])
@@ -390,8 +406,7 @@ class Lookahead:
         costs = np.empty((len(options), self.samples))
         for s in range(self.samples):
             world, native = self._world(state, s, horizon_end)
-            for o, action in enumerate(options):
-                costs[o, s] = self._rollout(world, native, cset, action, horizon_end)
+            costs[:, s] = self._costs(world, native, cset, options, horizon_end)
         self.stats.searched += 1
         self.stats.rollouts += costs.size
         diff = costs - costs[0]  # against the base rule's choice (options[0]), paired per sample

@@ -1312,3 +1312,31 @@ class NativeWorld:
         o.kind, o.arrival, o.work_total, o.priority = self._fixed
         o.counts = {"decisions": decisions, "starts": starts, "events": events}
         return o
+
+    def costs(self, queue_window: int, until: float, options: list[tuple], objective) -> np.ndarray:
+        """The cost of each option's `rollout_sect` on a copy of this world, in one native call:
+        `options` as `rollout_sect`'s first arguments, (-1,) for WAIT or (job, GPUs, victims); the
+        cost as agents.lookahead's `_cost` reads a RolloutOutcome under `objective`
+        (envs.objective.Objective): `objective_total`, plus `terminal_cost` at a finite horizon
+        short of the workload's end, bit for bit. Raises SchedulingError where `rollout_sect`
+        would, ValueError for a bad option as `rollout_sect`."""
+        spec = _objective_spec(objective)
+        costs, _, _, _, stuck = self._world.costs(int(queue_window), PRIORITY_HIGH, float(until), options, *spec)
+        if stuck >= 0:
+            raise SchedulingError("nothing left to wait for: no job is running or arriving")
+        return costs
+
+
+def _objective_spec(objective) -> tuple:
+    """An Objective as NativeWorld.costs passes it to the core (the weights in OBJECTIVE_TERMS'
+    order, the weight per priority, the SLO bounds per job kind), made once per objective."""
+    hit = _OBJECTIVE_SPECS.get(objective)
+    if hit is None:
+        from envs.objective import OBJECTIVE_TERMS
+        hit = _OBJECTIVE_SPECS[objective] = (
+            [float(getattr(objective, t)) for t in OBJECTIVE_TERMS], [float(w) for w in objective.priority_weights],
+            [float(x) for x in objective.slo_start_s], [float(x) for x in objective.slo_finish_slowdown])
+    return hit
+
+
+_OBJECTIVE_SPECS: dict = {}

@@ -16,6 +16,7 @@ from agents.lookahead import run_lookahead
 from envs.config import load_cluster
 from envs.replay import advance_to_decision
 from envs.scenario import load_scenario
+from envs.objective import objective_config
 from envs.simulator import _ROLLOUT_JOB_ARRAYS, Simulator
 from envs.workload import load_workload_spec, make_workload
 
@@ -27,12 +28,20 @@ def _same(a, b) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-@pytest.mark.parametrize("scenario, jobs", [("default", 40), ("slo-preempt", 40), ("topology-stress", 40), ("large", 150), ("nvl72", 30)])
-def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monkeypatch):
+# every term of the objective weighted, as no shipped scenario does
+ALL_TERMS = {"avg_jct": 1.0, "weighted_jct": 0.5, "priority_weights": {"low": 0.25, "normal": 1.0, "high": 3.0},
+             "slo_misses": 1.5, "preemption_gpu_h": 0.5, "energy_kwh": 0.02, "slos": {"inference": {"start_within_s": 300}}}
+
+
+@pytest.mark.parametrize("scenario, jobs, objective", [("default", 40, None), ("slo-preempt", 40, None), ("topology-stress", 40, None),
+                                                       ("large", 150, None), ("nvl72", 30, None), ("bursty", 40, ALL_TERMS)])
+def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, objective, monkeypatch):
     sc = load_scenario(scenario)
+    if objective is not None:
+        sc = dataclasses.replace(sc, objective=objective_config(objective))
     cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
     seen = {"rollouts": 0, "native": 0, "decisions": 0, "restores": 0, "at_horizon": 0, "first_start": 0, "first_wait": 0,
-            "first_preempt": 0, "in_flight": 0}
+            "first_preempt": 0, "in_flight": 0, "searches": 0}
     rollout, native = L.Lookahead._rollout, Simulator.rollout_sect
     q = sc.queue_window
 
@@ -65,6 +74,17 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
         seen["rollouts"] += 1
         return got
 
+    costs_of = L.Lookahead._costs
+
+    def all_ways(self, world, native_world, cset, actions, horizon_end):
+        """The options' costs in one native call (NativeWorld.costs) against each rollout run the
+        three ways of `both`."""
+        got = costs_of(self, world, native_world, cset, actions, horizon_end)
+        want = [both(self, world, native_world, cset, action, horizon_end) for action in actions]
+        assert got.tolist() == want, (scenario, seen["rollouts"], got.tolist(), want)
+        seen["searches"] += 1
+        return got
+
     world_of = L.Lookahead._world
 
     def both_worlds(self, state, sample, horizon_end):
@@ -78,7 +98,7 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
         _, native_world = world_of(self, state, sample, horizon_end)
         return world, native_world
 
-    monkeypatch.setattr(L.Lookahead, "_rollout", both)
+    monkeypatch.setattr(L.Lookahead, "_costs", all_ways)
     monkeypatch.setattr(L.Lookahead, "_world", both_worlds)
     search = sc.lookahead  # on large a smaller search (each rollout is run three ways, the Python loop the slow one)
     if scenario == "large":
@@ -87,7 +107,7 @@ def test_native_rollouts_leave_what_the_python_loop_leaves(scenario, jobs, monke
                   sc.queue_window, sc.max_checkpoint_s)
     # The native path ran every rollout from its first action (a start, a preemption or a WAIT),
     # made several decisions in each, and stopped at the horizon.
-    assert seen["rollouts"] >= 100 and seen["native"] == seen["rollouts"], seen
+    assert seen["rollouts"] >= 100 and seen["native"] == seen["rollouts"] and seen["searches"] >= 20, seen
     assert seen["first_start"] > 0 and seen["first_wait"] > 0, seen
     assert seen["decisions"] >= 2 * seen["native"] and seen["at_horizon"] > 0, seen
     if scenario == "slo-preempt":  # preempting options, checkpoints in flight at the search, restores owed

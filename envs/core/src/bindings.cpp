@@ -476,5 +476,37 @@ NB_MODULE(_core, m) {
             nb::arg("first_gpus") = std::vector<int64_t>(), nb::arg("first_victims") = std::vector<int64_t>(),
             "rollout_sect on a copy of the world: ((now, jobs_in_system_s, energy_j, preemption_gpu_s), (num_done, "
             "arrived), end, first_start, work_left, overhead_left of the arrived jobs, decisions, starts, events, stuck).")
+        .def(
+            "costs",
+            [](const World& w, int64_t queue_window, int64_t priority_high, double until, const nb::list& options,
+               const std::vector<double>& weights, const std::vector<double>& priority_weights,
+               const std::vector<double>& slo_start_s, const std::vector<double>& slo_finish_slowdown) {
+                if (weights.size() != 5) throw BadInput("weights: the 5 terms' weights (envs.objective.OBJECTIVE_TERMS) expected");
+                ObjectiveSpec o{weights[0], weights[1], weights[2], weights[3], weights[4], priority_weights, slo_start_s,
+                                slo_finish_slowdown};
+                std::vector<FirstAction> firsts;
+                for (nb::handle h : options) {  // (job,), or (job, gpus, victims)
+                    nb::tuple t;
+                    if (!nb::try_cast(h, t) || (t.size() != 1 && t.size() != 3))
+                        throw BadInput("options: each a tuple (job,) or (job, gpus, victims)");
+                    FirstAction f;
+                    f.job = nb::cast<int64_t>(t[0]);
+                    if (t.size() == 3) {
+                        f.gpus = nb::cast<std::vector<int64_t>>(t[1]);
+                        f.victims = nb::cast<std::vector<int64_t>>(t[2]);
+                    }
+                    firsts.push_back(std::move(f));
+                }
+                OptionCosts out;
+                {
+                    nb::gil_scoped_release release;
+                    out = w.costs(queue_window, priority_high, until, firsts, o);
+                }
+                return nb::make_tuple(as_numpy<double>(std::move(out.costs)), out.decisions, out.starts, out.events, out.stuck);
+            },
+            nb::arg("queue_window"), nb::arg("priority_high"), nb::arg("until"), nb::arg("options"), nb::arg("weights"),
+            nb::arg("priority_weights"), nb::arg("slo_start_s"), nb::arg("slo_finish_slowdown"),
+            "Each option's rollout_sect on a copy of the world and its cost (agents.lookahead.Lookahead._cost): (costs, "
+            "decisions, starts, events, the first option that found nothing left to wait for or -1).")
         .def_prop_ro("num_jobs", &World::num_jobs);
 }

@@ -44,6 +44,26 @@ struct WorldOutcome {
     std::vector<double> end, first_start, work_left, overhead_left;
 };
 
+// envs.objective.Objective as a lookahead's costs read it: the weights of OBJECTIVE_TERMS, the
+// weight per priority, and the SLO bounds per job kind.
+struct ObjectiveSpec {
+    double avg_jct = 1.0, weighted_jct = 0.0, slo_misses = 0.0, preemption_gpu_h = 0.0, energy_kwh = 0.0;
+    std::vector<double> priority_weights, slo_start_s, slo_finish_slowdown;
+};
+
+// A lookahead option's first action (rollout_sect's first_job, first_gpus, first_victims).
+struct FirstAction {
+    int64_t job = SECT_DECIDES;
+    std::vector<int64_t> gpus, victims;
+};
+
+// What World::costs leaves: each option's cost and counts, and the first option that found
+// nothing left to wait for (-1: none; the costs after it are not computed).
+struct OptionCosts {
+    std::vector<double> costs;
+    int64_t decisions = 0, starts = 0, events = 0, stuck = -1;
+};
+
 class World {
   public:
     // A copy of everything `a` views and of `s`; the cluster and model must outlive the world.
@@ -53,9 +73,18 @@ class World {
     WorldOutcome rollout_sect(int64_t queue_window, int64_t priority_high, double until, int64_t first_job,
                               const std::vector<int64_t>& first_gpus, const std::vector<int64_t>& first_victims) const;
 
+    // agents.lookahead.Lookahead._cost of each option's rollout_sect to `until` (objective_total,
+    // plus terminal_cost at a finite horizon short of the workload's end), the rollouts run one
+    // after the other on one reused copy of the changing arrays.
+    OptionCosts costs(int64_t queue_window, int64_t priority_high, double until, const std::vector<FirstAction>& options,
+                      const ObjectiveSpec& objective) const;
+
     int64_t num_jobs() const { return static_cast<int64_t>(fixed_.arrival.size()); }
 
   private:
+    SimArrays views(ChangedArrays& work) const;  // the world's fixed arrays and `work` as a rollout reads them
+    double cost(const ObjectiveSpec& o, const ChangedArrays& work, const SimScalars& s, double until) const;
+
     const Cluster& c_;
     const RateModel& m_;
     FixedArrays fixed_;
