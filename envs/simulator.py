@@ -958,17 +958,15 @@ class Simulator:
             q_seq[:arrived], q_remaining[:arrived] = q.enqueue_seq[:arrived], q.queued_remaining_s[:arrived]
             arrays.update(q_ids=q_ids, q_sorted=q_sorted, q_seq=q_seq, q_remaining=q_remaining, q_per_shape=per_shape)
         if work:
-            self._check_work(work)
+            ids, w = self._work_arrays(work)
             if future_jobs is None:
                 arrays["work_total"], arrays["work_left"] = arrays["work_total"].copy(), arrays["work_left"].copy()
-            total, left, done = arrays["work_total"], arrays["work_left"], self.work_done
-            for j, w in work.items():
-                j = int(j)
-                w = max(float(w), float(done[j]) + 1.0)
-                if w == total[j]:
-                    continue
-                total[j] = w
-                left[j] = w - done[j]
+            total, left, done = arrays["work_total"], arrays["work_left"], self.work_done[ids]
+            w = np.maximum(w, done + 1.0)  # as fork's max(w, done + 1.0): w is finite
+            change = w != total[ids]  # an unchanged total keeps its work left as integrated
+            ids, w = ids[change], w[change]
+            total[ids] = w
+            left[ids] = w - done[change]
         return NativeWorld(_core.World(*args), arrays)
 
     def _future_tail(self, future_jobs: list[Job] | JobSlice) -> tuple[dict[str, np.ndarray], list[tuple]]:
@@ -1002,6 +1000,22 @@ class Simulator:
             a = _job_arrays(jobs, self.config)
             hit = self._future_arrays[id(jobs)] = (jobs, a, _shapes_of(a))
         return hit[1], hit[2]
+
+    def _work_arrays(self, work: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+        """`work` as arrays of job ids and work, checked by `_check_work`'s rules (its error
+        for the first entry that breaks one)."""
+        keys, values = list(work), list(work.values())
+        if all(type(j) is int or isinstance(j, np.integer) for j in keys):
+            ids = np.array(keys, dtype=np.int64)
+            try:
+                w = np.array(values, dtype=float)
+            except (TypeError, ValueError):
+                w = None
+            if w is not None and w.ndim == 1 and ((ids >= 0) & (ids < self._next_arrival)).all() \
+                    and (self.state[ids] != JobState.DONE).all() and ((w > 0) & np.isfinite(w)).all():
+                return ids, w
+        self._check_work(work)
+        raise ValueError(f"work: not a mapping of job ids to work ({work!r:.200})")  # what _check_work let through
 
     def _check_work(self, work: dict[int, float]) -> None:
         """`fork`'s rules for sampled work: each job arrived, not done, its work positive and finite."""
