@@ -43,7 +43,17 @@ PARITY_SETTINGS = [
 
 
 def run_export(*args: str) -> subprocess.CompletedProcess:
+    """`python -m agents.export ...` in a subprocess: the real command line (the module's run fixture)."""
     return subprocess.run([sys.executable, "-m", "agents.export", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def export_in_process(*args: str):
+    """agents.export's `main(argv)` in this process (tests.helpers.run_main): the same exit code,
+    stdout and stderr without a new interpreter importing torch and the exporter again."""
+    from agents.export import main
+    from tests.helpers import run_main
+
+    return run_main(main, list(args))
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +215,7 @@ def test_load_policy_metadata_of_a_directory_without_export(tmp_path: Path) -> N
 
 
 def test_cli_refuses_a_model_of_another_feature_schema(run: Path, tmp_path: Path) -> None:
-    r = run_export(str(run / "old_schema.zip"), "--out", str(tmp_path / "out"))
+    r = export_in_process(str(run / "old_schema.zip"), "--out", str(tmp_path / "out"))
     assert r.returncode == 2
     assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert "old_schema.zip" in r.stderr and f"feature schema version {FEATURE_SCHEMA_VERSION - 1}" in r.stderr
@@ -293,7 +303,7 @@ def test_a_packed_model_exports_the_dense_graph(tmp_path: Path) -> None:
     with th.no_grad():
         th.nn.init.normal_(model.policy.scorer.score_head[-1].weight, std=0.3)
     model.save(tmp_path / "model.zip")
-    r = run_export(str(tmp_path / "model.zip"), "--out", str(tmp_path / "export"))
+    r = export_in_process(str(tmp_path / "model.zip"), "--out", str(tmp_path / "export"))
     assert r.returncode == 0, r.stderr[-3000:]
     obs = collect_observations("mixed-64gpu", 30, 8, 200)
     mask = obs[MASK_KEY].astype(bool)
