@@ -827,22 +827,9 @@ class Simulator:
         read, but its Python records (segments, placements, load records, the timeline) are not,
         so it can no longer be stepped or forked. Needs the compiled path and a decision state
         (ValueError). Returns counts: decisions, starts, events."""
-        if not _jit.ENABLED:
-            raise ValueError("rollout_sect needs the compiled path")
-        if self._spent:
-            raise ValueError("this simulator was consumed by a native rollout")
-        ledger, power, q = self.ledger, self.power, self.job_queue
-        args = self._native_state()
-        self._spent = True
-        (fl, it, running, self.checkpointing, self.reserved, decisions, starts, events, stuck) = _core.rollout_sect(
-            *args, int(queue_window), PRIORITY_HIGH, float(until), int(first_job), [int(g) for g in first_gpus],
-            [int(v) for v in first_victims])
-        (self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
-         self.preemption_gpu_s) = fl
-        (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
-         self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
-         self.num_preemptions) = it
-        self.running = np.array(running, dtype=np.int64)
+        decisions, starts, events, stuck = self._native_call(
+            "rollout_sect", _core.rollout_sect, int(queue_window), PRIORITY_HIGH, float(until), int(first_job),
+            [int(g) for g in first_gpus], [int(v) for v in first_victims])
         if stuck:
             raise SchedulingError("nothing left to wait for: no job is running or arriving")
         return {"decisions": decisions, "starts": starts, "events": events}
@@ -860,26 +847,33 @@ class Simulator:
         code = NATIVE_REPLAY_POLICIES.get(policy)
         if code is None:
             raise ValueError(f"replay_native: no native rule '{policy}' (native: {', '.join(NATIVE_REPLAY_POLICIES)})")
+        decisions, _, _, stuck, rec = self._native_call("replay_native", _core.replay, int(queue_window), PRIORITY_HIGH, code)
+        self._write_records(*rec)
+        self.profiles.clear()
+        if stuck:
+            raise SchedulingError("nothing left to wait for: no job is running or arriving")
+        return decisions
+
+    def _native_call(self, name: str, call, *args) -> list:
+        """`call(*self._native_state(), *args)`: a native call that runs on this simulator's arrays
+        in place and consumes it. The simulator is spent afterwards. Its scalars, its running,
+        checkpointing and reserved jobs are the call's. Returns the call's other results. Needs the
+        compiled path (ValueError, naming `name`)."""
         if not _jit.ENABLED:
-            raise ValueError("replay_native needs the compiled path")
+            raise ValueError(f"{name} needs the compiled path")
         if self._spent:
             raise ValueError("this simulator was consumed by a native rollout")
         ledger, power, q = self.ledger, self.power, self.job_queue
-        args = self._native_state()
+        state = self._native_state()
         self._spent = True
-        (fl, it, running, self.checkpointing, self.reserved, decisions, _, _, stuck, rec) = _core.replay(
-            *args, int(queue_window), PRIORITY_HIGH, code)
+        fl, it, running, self.checkpointing, self.reserved, *rest = call(*state, *args)
         (self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
          self.preemption_gpu_s) = fl
         (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
          self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
          self.num_preemptions) = it
         self.running = np.array(running, dtype=np.int64)
-        self._write_records(*rec)
-        self.profiles.clear()
-        if stuck:
-            raise SchedulingError("nothing left to wait for: no job is running or arriving")
-        return decisions
+        return rest
 
     def _write_records(self, seg_job, seg_start, seg_end, seg_preempted, seg_gpu_end, seg_gpus, timeline) -> None:
         """A native replay's records into this simulator's: its segments (GPUs as views of
