@@ -501,7 +501,9 @@ def _replay_record(cluster_name: str, workload: str, rule: str, seed: int, num_j
     clear_cluster_memos(cluster)  # start from no job classes, as a fresh process would (a test counts their stops)
     sim = Simulator(cluster, make_workload(load_workload_spec(workload), cluster, seed, num_jobs))
     base = make_baseline(rule)
-    steps = replay(sim, base.select, queue_window=8, preempt_las=base.preempt_las)
+    # through the Python decision loop and its compiled event loop: a whole replay of a rule the
+    # native core carries out would be one native call (tests/test_native_replay.py holds it to this loop)
+    steps = replay(sim, lambda state, cset: base.select(state, cset), queue_window=8, preempt_las=base.preempt_las)
     return (steps, schedule_digest(sim), sim.timeline, sim.finished_order, sim.version, sim.ledger.alloc_version,
             [sim.now, sim.jobs_in_system_s, sim.energy_j, sim.allocated_gpu_s, sim.useful_work_s, sim.preemption_gpu_s],
             {k: repr(v) for k, v in episode_metrics(sim).items()})
