@@ -770,8 +770,8 @@ class Simulator:
                    test_first: bool = False, las: tuple | None = None) -> int:
         """`advance()` event after event in one compiled call (envs.kernels.run_events), until a
         queued job's class fits (`class_of_shape`: per shape of `job_shapes`, its class, -1 when
-        none is registered; `class_index`: envs.window's (lower, on_level, by_free, positions,
-        need) for those classes) or something needs Python. Returns why it stopped (EV_* of
+        none is registered; `class_index`: envs.window's `_class_index` for those classes, its five
+        class tables then its four tables of TP groups that span trays) or something needs Python. Returns why it stopped (EV_* of
         envs.kernels): EV_FEASIBLE, EV_DONE, EV_UNTIL (the next event is after `until`; nothing
         done), EV_NO_EVENT (there is none; nothing done), EV_NEW_CLASS (a job of an unregistered
         shape arrived or is queued), EV_ROOM (its buffers are full). Every event is the one
