@@ -133,7 +133,7 @@ Cluster random_cluster(std::mt19937_64& rng) {
     for (int64_t s = 0; s < c.num_switches; ++s)
         c.switch_uplink_GBps.push_back(c.switch_level[static_cast<size_t>(s)] == c.max_level ? HUGE_VAL : bw(rng));
     c.validate();
-    c.set_domains();
+    c.set_derived();
     return c;
 }
 

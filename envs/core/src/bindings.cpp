@@ -284,7 +284,7 @@ NB_MODULE(_core, m) {
                 c.gpu_speed_by_kind = table<double, double>(f, "gpu_speed_by_kind", c.num_gpus, c.num_kinds);
                 for (int64_t l : c.switch_level) c.max_level = std::max(c.max_level, l);
                 c.validate();
-                c.set_domains();
+                c.set_derived();
                 new (self) Cluster(std::move(c));
             },
             nb::arg("fields"), "From a dict of the Cluster's arrays and constants by name (envs.core.cluster_arrays).")

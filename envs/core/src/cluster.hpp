@@ -25,8 +25,10 @@ struct Cluster {
     std::vector<uint8_t> under;           // (N x S) row-major: node n is inside switch s's subtree
     int64_t num_domains = 0;
     std::vector<int64_t> node_domain;     // (N) the multi-node NVLink domain holding the node, -1 for none
-    std::vector<int64_t> domain_tray;     // (D) the GPUs of each node of the domain when all alike, else 0 (set_domains)
-    std::vector<std::vector<int64_t>> domain_nodes;  // (D) the domain's nodes in node order (set_domains)
+    std::vector<int64_t> domain_tray;     // (D) the GPUs of each node of the domain when all alike, else 0 (set_derived)
+    std::vector<std::vector<int64_t>> domain_nodes;  // (D) the domain's nodes in node order (set_derived)
+    std::vector<std::vector<int64_t>> level_switches;  // (max_level + 1) the switches of each level, by id (set_derived)
+    std::vector<std::vector<int64_t>> switch_nodes;    // (S) the nodes under each switch, in node order (set_derived)
     // The speed model's view (envs/speed.py).
     int64_t num_kinds = 0;
     bool speed_varies_by_kind = false;
@@ -57,7 +59,9 @@ struct Cluster {
     // Checks the arrays' sizes and ranges; throws std::invalid_argument naming the field.
     void validate() const;
     // Fills domain_tray and domain_nodes from node_domain and node_gpus (after validate).
-    void set_domains();
+    // The tables derived from the fields above (domain_tray, domain_nodes, level_switches,
+    // switch_nodes): called once the fields are set.
+    void set_derived();
     // envs.topology.Cluster.spanning_domains: domain d places TP groups of `tp` on whole trays
     // (its nodes' GPU count is one value, below tp, dividing it).
     bool spanning(int64_t d, int64_t tp) const {

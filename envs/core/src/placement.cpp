@@ -51,7 +51,7 @@ void Cluster::validate() const {
         }
 }
 
-void Cluster::set_domains() {
+void Cluster::set_derived() {
     domain_tray.assign(static_cast<size_t>(num_domains), -1);
     domain_nodes.assign(static_cast<size_t>(num_domains), {});
     for (int64_t n = 0; n < num_nodes; ++n) {
@@ -63,6 +63,14 @@ void Cluster::set_domains() {
         domain_nodes[static_cast<size_t>(d)].push_back(n);
     }
     for (auto& g : domain_tray) g = std::max<int64_t>(g, 0);
+    level_switches.assign(static_cast<size_t>(std::max<int64_t>(max_level, 0) + 1), {});
+    switch_nodes.assign(static_cast<size_t>(num_switches), {});
+    for (int64_t s = 0; s < num_switches; ++s) {
+        const int64_t level = switch_level[static_cast<size_t>(s)];
+        if (level >= 0 && level <= max_level) level_switches[static_cast<size_t>(level)].push_back(s);
+        for (int64_t n = 0; n < num_nodes; ++n)
+            if (node_under(n, s)) switch_nodes[static_cast<size_t>(s)].push_back(n);
+    }
 }
 
 namespace {
@@ -142,19 +150,21 @@ void fill_domain(const std::vector<double>& speed, const std::vector<int64_t>& f
 // fill_domain. A domain's speed is the mean over its usable GPUs, summed in node order.
 // The best of the domains `member(d, n)` for d in [0, count): the fastest mean speed of its
 // usable GPUs, then the fewest, then the lowest index; -1 when none holds `need`.
-template <typename Member>
-int64_t best_domain(const Cluster& c, const std::vector<int64_t>& usable, int64_t need, int64_t count, Member member) {
-    const auto N = static_cast<size_t>(c.num_nodes);
+// The best of the domains whose nodes (in node order) `nodes_of(d)` lists, d in [0, count): the
+// fastest mean speed of its usable GPUs, then the fewest, then the lowest index; -1 when none
+// holds `need`.
+template <typename NodesOf>
+int64_t best_domain(const Cluster& c, const std::vector<int64_t>& usable, int64_t need, int64_t count, NodesOf nodes_of) {
     int64_t best = -1, best_free = 0;
     double best_speed = 0.0;
     for (int64_t d = 0; d < count; ++d) {
         int64_t dom_free = 0;
         double sum = 0.0;
-        for (size_t n = 0; n < N; ++n)
-            if (member(d, static_cast<int64_t>(n))) {
-                dom_free += usable[n];
-                sum += static_cast<double>(usable[n]) * c.node_speed[n];
-            }
+        for (int64_t v : nodes_of(d)) {
+            const auto n = static_cast<size_t>(v);
+            dom_free += usable[n];
+            sum += static_cast<double>(usable[n]) * c.node_speed[n];
+        }
         if (dom_free < need) continue;
         const double speed = sum / static_cast<double>(dom_free);
         if (best < 0 || speed > best_speed || (speed == best_speed && dom_free < best_free)) {
@@ -173,24 +183,24 @@ bool topology_domains(const Cluster& c, const std::vector<int64_t>& free, int64_
     for (size_t n = 0; n < N; ++n) total += usable[n] = free[n] / tp * tp;
     if (total < need) return false;
     std::vector<int64_t> nodes;
-    auto fill = [&](auto member) {
-        for (size_t n = 0; n < N; ++n)
-            if (member(static_cast<int64_t>(n)) && usable[n] > 0) nodes.push_back(static_cast<int64_t>(n));
+    auto fill = [&](const std::vector<int64_t>& members) {
+        for (int64_t n : members)
+            if (usable[static_cast<size_t>(n)] > 0) nodes.push_back(n);
         fill_domain(c.node_speed, usable, nodes, need, tp, take);
         return true;
     };
     if (c.num_domains > 0) {  // an NVLink domain first
-        auto in_domain = [&](int64_t d, int64_t n) { return c.node_domain[static_cast<size_t>(n)] == d; };
-        const int64_t d = best_domain(c, usable, need, c.num_domains, in_domain);
-        if (d >= 0) return fill([&](int64_t n) { return in_domain(d, n); });
+        auto domain = [&](int64_t d) -> const std::vector<int64_t>& { return c.domain_nodes[static_cast<size_t>(d)]; };
+        const int64_t d = best_domain(c, usable, need, c.num_domains, domain);
+        if (d >= 0) return fill(domain(d));
     }
     for (int64_t level = 1; level <= c.max_level; ++level) {  // then the switches, level by level
-        std::vector<int64_t> switches;
-        for (int64_t s = 0; s < c.num_switches; ++s)
-            if (c.switch_level[static_cast<size_t>(s)] == level) switches.push_back(s);
-        auto under = [&](int64_t i, int64_t n) { return c.node_under(n, switches[static_cast<size_t>(i)]); };
+        const auto& switches = c.level_switches[static_cast<size_t>(level)];
+        auto under = [&](int64_t i) -> const std::vector<int64_t>& {
+            return c.switch_nodes[static_cast<size_t>(switches[static_cast<size_t>(i)])];
+        };
         const int64_t i = best_domain(c, usable, need, static_cast<int64_t>(switches.size()), under);
-        if (i >= 0) return fill([&](int64_t n) { return under(i, n); });
+        if (i >= 0) return fill(under(i));
     }
     for (size_t n = 0; n < N; ++n)
         if (usable[n] > 0) nodes.push_back(static_cast<int64_t>(n));
