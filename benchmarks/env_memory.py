@@ -1,6 +1,7 @@
 """Memory per episode of the batched vector env (envs.vec.BatchedClusterEnv), in one process.
 
     python -m benchmarks.env_memory [--cluster mixed-64gpu] [--workload llm-mix] [--batch 8 64] [--steps 400]
+    python -m benchmarks.env_memory --resident 1024 --steps 1000
 
 For each batch size, builds the batched env, resets it and steps every episode `--steps`
 random legal actions (an episode that ends starts again), then reports the Python heap the
@@ -11,6 +12,10 @@ cluster's memo tables shared by its episodes, filled by a first untimed batch, n
 cancels out, except where the shared memo tables keep growing with the states more episodes
 visit (that growth is counted per episode). An episode that ends starts afresh, so `--steps`
 below an episode's length measures episodes part of the way through.
+
+`--resident N` measures the whole batch instead: the growth of the process's resident set over
+making N episodes and stepping them (no tracemalloc, so N can be 1,024), one-off costs (the
+kernels' first load) and the shared memo tables included.
 """
 
 from __future__ import annotations
@@ -47,13 +52,43 @@ def held_after_steps(cluster: str, workload: str, batch: int, steps: int) -> tup
     return held, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def resident_after_steps(cluster: str, workload: str, batch: int, steps: int) -> tuple[float, float]:
+    """(the process's resident set before the batch is made, and after `steps` steps of it), MB:
+    no tracemalloc, so a batch of 1,024 episodes runs at the env's own speed."""
+    from envs.vec import BatchedClusterEnv
+
+    def resident_mb() -> float:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+    gc.collect()
+    before = resident_mb()
+    vec = BatchedClusterEnv({"cluster": cluster, "workload": workload}, batch)
+    rng = np.random.default_rng(0)
+    vec.seed(0)
+    vec.reset()
+    for _ in range(steps):
+        masks = vec.action_masks()
+        vec.step(np.array([int(v[rng.integers(len(v))]) for v in (np.flatnonzero(m) for m in masks)]))
+    gc.collect()
+    return before, resident_mb()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cluster", default="mixed-64gpu")
     ap.add_argument("--workload", default="llm-mix")
     ap.add_argument("--batch", type=int, nargs=2, default=[8, 64])
     ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--resident", type=int, default=None, metavar="N",
+                    help="instead: the resident set one batch of N episodes adds (Linux /proc; 1,024 episodes x 1,000 steps: ~15 min)")
     args = ap.parse_args()
+    if args.resident is not None:
+        before, after = resident_after_steps(args.cluster, args.workload, args.resident, args.steps)
+        print(f"{args.cluster} + {args.workload}, {args.resident} episodes x {args.steps} steps: resident set {before:.0f} -> "
+              f"{after:.0f} MB, {after - before:.0f} MB for the batch: {(after - before) / args.resident:.2f} MB per episode "
+              f"(the memo tables they share included)")
+        return
     small, large = sorted(args.batch)
     held_after_steps(args.cluster, args.workload, small, args.steps)  # warm-up: the memo tables every episode shares
     held_small, _ = held_after_steps(args.cluster, args.workload, small, args.steps)
