@@ -37,7 +37,7 @@ sanitize:
 	cmake --build build/sanitize -j 2
 	build/sanitize/core_fuzz 20000
 
-sanitize-python:  # the core's Python tests against an ASan+UBSan build of the extension (~2.5 min; not in CI)
+sanitize-python:  # the core's Python tests against an ASan+UBSan build of the extension (~4 min; not in CI)
 	bash envs/core/fuzz/sanitize_python.sh
 
 bench: install
