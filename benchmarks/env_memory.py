@@ -31,13 +31,10 @@ import numpy as np
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def held_after_steps(cluster: str, workload: str, batch: int, steps: int) -> tuple[float, float]:
-    """(MB traced by tracemalloc while the batch is alive, after `steps` steps; peak RSS MB)."""
+def stepped_batch(cluster: str, workload: str, batch: int, steps: int):
+    """A batched env of `batch` episodes, reset and stepped `steps` random legal actions."""
     from envs.vec import BatchedClusterEnv
 
-    gc.collect()
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
     vec = BatchedClusterEnv({"cluster": cluster, "workload": workload}, batch)
     rng = np.random.default_rng(0)
     vec.seed(0)
@@ -45,6 +42,15 @@ def held_after_steps(cluster: str, workload: str, batch: int, steps: int) -> tup
     for _ in range(steps):
         masks = vec.action_masks()
         vec.step(np.array([int(v[rng.integers(len(v))]) for v in (np.flatnonzero(m) for m in masks)]))
+    return vec
+
+
+def held_after_steps(cluster: str, workload: str, batch: int, steps: int) -> tuple[float, float]:
+    """(MB traced by tracemalloc while the batch is alive, after `steps` steps; peak RSS MB)."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    vec = stepped_batch(cluster, workload, batch, steps)
     gc.collect()
     held = (tracemalloc.get_traced_memory()[0] - base) / 2**20
     tracemalloc.stop()
@@ -55,7 +61,7 @@ def held_after_steps(cluster: str, workload: str, batch: int, steps: int) -> tup
 def resident_after_steps(cluster: str, workload: str, batch: int, steps: int) -> tuple[float, float]:
     """(the process's resident set before the batch is made, and after `steps` steps of it), MB:
     no tracemalloc, so a batch of 1,024 episodes runs at the env's own speed."""
-    from envs.vec import BatchedClusterEnv
+    import envs.vec  # noqa: F401  (its imports are the process's, not the batch's)
 
     def resident_mb() -> float:
         with open("/proc/self/status") as f:
@@ -63,15 +69,11 @@ def resident_after_steps(cluster: str, workload: str, batch: int, steps: int) ->
 
     gc.collect()
     before = resident_mb()
-    vec = BatchedClusterEnv({"cluster": cluster, "workload": workload}, batch)
-    rng = np.random.default_rng(0)
-    vec.seed(0)
-    vec.reset()
-    for _ in range(steps):
-        masks = vec.action_masks()
-        vec.step(np.array([int(v[rng.integers(len(v))]) for v in (np.flatnonzero(m) for m in masks)]))
+    vec = stepped_batch(cluster, workload, batch, steps)
     gc.collect()
-    return before, resident_mb()
+    after = resident_mb()
+    vec.close()
+    return before, after
 
 
 def main() -> None:

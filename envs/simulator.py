@@ -44,6 +44,7 @@ from envs import kernels as _kernels
 from envs.jobs import PRIORITY_HIGH, Job
 from envs.ledger import AllocationLedger
 from envs.load import LoadModel
+from envs.objective import OBJECTIVE_TERMS
 from envs.power import PowerMeter
 from envs.sim_queue import JobQueue
 from envs.speed import PlacementProfile, SpeedModel, placement_profile
@@ -1008,8 +1009,8 @@ class Simulator:
             if w is not None and w.ndim == 1 and ((ids >= 0) & (ids < self._next_arrival)).all() \
                     and (self.state[ids] != JobState.DONE).all() and ((w > 0) & np.isfinite(w)).all():
                 return ids, w
-        self._check_work(work)
-        raise ValueError(f"work: not a mapping of job ids to work ({work!r:.200})")  # what _check_work let through
+        self._check_work(work)  # names the first entry that breaks a rule; what it lets through is converted one by one
+        return np.array([int(j) for j in keys], dtype=np.int64), np.array([float(x) for x in values])
 
     def _check_work(self, work: dict[int, float]) -> None:
         """`fork`'s rules for sampled work: each job arrived, not done, its work positive and finite."""
@@ -1340,7 +1341,6 @@ def _objective_spec(objective) -> tuple:
     order, the weight per priority, the SLO bounds per job kind), made once per objective."""
     hit = _OBJECTIVE_SPECS.get(objective)
     if hit is None:
-        from envs.objective import OBJECTIVE_TERMS
         hit = _OBJECTIVE_SPECS[objective] = (
             [float(getattr(objective, t)) for t in OBJECTIVE_TERMS], [float(w) for w in objective.priority_weights],
             [float(x) for x in objective.slo_start_s], [float(x) for x in objective.slo_finish_slowdown])

@@ -133,3 +133,20 @@ def trays(*ranges) -> list[int]:
     """The GPU ids of whole 4-GPU trays (tray n: GPUs 4n..4n+3, as on the GB200 NVL72 clusters), for
     each range of tray numbers in turn."""
     return [4 * n + k for r in ranges for n in r for k in range(4)]
+
+
+def count_event_loop_stops(monkeypatch) -> dict[int, int]:
+    """Count, by its stop reason (envs.kernels.EV_*), every call of the compiled event loop
+    (Simulator._run_events) while `monkeypatch` holds: the returned dict fills as they run."""
+    from envs import simulator
+
+    stops: dict[int, int] = {}
+    run_events = simulator.Simulator._run_events
+
+    def counted(self, *args):
+        stop = run_events(self, *args)
+        stops[stop] = stops.get(stop, 0) + 1
+        return stop
+
+    monkeypatch.setattr(simulator.Simulator, "_run_events", counted)
+    return stops

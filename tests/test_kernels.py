@@ -604,28 +604,20 @@ def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
     checks that one)."""
     import agents.lookahead as L
     from agents.lookahead import run_lookahead
-    from envs import simulator
     from envs.config import load_cluster
     from envs.scenario import load_scenario
     from envs.workload import load_workload_spec, make_workload
+    from tests.helpers import count_event_loop_stops
 
     sc = load_scenario("default")
     cluster, spec = load_cluster(sc.cluster), load_workload_spec(sc.workload)
     jobs = make_workload(spec, cluster, 3, num_jobs=30)
-    stops: dict[int, int] = {}
-    run_events = simulator.Simulator._run_events
-
-    def counted(self, *args):
-        stop = run_events(self, *args)
-        stops[stop] = stops.get(stop, 0) + 1
-        return stop
-
     def record():
         sim, steps, stats = run_lookahead("lookahead", cluster, spec, jobs, 3, sc.lookahead, sc.objective)
         return steps, stats.searched, stats.changed, sim.finished_order, sim.timeline, sim.end.tolist()
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(simulator.Simulator, "_run_events", counted)
+        stops = count_event_loop_stops(m)
         m.setattr(L, "NATIVE_ROLLOUTS", False)
         fast = record()
     with jit.reference_path():

@@ -22,6 +22,7 @@ from envs import jit, kernels
 from envs.cache import clear_cluster_memos
 from envs.config import cluster_from_dict, load_cluster
 from envs.state import ClusterState
+from tests.helpers import count_event_loop_stops
 from tests.test_kernels import _episode_digest, _replay_record
 
 pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason="numba is not installed")
@@ -194,15 +195,7 @@ def test_nvl72_replays_in_the_compiled_event_loop_are_the_references(rule, monke
     stop to be emptied (EV_ROOM)."""
     from envs import simulator
 
-    stops: dict[int, int] = {}
-    run_events = simulator.Simulator._run_events
-
-    def counted(self, *args):
-        stop = run_events(self, *args)
-        stops[stop] = stops.get(stop, 0) + 1
-        return stop
-
-    monkeypatch.setattr(simulator.Simulator, "_run_events", counted)
+    stops = count_event_loop_stops(monkeypatch)
     monkeypatch.setattr(simulator._EventBuffers, "ROWS", 3)
     fast = _replay_record("gb200-nvl72-8rack", "llm-mix-nvl72", rule, 0, 400)
     with jit.reference_path():
