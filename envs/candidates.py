@@ -38,7 +38,7 @@ from envs.speed import PlacementGeometry, PlacementProfile, job_constants_of, jo
 from envs.state import ClusterState
 from envs.window import DEFAULT_QUEUE_WINDOW, candidate_window, class_fits, job_classes, las_fits, select_window
 
-__all__ = ["Candidate", "CandidateSet", "DEFAULT_QUEUE_WINDOW", "WaitGuard", "apply_candidate", "build_candidates",
+__all__ = ["Candidate", "CandidateSet", "DEFAULT_QUEUE_WINDOW", "WaitGuard", "apply_candidate", "build_candidates", "candidates_from_arrays",
            "job_constants", "num_candidates", "wait_guard_of", "wait_valid"]
 
 
@@ -367,6 +367,38 @@ class _Candidates(Sequence):
                 if cd is None:
                     items[k] = self._make(k)
         return items
+
+
+class _Placed:
+    """A placer over placements worked out already (the native core's, `candidates_from_arrays`):
+    (job, rule) -> (GPUs, victims), the geometry made on first access as `_Placer` makes it."""
+
+    __slots__ = ("state", "placements")
+
+    def __init__(self, state: ClusterState, placements: dict):
+        self.state = state
+        self.placements = placements
+
+    def resolve(self, j: int, rule: int) -> tuple:
+        gpus, victims = self.placements[(j, rule)]
+        if not len(gpus):
+            return None, (), None
+        gpus = np.array(gpus, dtype=np.int64)
+        return gpus, tuple(victims), geometry_of(self.state, gpus, int(self.state.tp_degree[j]))
+
+
+def candidates_from_arrays(state: ClusterState, window: list[int], mask: np.ndarray, index: list[int], gpus: list,
+                           victims: list) -> CandidateSet:
+    """A `CandidateSet` from a candidate set worked out elsewhere (envs.core's `candidates`): the
+    window, the (K,) bool mask, and per valid candidate other than WAIT (`index`, ascending) its
+    GPUs (empty where no placement was found) and victims. It behaves as `build_candidates`'
+    does for the same state: candidates made on first access, the same `RuntimeError` for a
+    candidate valid by count without a placement."""
+    R = len(RULES)
+    while len(_EMPTY_SLOTS) < len(mask) - 1:
+        _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % R))
+    placer = _Placed(state, {(window[i // R], i % R): (g, v) for i, g, v in zip(index, gpus, victims)})
+    return CandidateSet(state, window, _Candidates(window, mask, placer), mask)
 
 
 def apply_candidate(sim, cset: CandidateSet, action: int) -> None:

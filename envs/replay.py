@@ -19,6 +19,16 @@ from envs.window import any_feasible, can_place, las_stop_args, shape_classes
 Select = Callable[[ClusterState, CandidateSet], int]
 
 
+def candidates_now(sim: Simulator, queue_window: int, preempt_las: bool = True,
+                   wait_guard: WaitGuard | None = None) -> CandidateSet:
+    """`build_candidates` of the simulator's decision state: on the compiled path in one native
+    call (Simulator.native_candidates: the same window, mask and placements, every valid
+    candidate placed at once), else by the reference."""
+    if _jit.ENABLED:
+        return sim.native_candidates(queue_window, preempt_las, wait_guard)
+    return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
+
+
 def advance_to_decision(sim: Simulator, queue_window: int, until: float | None = None, preempt_las: bool = True,
                         wait_guard: WaitGuard | None = None) -> CandidateSet | None:
     """Advance until some queued job can be placed (a real choice) or the workload is done;
@@ -39,21 +49,21 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
         if sim.queue_len:
             state = sim.decision_state()
             if (can_place(state) if preempt_las else any_feasible(state)):
-                return build_candidates(state, queue_window, preempt_las, wait_guard)
+                return candidates_now(sim, queue_window, preempt_las, wait_guard)
         if compiled and not sim.checkpointing and not sim.reserved:
             state = sim.decision_state()
             classes = shape_classes(state, sim.job_shapes()[1])
             if classes is not None:
                 stop = sim.run_events(*classes, until, las=las_stop_args(state) if preempt_las else None)
                 if stop == EV_FEASIBLE:
-                    return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
+                    return candidates_now(sim, queue_window, preempt_las, wait_guard)
                 if stop != EV_UNTIL and stop != EV_NO_EVENT:
                     continue
         if until is not None and sim.next_event_s() > until:
             sim.advance_until(until)
             return None
         sim.advance()
-    return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
+    return candidates_now(sim, queue_window, preempt_las, wait_guard)
 
 
 def decide(sim: Simulator, cset: CandidateSet, action: int, queue_window: int, until: float | None = None,
@@ -78,7 +88,7 @@ def decide(sim: Simulator, cset: CandidateSet, action: int, queue_window: int, u
                 else:
                     stop = sim.start_and_run(cd.job_id, cd.gpus, cd.profile, *classes, until, las)
                 if stop == EV_FEASIBLE:
-                    return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
+                    return candidates_now(sim, queue_window, preempt_las, wait_guard)
                 return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard)
     apply_candidate(sim, cset, action)
     return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard)

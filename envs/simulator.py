@@ -42,6 +42,7 @@ from envs import core as _core
 from envs import jit as _jit
 from envs import kernels as _kernels
 from envs.jobs import PRIORITY_HIGH, Job
+from envs.las import LAS_QUEUE_THRESHOLDS_GPU_S, STARVATION_FACTOR
 from envs.ledger import AllocationLedger
 from envs.load import LoadModel
 from envs.objective import OBJECTIVE_TERMS
@@ -247,12 +248,22 @@ def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
 JOB_ARRAYS: tuple[str, ...] = tuple(_job_arrays([], SimConfig()))
 # The per-job arrays the native rollout (Simulator.rollout_sect) reads or changes.
 # The rules Simulator.replay_native runs in the core, by baseline name (envs.core's policy codes).
+_LAS_THRESHOLDS = list(LAS_QUEUE_THRESHOLDS_GPU_S)  # envs.core's las_thresholds
 NATIVE_REPLAY_POLICIES = {"sect": 0, "binpack": 1, "spread": 2, "topology": 3, "sjf": 4}
 
 _ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "checkpoint_s", "checkpoint_end", "preemptions", "work_total", "mem_req", "comm_fraction", "tp_comm_share",
                        "gpus_req", "tp_degree", "priority", "kind", "preemptible", "work_done", "queued_since", "end",
                        "work_left", "rate", "overhead_left", "attained_gpu_s", "run_s", "interference_loss_s",
                        "interference", "wait_s", "first_start", "needs_restore", "state")
+
+# Every array object _native_state hands the core (the cluster's constants aside), by path: a
+# SimView stays valid while each is the same object.
+_viewed_arrays = operator.attrgetter(
+    *_ROLLOUT_JOB_ARRAYS, "job_queue.shape", "job_queue.ids", "job_queue.sorted_ids", "job_queue.enqueue_seq",
+    "job_queue.queued_remaining_s", "job_queue.per_shape", "load.job_slot", "load._table.i", "load._table.f",
+    "load._table.pool_i", "load._table.pool_counts", "load.node_pressure", "load.uplink_demand", "load.dirty_node",
+    "load.dirty_uplink", "ledger.gpu_owner", "ledger.gpu_reserved", "ledger.free_mask", "ledger.node_owned",
+    "ledger.node_free", "ledger.node_preemptible", "power.node_power_w", "power.node_on", "_shapes._columns")
 
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))
 _job_values = operator.attrgetter(*_JOB_FIELDS)
@@ -322,6 +333,7 @@ class Simulator:
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._events = None  # run_events' buffers, made on first use (a fork makes its own)
         self._spent = False  # consumed by a native rollout (rollout_sect): no longer stepped or forked
+        self._view: tuple | None = None  # (the arrays it views, envs.core.SimView): _native_view
         self._future_arrays: dict[int, tuple] = {}  # id(a future-job list) -> (that list, its arrays, shapes): _arrays_of
         self._admit_arrivals()
         self._record()
@@ -855,6 +867,29 @@ class Simulator:
             raise SchedulingError("nothing left to wait for: no job is running or arriving")
         return decisions
 
+    def native_candidates(self, queue_window: int, preempt_las: bool = True, wait_guard=None):
+        """`envs.candidates.build_candidates(self.decision_state(), queue_window, preempt_las,
+        wait_guard)` worked out in one native call (envs.core): the same window, mask and
+        placements (GPUs and victims) bit for bit, every valid candidate placed at once. It reads
+        this simulator's arrays and changes nothing. Needs the compiled path (ValueError)."""
+        if not _jit.ENABLED:
+            raise ValueError("native_candidates needs the compiled path")
+        if self._spent:
+            raise ValueError("this simulator was consumed by a native rollout")
+        from envs.candidates import candidates_from_arrays
+        guard = [] if wait_guard is None else [wait_guard.overdue_factor, wait_guard.min_wait_s]
+        ledger, q = self.ledger, self.job_queue
+        window, mask, index, gpus, victims = self._native_view().candidates(
+            self.running.tolist(), list(self.checkpointing), list(self.reserved),
+            [self.placement[r].tolist() for r in self.reserved] if self.reserved else [],
+            [self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, self.power.power_w,
+             self.preemption_gpu_s],
+            [ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
+             self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
+             self.num_preemptions],
+            int(queue_window), PRIORITY_HIGH, bool(preempt_las), guard, _LAS_THRESHOLDS, STARVATION_FACTOR)
+        return candidates_from_arrays(self.decision_state(), window, mask.view(bool), index, gpus, victims)
+
     def _native_call(self, name: str, call, *args) -> list:
         """`call(*self._native_state(), *args)`: a native call that runs on this simulator's arrays
         in place and consumes it. The simulator is spent afterwards. Its scalars, its running,
@@ -1022,6 +1057,17 @@ class Simulator:
                 raise ValueError(f"work for job {j}: it is done")
             if not (w > 0 and math.isfinite(w)):
                 raise ValueError(f"work for job {j}: {w!r} is not a positive finite number")
+
+    def _native_view(self):
+        """envs.core.SimView over this simulator's arrays, parsed once and made again when one of
+        the arrays it views was replaced (the load records grow by reallocation, the shapes'
+        columns are remade when a shape is added)."""
+        key = _viewed_arrays(self)
+        hit = self._view
+        if hit is None or not all(map(operator.is_, key, hit[0])):
+            cluster, model, arrays = self._native_state()[:3]  # files every job's shape first
+            hit = self._view = (_viewed_arrays(self), _core.SimView(cluster, model, arrays))
+        return hit[1]
 
     def _native_state(self) -> tuple:
         """The core's arguments for this simulator's state: the cluster, the rate model, the

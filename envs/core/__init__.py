@@ -22,7 +22,9 @@ envs.simulator.Simulator.rollout_sect calls: the decisions, the starts, the pree
 checkpoints and the events), in place or on the core's own copy of a sampled world (`World`, made
 by Simulator.native_world: a fork is a copy of arrays); and a whole replay of `sect`, `sjf` or a
 FIFO rule to the workload's end (`replay`, which Simulator.replay_native calls), its segments and
-timeline recorded.
+timeline recorded; and a decision's whole candidate set (`SimView.candidates` over a simulator's arrays parsed once,
+which Simulator.native_candidates calls: the window with `preempt-las`'s jobs, the mask, every valid
+candidate's placement and victims, as envs.candidates.build_candidates states them).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ pick_in_node = _core.pick_in_node
 placement_geometry = _core.placement_geometry
 rollout_sect = _core.rollout_sect
 replay = _core.replay
+SimView = _core.SimView
 World = _core.World
 
 

@@ -96,13 +96,11 @@ nb::ndarray<nb::numpy, double, nb::ndim<1>> to_numpy(const std::vector<double>& 
 
 // A simulator's arrays and scalars as the rollout reads them (views of the caller's arrays), every
 // index the rollout follows checked once: a bad one is a BadInput naming its argument.
-void parse_sim(const Cluster& c, const RateModel& model, const nb::dict& f, const std::vector<int64_t>& running,
-               const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
-               const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
-               const std::vector<int64_t>& iscal, SimArrays& a, SimScalars& s) {
+// A simulator's arrays by name as views (parse_sim's first half): their sizes, and the fixed
+// per-job fields' ranges.
+void parse_arrays(const Cluster& c, const RateModel& model, const nb::dict& f, SimArrays& a) {
     if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
         throw BadInput("model: one sensitivity per job kind expected");
-    if (fscal.size() != 7 || iscal.size() != 12) throw BadInput("scalars: 7 floats and 12 integers expected");
     const size_t J = view<const double, double>(f, "arrival", ANY).size;
     const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus),
                S = static_cast<size_t>(c.num_switches);
@@ -182,6 +180,17 @@ void parse_sim(const Cluster& c, const RateModel& model, const nb::dict& f, cons
     }
     for (size_t k = 0; k < a.shape_gpus.size; ++k)
         if (a.shape_tp[k] < 1) throw BadInput("shape_tp: at least 1");
+}
+
+// The simulator's changing lists and scalars over arrays parsed by parse_arrays (parse_sim's
+// second half): every index the core follows from them checked.
+void parse_state(const Cluster& c, const std::vector<int64_t>& running, const std::vector<int64_t>& checkpointing,
+                 const std::vector<int64_t>& reserved, const std::vector<std::vector<int64_t>>& reserved_gpus,
+                 const std::vector<double>& fscal, const std::vector<int64_t>& iscal, SimArrays& a, SimScalars& s) {
+    if (fscal.size() != 7 || iscal.size() != 12) throw BadInput("scalars: 7 floats and 12 integers expected");
+    const size_t J = a.arrival.size;
+    const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus),
+               S = static_cast<size_t>(c.num_switches);
     const size_t rows = a.rec_i.size / 4;
     std::vector<int64_t> placed(running);
     placed.insert(placed.end(), checkpointing.begin(), checkpointing.end());
@@ -231,6 +240,23 @@ void parse_sim(const Cluster& c, const RateModel& model, const nb::dict& f, cons
                 throw BadInput("reserved_gpus: a GPU out of range or not reserved for its job");
     }
 }
+
+void parse_sim(const Cluster& c, const RateModel& model, const nb::dict& f, const std::vector<int64_t>& running,
+               const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+               const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+               const std::vector<int64_t>& iscal, SimArrays& a, SimScalars& s) {
+    parse_arrays(c, model, f, a);
+    parse_state(c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
+}
+
+// A simulator's arrays parsed once (views; the dict holding them kept alive), for the calls
+// that read its state at every decision: each passes only the lists and scalars.
+struct SimView {
+    const Cluster* c;
+    const RateModel* model;
+    nb::object arrays;
+    SimArrays a;
+};
 
 
 }  // namespace
@@ -407,6 +433,45 @@ NB_MODULE(_core, m) {
         "A lookahead's rollout of sect from a decision state, over a simulator's arrays (changed in place): first a "
         "start of first_job on first_gpus (with first_victims: their preemption and a reservation), a WAIT (-1) or "
         "sect's choice (-2).");
+
+    nb::class_<SimView>(m, "SimView",
+                        "A simulator's arrays parsed once, for the calls that read its state at each decision.")
+        .def(
+            "__init__",
+            [](SimView* self, const Cluster& c, const RateModel& model, const nb::dict& f) {
+                SimArrays a;
+                parse_arrays(c, model, f, a);
+                new (self) SimView{&c, &model, nb::borrow(f), a};
+            },
+            nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"))
+        .def(
+            "candidates",
+            [](const SimView& v, const std::vector<int64_t>& running, const std::vector<int64_t>& checkpointing,
+               const std::vector<int64_t>& reserved, const std::vector<std::vector<int64_t>>& reserved_gpus,
+               const std::vector<double>& fscal, const std::vector<int64_t>& iscal, int64_t queue_window,
+               int64_t priority_high, bool preempt_las, const std::vector<double>& wait_guard,
+               const std::vector<double>& las_thresholds, double starvation_factor) {
+                SimArrays a = v.a;
+                SimScalars s;
+                parse_state(*v.c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
+                WaitGuardSpec guard;
+                if (!wait_guard.empty()) {
+                    if (wait_guard.size() != 2) throw BadInput("wait_guard: (overdue_factor, min_wait_s) or empty");
+                    guard = WaitGuardSpec{true, wait_guard[0], wait_guard[1]};
+                }
+                const LasSpec las{las_thresholds, starvation_factor};
+                CandidateSet out;
+                {
+                    nb::gil_scoped_release release;
+                    build_candidates(*v.c, *v.model, a, s, queue_window, priority_high, preempt_las, guard, las, out);
+                }
+                return nb::make_tuple(out.window, as_numpy<uint8_t>(std::move(out.mask)), out.index, out.gpus, out.victims);
+            },
+            nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"), nb::arg("reserved_gpus"), nb::arg("floats"),
+            nb::arg("ints"), nb::arg("queue_window"), nb::arg("priority_high"), nb::arg("preempt_las"),
+            nb::arg("wait_guard"), nb::arg("las_thresholds"), nb::arg("starvation_factor"),
+            "envs.candidates.build_candidates over the simulator's state (read, not changed): (window, mask, the valid "
+            "candidates' indices other than WAIT, their GPUs (empty: none found), their victims).");
 
     m.def(
         "replay",

@@ -139,6 +139,50 @@ class Rollout {
         return slot * NUM_RULES + rule;
     }
 
+    // envs.candidates.build_candidates (rollout.hpp states it): the window, the mask, and each valid
+    // candidate's placement.
+    void candidates(int64_t queue_window, bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las,
+                    CandidateSet& out) {
+        const auto Q = static_cast<size_t>(queue_window), R = static_cast<size_t>(NUM_RULES);
+        las_ = &las;
+        las_ready_ = false;  // the LAS counts belong to this state: made when first needed
+        window(queue_window);
+        out.window = window_;
+        if (preempt_las && out.window.size() < Q) las_only(out.window, Q);
+        const size_t nw = out.window.size();
+        out.mask.assign(Q * R + 1, 0);
+        aligned_.assign(nw, 0);
+        for (size_t k = 0; k < nw; ++k) {
+            const int64_t j = out.window[k];
+            const auto shape = static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)]);
+            const Totals& t = totals_of(shape);
+            const int64_t need = a_.shape_gpus[shape];
+            const bool now = need <= t.now;
+            aligned_[k] = now;
+            for (size_t r = 0; r < 3; ++r) out.mask[k * R + r] = now;
+            out.mask[k * R + 3] = !now && need <= t.after;
+            if (preempt_las && !now) out.mask[k * R + 4] = las_fit(j) >= 0;
+        }
+        out.mask[Q * R] = wait_valid(out.window, guard);
+        out.index.clear();
+        out.gpus.clear();
+        out.victims.clear();
+        Allocation alloc{a_.free_mask.data, a_.node_free.data, a_.node_pressure.data, a_.uplink_demand.data};
+        for (size_t i = 0; i < nw * R; ++i) {
+            if (!out.mask[i]) continue;
+            const int64_t j = out.window[i / R];
+            const auto u = static_cast<size_t>(j);
+            const auto rule = static_cast<int64_t>(i % R);
+            out.index.push_back(static_cast<int64_t>(i));
+            out.gpus.emplace_back();
+            out.victims.emplace_back();
+            if (rule < 3)
+                place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, out.gpus.back());
+            else
+                place_over_victims(j, rule == 4, out.gpus.back(), out.victims.back());
+        }
+    }
+
     // envs.state.remaining_estimate_s: the estimate minus the work done, at least 0, plus the
     // restore owed (added only while some job owes one).
     double remaining_estimate(size_t u) const {
@@ -800,6 +844,258 @@ class Rollout {
         }
     }
 
+    // envs.las.las_queue of attained GPU-service `a` (no starvation promotion): the thresholds reached.
+    int64_t las_queue_of(double attained) const {
+        int64_t q = 0;
+        for (double t : las_->thresholds) q += t <= attained;
+        return q;
+    }
+
+    // envs.las.las_queue of queued job u: with the starvation promotion to queue 0.
+    int64_t las_queue_queued(size_t u) const {
+        const double att = a_.attained_gpu_s[u];
+        const double executed_s = att / static_cast<double>(a_.gpus_req[u]);
+        const double waited_s = s_.now - a_.queued_since[u];
+        return waited_s >= las_->starvation_factor * executed_s ? 0 : las_queue_of(att);
+    }
+
+    // The GPUs of running preemptible jobs per (priority, LAS queue) and node (envs.window._las_totals'
+    // held_by), once per state; false when none of those jobs is below queue 0 (no job then has
+    // a preempt-las victim).
+    bool las_state() {
+        if (las_ready_) return las_below_;
+        las_ready_ = true;
+        las_below_ = false;
+        las_totals_.clear();
+        const auto N = static_cast<size_t>(c_.num_nodes), NQ = las_->thresholds.size() + 1;
+        held_.assign(static_cast<size_t>(a_.num_priorities) * NQ * N, 0);
+        for (int64_t j : a_.running) {
+            const auto u = static_cast<size_t>(j);
+            if (!a_.preemptible[u]) continue;
+            const auto q = static_cast<size_t>(las_queue_of(a_.attained_gpu_s[u]));
+            las_below_ |= q > 0;
+            const size_t row = static_cast<size_t>(a_.priority[u]) * NQ + q;
+            const auto r = static_cast<size_t>(slot_[u]);
+            for (int64_t x = ri_[r * 4]; x < ri_[r * 4 + 1]; ++x)
+                held_[row * N + static_cast<size_t>(pi_[static_cast<size_t>(x)])] += static_cast<int64_t>(pc_[static_cast<size_t>(x)]);
+        }
+        return las_below_;
+    }
+
+    // envs.kernels._las_fit: queued job j's LAS queue when preempting the running preemptible jobs of
+    // its priority or lower in strictly lower LAS queues would make room for it (by GPU counts),
+    // else -1.
+    int64_t las_fit(int64_t j) {
+        if (!las_state()) return -1;
+        const auto u = static_cast<size_t>(j);
+        const auto lower = static_cast<int64_t>(las_->thresholds.size());  // queues that have a lower one
+        const int64_t q = las_queue_queued(u);
+        if (q >= lower) return -1;
+        const int64_t row = a_.priority[u] * lower + std::min(q, lower - 1);
+        const auto shape = static_cast<size_t>(a_.shape_id[u]);
+        const Totals& t = totals_[shape_key_[shape]];
+        return a_.shape_gpus[shape] <= las_total(row, t.at, t.tp) ? q : -1;
+    }
+
+    // envs.window._las_totals' row `row` (priority p, LAS queue q) for a memory level and TP degree:
+    // the GPUs usable in whole TP groups counting each node's free GPUs and those held by running
+    // preemptible jobs of priority <= p in a LAS queue > q.
+    int64_t las_total(int64_t row, size_t at, int64_t tp) {
+        for (const LasTotal& x : las_totals_)
+            if (x.row == row && x.at == at && x.tp == tp) return x.total;
+        const auto N = static_cast<size_t>(c_.num_nodes), NQ = las_->thresholds.size() + 1;
+        const auto lower = static_cast<int64_t>(NQ - 1);
+        const auto p = static_cast<size_t>(row / lower), q = static_cast<size_t>(row % lower);
+        counts_.assign(a_.node_free.data, a_.node_free.data + N);
+        for (size_t p2 = 0; p2 <= p; ++p2)
+            for (size_t k = q + 1; k < NQ; ++k) {
+                const int64_t* h = held_.data() + (p2 * NQ + k) * N;
+                for (size_t n = 0; n < N; ++n) counts_[n] += h[n];
+            }
+        const int64_t total = usable_total(counts_.data(), at, tp);
+        las_totals_.push_back(LasTotal{row, at, tp, total});
+        return total;
+    }
+
+    // envs.window's per-(memory level, TP degree) total over per-node available counts: whole TP
+    // groups on the nodes with the level's memory, plus whole groups of fully available trays per
+    // domain where the groups span trays (the `totals` above over any counts).
+    int64_t usable_total(const int64_t* counts, size_t at, int64_t tp) const {
+        const double level = at < levels_.size() ? levels_[at] : INF;
+        int64_t total = 0;
+        for (size_t n = 0; n < static_cast<size_t>(c_.num_nodes); ++n)
+            if (c_.node_memory_gb[n] >= level) total += counts[n] / tp * tp;
+        if (c_.num_domains > 0 && c_.spans(tp)) {
+            for (int64_t d = 0; d < c_.num_domains; ++d) {
+                if (!c_.spanning(d, tp)) continue;
+                const auto& nodes = c_.domain_nodes[static_cast<size_t>(d)];
+                if (!(c_.node_memory_gb[static_cast<size_t>(nodes[0])] >= level)) continue;
+                int64_t whole = 0;
+                for (int64_t v : nodes) whole += counts[static_cast<size_t>(v)] == c_.node_gpus[static_cast<size_t>(v)];
+                total += whole / (tp / c_.domain_tray[static_cast<size_t>(d)]) * tp;
+            }
+        }
+        return total;
+    }
+
+    // envs.window.las_only_queue into the window's free slots: the queued jobs whose class fits
+    // neither now nor after preempting lower priorities but which preempt-las places, in LAS queue
+    // order, FIFO inside each.
+    void las_only(std::vector<int64_t>& window, size_t Q) {
+        bool blocked = false;
+        for (size_t k = 0; k < a_.q_per_shape.size && !blocked; ++k) blocked = a_.q_per_shape[k] && !fits_any(k);
+        if (!blocked || !las_state()) return;
+        extra_.clear();
+        for (int64_t i = 0; i < s_.qlen; ++i) {
+            const int64_t j = a_.q_ids[static_cast<size_t>(i)];
+            if (fits_any(static_cast<size_t>(a_.shape_id[static_cast<size_t>(j)]))) continue;
+            const int64_t q = las_fit(j);
+            if (q >= 0) extra_.push_back({j, q});
+        }
+        for (int64_t level = 0; level < static_cast<int64_t>(las_->thresholds.size()) && window.size() < Q; ++level)
+            for (const auto& [j, q] : extra_)
+                if (q == level && window.size() < Q) window.push_back(j);
+    }
+
+    // envs.candidates.wait_valid: something the scheduler knows will happen (a running job, a
+    // checkpoint), and with the guard, no window job that could start without preempting overdue.
+    bool wait_valid(const std::vector<int64_t>& window, const WaitGuardSpec& g) const {
+        if (a_.running.empty() && a_.checkpointing.empty()) return false;
+        if (!g.on) return true;
+        for (size_t k = 0; k < window.size(); ++k) {
+            if (!aligned_[k]) continue;
+            const auto u = static_cast<size_t>(window[k]);
+            const double waited = a_.wait_s[u] + s_.now - a_.queued_since[u];
+            if (waited > py_max(g.overdue_factor * a_.estimate[u], g.min_wait_s)) return false;
+        }
+        return true;
+    }
+
+    // envs.placement._aligned_total: GPUs usable in whole TP groups over per-node available counts.
+    int64_t aligned_total(const std::vector<int64_t>& counts, int64_t tp) {
+        int64_t total = 0;
+        if (c_.num_domains > 0 && c_.spans(tp)) {
+            usable_per_node(c_, counts, tp, usable_);
+            for (int64_t x : usable_) total += x;
+        } else {
+            for (int64_t f : counts) total += f / tp * tp;
+        }
+        return total;
+    }
+
+    // envs.placement.choose_victims (`las` false) and choose_las_victims: the victims from the pool
+    // in the rule's order until the free GPUs and theirs hold the gang in whole TP groups, then the
+    // topology rule over those GPUs, keeping the victims whose GPUs it uses. Nothing (`gpus` empty)
+    // where the reference gives None.
+    void place_over_victims(int64_t j, bool las, std::vector<int64_t>& gpus, std::vector<int64_t>& victims) {
+        gpus.clear();
+        victims.clear();
+        const auto u = static_cast<size_t>(j);
+        const auto N = static_cast<size_t>(c_.num_nodes);
+        const int64_t need = a_.gpus_req[u], tp = a_.tp_degree[u];
+        const double mem = a_.mem_req[u];
+        vcounts_.resize(N);
+        for (size_t n = 0; n < N; ++n) vcounts_[n] = c_.node_memory_gb[n] >= mem ? a_.node_free[n] : 0;
+        if (aligned_total(vcounts_, tp) >= need) return;
+        const int64_t prio = a_.priority[u];
+        const int64_t qj = las ? las_queue_queued(u) : 0;
+        pool_.clear();
+        for (int64_t v : a_.running) {
+            const auto x = static_cast<size_t>(v);
+            if (!a_.preemptible[x]) continue;
+            if (las ? (a_.priority[x] <= prio && las_queue_of(a_.attained_gpu_s[x]) > qj) : a_.priority[x] < prio)
+                pool_.push_back(v);
+        }
+        if (pool_.empty()) return;
+        bool every_node = true;  // mem <= the smallest GPU memory: a victim's GPUs are all useful
+        for (size_t n = 0; n < N && every_node; ++n) every_node = mem <= c_.node_memory_gb[n];
+        useful_gpus_.assign(pool_.size(), 0);
+        for (size_t i = 0; i < pool_.size(); ++i) {
+            const auto x = static_cast<size_t>(pool_[i]);
+            if (every_node) {
+                useful_gpus_[i] = a_.gpus_req[x];
+                continue;
+            }
+            const auto r = static_cast<size_t>(slot_[x]);
+            for (int64_t q = ri_[r * 4]; q < ri_[r * 4 + 1]; ++q)
+                if (c_.node_memory_gb[static_cast<size_t>(pi_[static_cast<size_t>(q)])] >= mem)
+                    useful_gpus_[i] += static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+        }
+        // np.lexsort((-useful, key)): by key, then the most useful GPUs, then pool order; the key is
+        // the preemption cost (checkpoint plus restore GPU-s), or for preempt-las minus the attained
+        // service
+        ranked_.resize(pool_.size());
+        keys_.resize(pool_.size());
+        for (size_t i = 0; i < pool_.size(); ++i) {
+            const auto x = static_cast<size_t>(pool_[i]);
+            ranked_[i] = i;
+            keys_[i] = las ? -a_.attained_gpu_s[x] : static_cast<double>(a_.gpus_req[x]) * (a_.checkpoint_s[x] + a_.restore_s[x]);
+        }
+        std::stable_sort(ranked_.begin(), ranked_.end(), [&](size_t p, size_t q) {
+            if (keys_[p] != keys_[q]) return keys_[p] < keys_[q];
+            return -useful_gpus_[p] < -useful_gpus_[q];
+        });
+        chosen_.clear();
+        for (size_t i : ranked_) {
+            if (aligned_total(vcounts_, tp) >= need) break;
+            if (useful_gpus_[i] <= 0) continue;
+            const int64_t v = pool_[i];
+            chosen_.push_back(v);
+            const auto r = static_cast<size_t>(slot_[static_cast<size_t>(v)]);
+            for (int64_t q = ri_[r * 4]; q < ri_[r * 4 + 1]; ++q) {
+                const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+                if (c_.node_memory_gb[n] >= mem) vcounts_[n] += static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+            }
+        }
+        if (aligned_total(vcounts_, tp) < need) return;
+        // envs.placement.place over the free GPUs and the chosen victims'
+        avail_.assign(a_.free_mask.data, a_.free_mask.data + a_.free_mask.size);
+        for (int64_t v : chosen_) for_gpus(v, [&](size_t g) { avail_[g] = 1; });
+        for (size_t n = 0; n < N; ++n) {
+            int64_t k = 0;
+            if (c_.node_memory_gb[n] >= mem)
+                for (int64_t g = c_.node_first_gpu[n]; g < c_.node_first_gpu[n] + c_.node_gpus[n]; ++g) k += avail_[static_cast<size_t>(g)] != 0;
+            vcounts_[n] = k;
+        }
+        Take take;
+        if (!node_take(c_, vcounts_, need, tp, TOPOLOGY, take)) return;
+        for (const auto& [n, k] : take)
+            if (k > 0 || take.size() == 1) pick_in_node(c_, n, k, avail_.data() + c_.node_first_gpu[static_cast<size_t>(n)], gpus);
+        used_.assign(static_cast<size_t>(c_.num_gpus), 0);
+        for (int64_t g : gpus) used_[static_cast<size_t>(g)] = 1;
+        for (int64_t v : chosen_) {
+            bool uses = false;
+            for_gpus(v, [&](size_t g) { uses |= used_[g] != 0; });
+            if (uses) victims.push_back(v);
+        }
+        if (victims.empty()) gpus.clear();
+    }
+
+    // f(g) for each GPU running job v holds (on the nodes of its record).
+    template <typename F>
+    void for_gpus(int64_t v, F f) const {
+        const auto r = static_cast<size_t>(slot_[static_cast<size_t>(v)]);
+        for (int64_t q = ri_[r * 4]; q < ri_[r * 4 + 1]; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            for (int64_t g = c_.node_first_gpu[n]; g < c_.node_first_gpu[n] + c_.node_gpus[n]; ++g)
+                if (a_.gpu_owner[static_cast<size_t>(g)] == v) f(static_cast<size_t>(g));
+        }
+    }
+
+    struct LasTotal {
+        int64_t row;
+        size_t at;
+        int64_t tp, total;
+    };
+    const LasSpec* las_ = nullptr;
+    bool las_ready_ = false, las_below_ = false;
+    std::vector<int64_t> held_, counts_, vcounts_, usable_, pool_, useful_gpus_, chosen_;
+    std::vector<LasTotal> las_totals_;
+    std::vector<std::pair<int64_t, int64_t>> extra_;
+    std::vector<uint8_t> aligned_, avail_, used_;
+    std::vector<size_t> ranked_;
+    std::vector<double> keys_;
+
     struct Keyed {
         double key;
         int64_t pos, job;
@@ -965,6 +1261,17 @@ RolloutResult replay(const Cluster& c, const RateModel& m, SimArrays& a, SimScal
     if (policy < REPLAY_SECT || policy > REPLAY_SJF) throw BadInput("policy: sect (0), a FIFO rule (1-3) or sjf (4)");
     Rollout sim(c, m, a, s, priority_high, &rec);
     return run(c, m, sim, a, s, queue_window, INF, policy, ADVANCE_FIRST, {}, {});
+}
+
+void build_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
+                      int64_t priority_high, bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las,
+                      CandidateSet& out) {
+    if (queue_window < 1) throw BadInput("queue_window: at least 1");
+    if (las.thresholds.empty()) throw BadInput("las_thresholds: at least one");
+    for (size_t i = 1; i < las.thresholds.size(); ++i)
+        if (!(las.thresholds[i - 1] < las.thresholds[i])) throw BadInput("las_thresholds: strictly increasing");
+    Rollout sim(c, m, a, s, priority_high);
+    sim.candidates(queue_window, preempt_las, guard, las, out);
 }
 
 }  // namespace gangsched

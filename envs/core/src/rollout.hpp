@@ -111,6 +111,39 @@ enum ReplayPolicy : int64_t {
 RolloutResult replay(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
                      int64_t priority_high, int64_t policy, Recording& rec);
 
+// envs.candidates.WaitGuard: WAIT is invalid while a window job that could start without
+// preempting has waited longer than max(overdue_factor x its estimate, min_wait_s).
+struct WaitGuardSpec {
+    bool on = false;
+    double overdue_factor = 0.0, min_wait_s = 0.0;
+};
+
+// envs.las: the LAS queue thresholds (attained GPU-s, ascending) and the starvation factor.
+struct LasSpec {
+    std::vector<double> thresholds;
+    double starvation_factor = 4.0;
+};
+
+// envs.candidates.build_candidates' result: the window (job ids, one per slot), the mask (Q x
+// NUM_RULES + 1, WAIT last), and the placement of each valid candidate other than WAIT, in index
+// order: its index, its GPUs (consecutive runs of the TP degree form the TP groups; empty where
+// the reference finds none for a candidate valid by count) and its victims.
+struct CandidateSet {
+    std::vector<int64_t> window;
+    std::vector<uint8_t> mask;
+    std::vector<int64_t> index;
+    std::vector<std::vector<int64_t>> gpus, victims;
+};
+
+// The candidate set of a decision state over a simulator's arrays (read, never changed): the
+// window (envs.window.candidate_window, or select_window without `preempt_las`), the mask (the
+// rules' validity by GPU counts, WAIT by wait_valid with `guard`) and each valid candidate's
+// placement (envs.placement.place for binpack, spread and topology; choose_victims and
+// choose_las_victims for the preempt rules), bit for bit the reference.
+void build_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
+                      int64_t priority_high, bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las,
+                      CandidateSet& out);
+
 // numpy's float(a.sum()) of a float64 array (pairwise summation, blocks of 128, 8 accumulators).
 double pairwise_sum(const double* a, size_t n);
 
