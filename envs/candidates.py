@@ -23,6 +23,7 @@ gangs fit the free GPUs), so the env, evaluation and the scoring service apply t
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -371,34 +372,33 @@ class _Candidates(Sequence):
 
 class _Placed:
     """A placer over placements worked out already (the native core's, `candidates_from_arrays`):
-    (job, rule) -> (GPUs, victims), the geometry made on first access as `_Placer` makes it."""
+    per valid candidate index (ascending) its GPUs and victims, looked up when a candidate is
+    first resolved; the geometry made then, as `_Placer` makes it."""
 
-    __slots__ = ("state", "placements")
+    __slots__ = ("state", "window", "index", "gpus", "victims")
 
-    def __init__(self, state: ClusterState, placements: dict):
-        self.state = state
-        self.placements = placements
+    def __init__(self, state: ClusterState, window: list[int], index: list[int], gpus: list, victims: list):
+        self.state, self.window, self.index, self.gpus, self.victims = state, window, index, gpus, victims
 
     def resolve(self, j: int, rule: int) -> tuple:
-        gpus, victims = self.placements[(j, rule)]
+        k = bisect.bisect_left(self.index, self.window.index(j) * len(RULES) + rule)
+        gpus = self.gpus[k]
         if not len(gpus):
             return None, (), None
         gpus = np.array(gpus, dtype=np.int64)
-        return gpus, tuple(victims), geometry_of(self.state, gpus, int(self.state.tp_degree[j]))
+        return gpus, tuple(self.victims[k]), geometry_of(self.state, gpus, int(self.state.tp_degree[j]))
 
 
 def candidates_from_arrays(state: ClusterState, window: list[int], mask: np.ndarray, index: list[int], gpus: list,
                            victims: list) -> CandidateSet:
-    """A `CandidateSet` from a candidate set worked out elsewhere (envs.core's `candidates`): the
-    window, the (K,) bool mask, and per valid candidate other than WAIT (`index`, ascending) its
-    GPUs (empty where no placement was found) and victims. It behaves as `build_candidates`'
-    does for the same state: candidates made on first access, the same `RuntimeError` for a
-    candidate valid by count without a placement."""
-    R = len(RULES)
+    """A `CandidateSet` from a candidate set worked out elsewhere (envs.core's
+    `SimView.candidates`): the window, the (K,) bool mask, and per valid candidate other than
+    WAIT (`index`, ascending) its GPUs (empty where no placement was found) and victims. It
+    behaves as `build_candidates`' does for the same state: candidates made on first access, the
+    same `RuntimeError` for a candidate valid by count without a placement."""
     while len(_EMPTY_SLOTS) < len(mask) - 1:
-        _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % R))
-    placer = _Placed(state, {(window[i // R], i % R): (g, v) for i, g, v in zip(index, gpus, victims)})
-    return CandidateSet(state, window, _Candidates(window, mask, placer), mask)
+        _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % len(RULES)))
+    return CandidateSet(state, window, _Candidates(window, mask, _Placed(state, window, index, gpus, victims)), mask)
 
 
 def apply_candidate(sim, cset: CandidateSet, action: int) -> None:

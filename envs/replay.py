@@ -14,7 +14,7 @@ from envs.candidates import CandidateSet, WaitGuard, apply_candidate, build_cand
 from envs.kernels import EV_FEASIBLE, EV_NO_EVENT, EV_UNTIL
 from envs.simulator import Simulator
 from envs.state import ClusterState
-from envs.window import any_feasible, can_place, las_stop_args, shape_classes
+from envs.window import any_feasible, can_place, job_classes, las_stop_args, shape_classes
 
 Select = Callable[[ClusterState, CandidateSet], int]
 
@@ -25,7 +25,9 @@ def candidates_now(sim: Simulator, queue_window: int, preempt_las: bool = True,
     call (Simulator.native_candidates: the same window, mask and placements, every valid
     candidate placed at once), else by the reference."""
     if _jit.ENABLED:
-        return sim.native_candidates(queue_window, preempt_las, wait_guard)
+        cset = sim.native_candidates(queue_window, preempt_las, wait_guard)
+        job_classes(cset.state)  # the arrived jobs' classes registered, as the compiled event loop reads them
+        return cset
     return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
 
 
@@ -47,11 +49,16 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     compiled = _jit.ENABLED
     while not sim.done:
         if sim.queue_len:
-            state = sim.decision_state()
-            if (can_place(state) if preempt_las else any_feasible(state)):
-                return candidates_now(sim, queue_window, preempt_las, wait_guard)
+            if compiled:
+                if sim.native_can_place(preempt_las):
+                    return candidates_now(sim, queue_window, preempt_las, wait_guard)
+            else:
+                state = sim.decision_state()
+                if can_place(state) if preempt_las else any_feasible(state):
+                    return candidates_now(sim, queue_window, preempt_las, wait_guard)
         if compiled and not sim.checkpointing and not sim.reserved:
             state = sim.decision_state()
+            job_classes(state)
             classes = shape_classes(state, sim.job_shapes()[1])
             if classes is not None:
                 stop = sim.run_events(*classes, until, las=las_stop_args(state) if preempt_las else None)

@@ -33,6 +33,7 @@ import dataclasses
 import gc
 import math
 import operator
+import weakref
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -256,14 +257,18 @@ _ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "checkpoint_s", "chec
                        "work_left", "rate", "overhead_left", "attained_gpu_s", "run_s", "interference_loss_s",
                        "interference", "wait_s", "first_start", "needs_restore", "state")
 
-# Every array object _native_state hands the core (the cluster's constants aside), by path: a
+# The array objects _native_state hands the core, by path, but the cluster's constants and the
+# allocation's arrays the ledger and power meter replace as they change (passed at each call): a
 # SimView stays valid while each is the same object.
 _viewed_arrays = operator.attrgetter(
     *_ROLLOUT_JOB_ARRAYS, "job_queue.shape", "job_queue.ids", "job_queue.sorted_ids", "job_queue.enqueue_seq",
     "job_queue.queued_remaining_s", "job_queue.per_shape", "load.job_slot", "load._table.i", "load._table.f",
     "load._table.pool_i", "load._table.pool_counts", "load.node_pressure", "load.uplink_demand", "load.dirty_node",
-    "load.dirty_uplink", "ledger.gpu_owner", "ledger.gpu_reserved", "ledger.free_mask", "ledger.node_owned",
-    "ledger.node_free", "ledger.node_preemptible", "power.node_power_w", "power.node_on", "_shapes._columns")
+    "load.dirty_uplink", "ledger.gpu_owner", "ledger.gpu_reserved", "ledger.node_preemptible", "_shapes._columns")
+
+# Each simulator's SimView with the array objects it was made over (a cache outside the
+# simulator's own attributes: copies and forks make their own).
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))
 _job_values = operator.attrgetter(*_JOB_FIELDS)
@@ -333,7 +338,6 @@ class Simulator:
         self.timeline: list[tuple] = []  # (t, allocated GPUs, queued, running, fragmented free GPUs, power W)
         self._events = None  # run_events' buffers, made on first use (a fork makes its own)
         self._spent = False  # consumed by a native rollout (rollout_sect): no longer stepped or forked
-        self._view: tuple | None = None  # (the arrays it views, envs.core.SimView): _native_view
         self._future_arrays: dict[int, tuple] = {}  # id(a future-job list) -> (that list, its arrays, shapes): _arrays_of
         self._admit_arrivals()
         self._record()
@@ -878,16 +882,9 @@ class Simulator:
             raise ValueError("this simulator was consumed by a native rollout")
         from envs.candidates import candidates_from_arrays
         guard = [] if wait_guard is None else [wait_guard.overdue_factor, wait_guard.min_wait_s]
-        ledger, q = self.ledger, self.job_queue
         window, mask, index, gpus, victims = self._native_view().candidates(
-            self.running.tolist(), list(self.checkpointing), list(self.reserved),
-            [self.placement[r].tolist() for r in self.reserved] if self.reserved else [],
-            [self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, self.power.power_w,
-             self.preemption_gpu_s],
-            [ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
-             self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
-             self.num_preemptions],
-            int(queue_window), PRIORITY_HIGH, bool(preempt_las), guard, _LAS_THRESHOLDS, STARVATION_FACTOR)
+            *self._view_state(), int(queue_window), PRIORITY_HIGH, bool(preempt_las), guard, _LAS_THRESHOLDS,
+            STARVATION_FACTOR)
         return candidates_from_arrays(self.decision_state(), window, mask.view(bool), index, gpus, victims)
 
     def _native_call(self, name: str, call, *args) -> list:
@@ -1058,15 +1055,39 @@ class Simulator:
             if not (w > 0 and math.isfinite(w)):
                 raise ValueError(f"work for job {j}: {w!r} is not a positive finite number")
 
+    def native_can_place(self, preempt_las: bool = True) -> bool:
+        """`envs.window.can_place(self.decision_state())` (with `preempt_las`; else
+        `any_feasible`) in one native call: some queued job has a valid placement. Reads the
+        arrays, changes nothing. Needs the compiled path and an unspent simulator."""
+        if self._spent:
+            raise ValueError("this simulator was consumed by a native rollout")
+        return self._native_view().can_place(*self._view_state(), PRIORITY_HIGH, bool(preempt_las), _LAS_THRESHOLDS,
+                                             STARVATION_FACTOR)
+
+    def _view_state(self) -> tuple:
+        """What a call over `_native_view` passes besides its own arguments: the allocation's
+        arrays the ledger replaces, the running, checkpointing and reserved jobs with the reserved
+        GPUs, the float and integer scalars (as `_native_state` orders them)."""
+        ledger, q, power = self.ledger, self.job_queue, self.power
+        reserved = self.reserved
+        return ((ledger.free_mask, ledger.node_owned, ledger.node_free, power.node_power_w, power.node_on),
+                self.running.tolist(), list(self.checkpointing), list(reserved),
+                [self.placement[r].tolist() for r in reserved] if reserved else [],
+                [self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
+                 self.preemption_gpu_s],
+                [ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
+                 self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
+                 self.num_preemptions])
+
     def _native_view(self):
         """envs.core.SimView over this simulator's arrays, parsed once and made again when one of
         the arrays it views was replaced (the load records grow by reallocation, the shapes'
         columns are remade when a shape is added)."""
         key = _viewed_arrays(self)
-        hit = self._view
+        hit = _VIEWS.get(self)
         if hit is None or not all(map(operator.is_, key, hit[0])):
             cluster, model, arrays = self._native_state()[:3]  # files every job's shape first
-            hit = self._view = (_viewed_arrays(self), _core.SimView(cluster, model, arrays))
+            hit = _VIEWS[self] = (_viewed_arrays(self), _core.SimView(cluster, model, arrays))
         return hit[1]
 
     def _native_state(self) -> tuple:

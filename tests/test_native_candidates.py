@@ -17,6 +17,7 @@ from envs.jobs import PRIORITY_HIGH
 from envs.placement import PREEMPT, PREEMPT_LAS, RULES
 from envs.scenario import load_scenario, scenario_names
 from envs.simulator import Simulator
+from envs.window import any_feasible, can_place
 
 R = len(RULES)
 
@@ -45,6 +46,21 @@ def _compare(sim: Simulator, queue_window: int, preempt_las: bool, guard) -> lis
     return placed
 
 
+def _compare_can_place(sim: Simulator, events: int) -> int:
+    """Native can_place and any_feasible against envs.window's over `events` events from here;
+    the states where a queued job can be placed."""
+    found = 0
+    for _ in range(events):
+        state = sim.decision_state()
+        ref = can_place(state), any_feasible(state)
+        assert (sim.native_can_place(True), sim.native_can_place(False)) == ref
+        found += ref[0]
+        if sim.done or not (len(sim.running) or sim.checkpointing):
+            break
+        sim.advance()
+    return found
+
+
 CASES = ((None, True, None), (None, False, None), (3, True, WaitGuard(1.0, 600.0)))
 
 
@@ -55,7 +71,7 @@ def test_native_candidates_are_the_reference(scenario):
     u = env.unwrapped
     rng = np.random.default_rng(7)
     rules = np.zeros(R, dtype=np.int64)
-    with_victims = states = 0
+    with_victims = states = places = 0
     env.reset(seed=3)
     for _ in range(150):
         for q, preempt_las, guard in CASES:
@@ -63,11 +79,14 @@ def test_native_candidates_are_the_reference(scenario):
                 rules[i % R] += gpus is not None
                 with_victims += bool(victims)
         states += 1
+        if states % 5 == 0:  # the events after this state, decision points or not
+            places += _compare_can_place(u.sim.fork(), 6)
         valid = np.flatnonzero(u.cset.mask)
         _, _, term, trunc, _ = env.step(int(valid[rng.integers(len(valid))]))
         if term or trunc:
             break
     assert states > 50
+    assert places > 0  # some event after a decision left a queued job that can be placed
     assert rules[:PREEMPT].min() > 0  # every non-preempting rule placed something
     if scenario in ("bursty", "hetero", "nvl72", "slo-preempt", "topology-stress"):  # victims were compared
         assert rules[PREEMPT] > 0 and rules[PREEMPT_LAS] > 0 and with_victims > 0
@@ -86,6 +105,10 @@ def test_native_candidates_change_nothing():
     assert [k for k in before if not np.array_equal(before[k], after[k], equal_nan=before[k].dtype.kind == "f")] == []
 
 
+def _alloc(sim: Simulator) -> tuple:
+    return (sim.ledger.free_mask, sim.ledger.node_owned, sim.ledger.node_free, sim.power.node_power_w, sim.power.node_on)
+
+
 def test_bad_arguments_name_the_argument():
     sc = load_scenario("default")
     env = gym.make("gangsched/GpuCluster-v0", cluster=sc.cluster, workload=sc.workload, num_jobs=40)
@@ -95,8 +118,11 @@ def test_bad_arguments_name_the_argument():
         sim.native_candidates(0)
     state = sim._native_state()
     with pytest.raises(ValueError, match="wait_guard"):
-        _core.SimView(*state[:3]).candidates(*state[3:], 8, PRIORITY_HIGH, True, [1.0], [3600.0], 4.0)
+        _core.SimView(*state[:3]).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [1.0], [3600.0], 4.0)
     with pytest.raises(ValueError, match="las_thresholds"):
-        _core.SimView(*state[:3]).candidates(*state[3:], 8, PRIORITY_HIGH, True, [], [3600.0, 60.0], 4.0)
+        _core.SimView(*state[:3]).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [3600.0, 60.0], 4.0)
     with pytest.raises(ValueError, match="las_thresholds"):
-        _core.SimView(*state[:3]).candidates(*state[3:], 8, PRIORITY_HIGH, True, [], [], 4.0)
+        _core.SimView(*state[:3]).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [], 4.0)
+    with pytest.raises(ValueError, match="allocation: node_free"):
+        _core.SimView(*state[:3]).candidates(_alloc(sim)[:2] + (sim.ledger.node_free[:-1],) + _alloc(sim)[3:], *state[3:],
+                                             8, PRIORITY_HIGH, True, [], [3600.0], 4.0)

@@ -5,6 +5,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <type_traits>
+
 #include "choice.hpp"
 #include "cluster.hpp"
 #include "geometry.hpp"
@@ -249,6 +251,33 @@ void parse_sim(const Cluster& c, const RateModel& model, const nb::dict& f, cons
     parse_state(c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
 }
 
+// The allocation's arrays a simulator replaces as they change (its ledger copies them on write):
+// (free_mask, node_owned, node_free, node_power_w, node_on), passed at each call over a SimView.
+void set_allocation(const Cluster& c, const nb::tuple& t, SimArrays& a) {
+    if (t.size() != 5) throw BadInput("allocation: (free_mask, node_owned, node_free, node_power_w, node_on) expected");
+    const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus);
+    const auto one = [&](size_t i, auto& out, size_t size, const char* name) {
+        using T = std::remove_reference_t<decltype(out[0])>;
+        using Py = std::conditional_t<std::is_same_v<T, uint8_t>, bool, T>;
+        nb::ndarray<Py, nb::ndim<1>, nb::c_contig, nb::device::cpu> x;
+        if (!nb::try_cast(t[i], x, false)) throw BadInput(std::string("allocation: ") + name + ": a contiguous 1-D array of the right dtype expected");
+        if (x.shape(0) != size) throw BadInput(std::string("allocation: ") + name + ": the wrong size");
+        out.data = reinterpret_cast<T*>(x.data());
+        out.size = size;
+    };
+    one(0, a.free_mask, G, "free_mask");
+    one(1, a.node_owned, N, "node_owned");
+    one(2, a.node_free, N, "node_free");
+    one(3, a.node_power_w, N, "node_power_w");
+    one(4, a.node_on, N, "node_on");
+}
+
+void check_las(const LasSpec& las) {
+    if (las.thresholds.empty()) throw BadInput("las_thresholds: at least one");
+    for (size_t i = 1; i < las.thresholds.size(); ++i)
+        if (!(las.thresholds[i - 1] < las.thresholds[i])) throw BadInput("las_thresholds: strictly increasing");
+}
+
 // A simulator's arrays parsed once (views; the dict holding them kept alive), for the calls
 // that read its state at every decision: each passes only the lists and scalars.
 struct SimView {
@@ -446,13 +475,14 @@ NB_MODULE(_core, m) {
             nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"))
         .def(
             "candidates",
-            [](const SimView& v, const std::vector<int64_t>& running, const std::vector<int64_t>& checkpointing,
-               const std::vector<int64_t>& reserved, const std::vector<std::vector<int64_t>>& reserved_gpus,
-               const std::vector<double>& fscal, const std::vector<int64_t>& iscal, int64_t queue_window,
-               int64_t priority_high, bool preempt_las, const std::vector<double>& wait_guard,
-               const std::vector<double>& las_thresholds, double starvation_factor) {
+            [](const SimView& v, const nb::tuple& allocation, const std::vector<int64_t>& running,
+               const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+               const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+               const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high, bool preempt_las,
+               const std::vector<double>& wait_guard, const std::vector<double>& las_thresholds, double starvation_factor) {
                 SimArrays a = v.a;
                 SimScalars s;
+                set_allocation(*v.c, allocation, a);
                 parse_state(*v.c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
                 WaitGuardSpec guard;
                 if (!wait_guard.empty()) {
@@ -467,11 +497,32 @@ NB_MODULE(_core, m) {
                 }
                 return nb::make_tuple(out.window, as_numpy<uint8_t>(std::move(out.mask)), out.index, out.gpus, out.victims);
             },
-            nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"), nb::arg("reserved_gpus"), nb::arg("floats"),
-            nb::arg("ints"), nb::arg("queue_window"), nb::arg("priority_high"), nb::arg("preempt_las"),
+            nb::arg("allocation"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"),
+            nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("queue_window"), nb::arg("priority_high"),
+            nb::arg("preempt_las"),
             nb::arg("wait_guard"), nb::arg("las_thresholds"), nb::arg("starvation_factor"),
             "envs.candidates.build_candidates over the simulator's state (read, not changed): (window, mask, the valid "
-            "candidates' indices other than WAIT, their GPUs (empty: none found), their victims).");
+            "candidates' indices other than WAIT, their GPUs (empty: none found), their victims).")
+        .def(
+            "can_place",
+            [](const SimView& v, const nb::tuple& allocation, const std::vector<int64_t>& running,
+               const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+               const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+               const std::vector<int64_t>& iscal, int64_t priority_high, bool preempt_las,
+               const std::vector<double>& las_thresholds, double starvation_factor) {
+                SimArrays a = v.a;
+                SimScalars s;
+                set_allocation(*v.c, allocation, a);
+                parse_state(*v.c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
+                const LasSpec las{las_thresholds, starvation_factor};
+                check_las(las);
+                return can_place(*v.c, *v.model, a, s, priority_high, preempt_las, las);
+            },
+            nb::arg("allocation"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"),
+            nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("priority_high"), nb::arg("preempt_las"),
+            nb::arg("las_thresholds"), nb::arg("starvation_factor"),
+            "envs.window.can_place (preempt_las) or any_feasible over the simulator's state: some queued job has a "
+            "valid placement.");
 
     m.def(
         "replay",

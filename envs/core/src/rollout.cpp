@@ -183,6 +183,20 @@ class Rollout {
         }
     }
 
+    // envs.window.can_place (`preempt_las`) or any_feasible: some queued job has a valid placement.
+    bool can_place(bool preempt_las, const LasSpec& las) {
+        if (any_feasible()) return true;
+        if (!preempt_las || !s_.qlen) return false;
+        las_ = &las;
+        las_ready_ = false;
+        if (!las_state()) return false;
+        for (int64_t i = 0; i < s_.qlen; ++i) {  // no queued job fits either way here: each is blocked
+            const int64_t j = a_.q_ids[static_cast<size_t>(i)];
+            if (las_fit(j) >= 0) return true;
+        }
+        return false;
+    }
+
     // envs.state.remaining_estimate_s: the estimate minus the work done, at least 0, plus the
     // restore owed (added only while some job owes one).
     double remaining_estimate(size_t u) const {
@@ -1261,6 +1275,12 @@ RolloutResult replay(const Cluster& c, const RateModel& m, SimArrays& a, SimScal
     if (policy < REPLAY_SECT || policy > REPLAY_SJF) throw BadInput("policy: sect (0), a FIFO rule (1-3) or sjf (4)");
     Rollout sim(c, m, a, s, priority_high, &rec);
     return run(c, m, sim, a, s, queue_window, INF, policy, ADVANCE_FIRST, {}, {});
+}
+
+bool can_place(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high, bool preempt_las,
+               const LasSpec& las) {
+    Rollout sim(c, m, a, s, priority_high);
+    return sim.can_place(preempt_las, las);
 }
 
 void build_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,

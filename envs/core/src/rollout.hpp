@@ -144,6 +144,10 @@ void build_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimSca
                       int64_t priority_high, bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las,
                       CandidateSet& out);
 
+// envs.window.can_place (with `preempt_las`; else any_feasible) over a simulator's arrays (read).
+bool can_place(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high, bool preempt_las,
+               const LasSpec& las);
+
 // numpy's float(a.sum()) of a float64 array (pairwise summation, blocks of 128, 8 accumulators).
 double pairwise_sum(const double* a, size_t n);
 
