@@ -7,6 +7,7 @@
 
 #include "choice.hpp"
 #include "cluster.hpp"
+#include "features.hpp"
 #include "geometry.hpp"
 #include "placement.hpp"
 #include "rollout.hpp"
@@ -233,6 +234,49 @@ void parse_sim(const Cluster& c, const RateModel& model, const nb::dict& f, cons
 }
 
 
+// A named 1-D array of a dict (C-contiguous, this dtype; read-only accepted), as a view the core
+// only reads.
+template <typename T, typename Py = std::remove_const_t<T>>
+View<T> read_view(const nb::dict& f, const char* name) {
+    nb::ndarray<const Py, nb::ndim<1>, nb::c_contig, nb::device::cpu> a;
+    if (!nb::try_cast(field(f, name), a, false))
+        throw BadInput(std::string(name) + ": a contiguous 1-D array of the right dtype expected");
+    using B = std::remove_const_t<T>;
+    return View<T>{const_cast<B*>(reinterpret_cast<const B*>(a.data())), a.shape(0)};
+}
+
+// An argument that must be a contiguous 1-D array of this dtype, as a view.
+template <typename T, typename Py = T>
+View<const T> array_arg(nb::handle h, const char* name) {
+    Array1<Py> a;
+    if (!nb::try_cast(h, a, false)) throw BadInput(std::string(name) + ": a contiguous 1-D array of the right dtype expected");
+    return View<const T>{reinterpret_cast<const T*>(a.data()), a.shape(0)};
+}
+
+// An argument of job ids: an int64 array or a sequence of ints.
+std::vector<int64_t> ids_arg(nb::handle h, const char* name) {
+    Array1<int64_t> a;
+    if (nb::try_cast(h, a, false)) return to_vector(a);
+    std::vector<int64_t> v;
+    if (!nb::try_cast(h, v)) throw BadInput(std::string(name) + ": a sequence of job ids expected");
+    return v;
+}
+
+// An output argument: a writable C-contiguous array of `T` of `rows` (x `cols`) entries; null
+// when it is not of `T` (and `other` is), else BadInput.
+template <typename T, size_t Dims>
+T* out_arg(nb::handle h, const char* name, size_t rows, size_t cols, bool other = false) {
+    nb::ndarray<T, nb::ndim<Dims>, nb::c_contig, nb::device::cpu> a;
+    if (!nb::try_cast(h, a, false)) {
+        if (other) return nullptr;
+        throw BadInput(std::string(name) + ": a writable contiguous float32 (or float64) array expected");
+    }
+    if (a.shape(0) != rows || (a.ndim() == 2 && a.shape(1) != cols))
+        throw BadInput(std::string(name) + ": " + std::to_string(rows) + (a.ndim() == 2 ? " x " + std::to_string(cols) : "") +
+                       " entries expected");
+    return a.data();
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -377,6 +421,94 @@ NB_MODULE(_core, m) {
         nb::arg("restore_s"), nb::arg("needs_restore"), nb::arg("enqueue_seq"), nb::arg("any_restore"), nb::arg("window"),
         nb::arg("mask"), nb::arg("num_rules"),
         "baselines/sect.py's choice over a decision state's arrays: a candidate index, or -1 when none is valid.");
+
+
+    {
+        nb::list cand, glob;
+        for (const char* n : CANDIDATE_COLUMN_NAMES) cand.append(nb::str(n));
+        for (const char* n : GLOBAL_COLUMN_NAMES) glob.append(nb::str(n));
+        m.attr("CANDIDATE_COLUMNS") = nb::tuple(cand);
+        m.attr("GLOBAL_COLUMNS") = nb::tuple(glob);
+    }
+
+    m.def(
+        "candidate_features",
+        [](const Cluster& c, const RateModel& model, const nb::dict& f, nb::handle running, nb::handle checkpointing,
+           nb::handle reserved, double now, const std::vector<int64_t>& counts, nb::handle window, nb::handle mask,
+           nb::handle gpus, nb::handle gpus_end, nb::handle victims, nb::handle victims_end, nb::handle out_candidates,
+           nb::handle out_global, bool clip) {
+            if (counts.size() != 6)
+                throw BadInput("counts: (free GPUs, fragmented free GPUs, known jobs, queued GPUs, queued high-priority jobs, "
+                               "restores owed) expected");
+            SimArrays a;
+            a.estimate = read_view<const double>(f, "estimate");
+            a.work_done = read_view<double>(f, "work_done");
+            a.restore_s = read_view<const double>(f, "restore_s");
+            a.needs_restore = read_view<uint8_t, bool>(f, "needs_restore");
+            a.checkpoint_s = read_view<const double>(f, "checkpoint_s");
+            a.gpus_req = read_view<const int64_t>(f, "gpus_req");
+            a.tp_degree = read_view<const int64_t>(f, "tp_degree");
+            a.kind = read_view<const int64_t>(f, "kind");
+            a.priority = read_view<const int64_t>(f, "priority");
+            a.preemptible = read_view<const uint8_t, bool>(f, "preemptible");
+            a.comm_fraction = read_view<const double>(f, "comm_fraction");
+            a.tp_comm_share = read_view<const double>(f, "tp_comm_share");
+            a.mem_req = read_view<const double>(f, "mem_req");
+            a.queued_since = read_view<double>(f, "queued_since");
+            a.wait_s = read_view<double>(f, "wait_s");
+            a.attained_gpu_s = read_view<double>(f, "attained_gpu_s");
+            a.overhead_left = read_view<double>(f, "overhead_left");
+            a.checkpoint_end = read_view<double>(f, "checkpoint_end");
+            a.rate = read_view<double>(f, "rate");
+            a.q_ids = read_view<int64_t>(f, "q_ids");
+            a.node_free = read_view<int64_t>(f, "node_free");
+            a.node_pressure = read_view<double>(f, "node_pressure");
+            a.uplink_demand = read_view<double>(f, "uplink_demand");
+            a.whole_gang = read_view<const int64_t>(f, "whole_gang");
+            a.running = ids_arg(running, "running");
+            a.checkpointing = ids_arg(checkpointing, "checkpointing");
+            a.reserved = ids_arg(reserved, "reserved");
+            SimScalars s;
+            s.now = now;
+            s.num_free = counts[0];
+            s.fragmented = counts[1];
+            s.next_arrival = counts[2];
+            s.qlen = static_cast<int64_t>(a.q_ids.size);
+            s.queued_gpus = counts[3];
+            s.queued_high = counts[4];
+            s.num_needs_restore = counts[5];
+            PastArrivals past{read_view<const double>(f, "arrival_times"), read_view<const double>(f, "arrival_requested")};
+            const std::vector<int64_t> win = ids_arg(window, "window");
+            CandidateArrays cs;
+            cs.window = View<const int64_t>{win.data(), win.size()};
+            cs.mask = array_arg<uint8_t, bool>(mask, "mask");
+            cs.gpus = array_arg<int64_t>(gpus, "gpus");
+            cs.gpus_end = array_arg<int64_t>(gpus_end, "gpus_end");
+            cs.victims = array_arg<int64_t>(victims, "victims");
+            cs.victims_end = array_arg<int64_t>(victims_end, "victims_end");
+            const size_t K = cs.mask.size;
+            if (float* feats = out_arg<float, 2>(out_candidates, "out_candidates", K, NUM_CANDIDATE_COLUMNS, true)) {
+                float* glob = out_arg<float, 1>(out_global, "out_global", NUM_GLOBAL_COLUMNS, 0);
+                candidate_features(c, model, a, s, past, cs, feats, glob, clip);
+            } else {  // float64: the values before the cast to float32
+                double* feats64 = out_arg<double, 2>(out_candidates, "out_candidates", K, NUM_CANDIDATE_COLUMNS);
+                double* glob64 = out_arg<double, 1>(out_global, "out_global", NUM_GLOBAL_COLUMNS, 0);
+                candidate_features(c, model, a, s, past, cs, feats64, glob64, clip);
+            }
+        },
+        nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("checkpointing"),
+        nb::arg("reserved"), nb::arg("now"), nb::arg("counts"), nb::arg("window"), nb::arg("mask"), nb::arg("gpus"),
+        nb::arg("gpus_end"), nb::arg("victims"), nb::arg("victims_end"), nb::arg("out_candidates"), nb::arg("out_global"),
+        nb::arg("clip") = false,
+        "envs.features.candidate_features over a decision state's arrays (by name: per job, the queue q_ids, per node, "
+        "the past arrivals) and a candidate set (the window, the mask, each valid candidate's GPUs and victims as flat "
+        "arrays with ends), written into out_candidates (K x CANDIDATE_COLUMNS float32) and out_global "
+        "(GLOBAL_COLUMNS float32), or float64 for both: the values before the cast; with clip, clipped to [-1, 1] as the "
+        "env's observation.");
+
+    m.def(
+        "exact_sum", [](const Array1<double>& x) { return exact_sum(x.data(), x.shape(0)); }, nb::arg("values"),
+        "Python's math.fsum of a float64 array, as the features' sums over past arrivals take it.");
 
     m.def(
         "rollout_sect",
