@@ -37,9 +37,13 @@ STEPS = 300  # decisions compared per scenario (over as many episodes as that ta
 SIZES = {"large": (700, 600), "nvl72": (STEPS, 400)}
 
 
-def assert_same(cset, coverage=None) -> None:
-    """The native features of `cset` are the reference's, bit for bit (and clipped, the env's clip)."""
+def assert_same(cset, coverage=None, sim=None) -> None:
+    """The native features of `cset` are the reference's, bit for bit (and clipped, the env's
+    clip); with `sim` (the simulator of cset's state), also from the simulator's own arrays."""
     ref_feats, ref_glob = candidate_features(cset)
+    if sim is not None:
+        feats, glob = native_candidate_features(cset, sim=sim)
+        assert np.array_equal(feats, ref_feats, equal_nan=True) and np.array_equal(glob, ref_glob, equal_nan=True)
     feats, glob = native_candidate_features(cset)
     assert feats.dtype == np.float32 and glob.dtype == np.float32
     if not np.array_equal(feats, ref_feats, equal_nan=True):
@@ -114,7 +118,7 @@ def test_native_features_are_the_reference_on_every_scenario(scenario):
     coverage = collections.Counter()
     steps, jobs = SIZES.get(scenario, (STEPS, 100))
     for u, cset in episode_states(scenario, steps, num_jobs=jobs):
-        assert_same(cset, coverage)
+        assert_same(cset, coverage, u.sim)
     assert coverage["states"] >= steps
     for case in ("victims", "preempt_las", "checkpointing", "reserved", "wait_invalid", "restores_owed"):
         assert coverage[case], (case, dict(coverage))
@@ -238,6 +242,28 @@ def test_out_arrays_are_written_whole():
         assert np.array_equal(feats, ref[0]) and np.array_equal(glob, ref[1])
 
 
+def test_sim_must_be_the_states():
+    states = episode_states("default", 3, seed=1)
+    u, cset = next(states)
+    other = gym.make(ENV_ID, num_jobs=20)
+    other.reset(seed=1)
+    with pytest.raises(ValueError, match="^sim: "):
+        native_candidate_features(cset, sim=other.unwrapped.sim)
+    assert np.array_equal(native_candidate_features(cset, sim=u.sim)[0], candidate_features(cset)[0])
+
+
+def test_one_memo_over_changing_arrays():
+    """An ArrayMemo reused across states: arrays that are new objects are read anew (two
+    episodes' states in turn through one memo, the arrays of each replaced as jobs arrive)."""
+    memo = _core.ArrayMemo()
+    for (_, a), (_, b) in zip(episode_states("default", 60, seed=1), episode_states("philly", 60, seed=2)):
+        for cset in (a, b):
+            args = _args(cset)
+            feats, glob = _core.candidate_features(**args, memo=memo)
+            ref = candidate_features(cset)
+            assert np.array_equal(feats, ref[0]) and np.array_equal(glob, ref[1])
+
+
 # ---------------------------------------------------------------------- bad input
 
 
@@ -266,6 +292,12 @@ def _raises(args, name, **changes):
     a = {**args, **changes}
     with pytest.raises(ValueError, match=f"^{name}: "):
         _core.candidate_features(**a)
+    memo = _core.ArrayMemo()  # the same through a memo that holds the good arrays
+    _core.candidate_features(**args, memo=memo)
+    with pytest.raises(ValueError, match=f"^{name}: "):
+        _core.candidate_features(**a, memo=memo)
+    good = _core.candidate_features(**args, memo=memo)
+    assert np.array_equal(good[0], _core.candidate_features(**args)[0])
 
 
 def test_bad_candidate_arrays_are_refused(a_decision):
@@ -337,6 +369,11 @@ def test_bad_state_arrays_are_refused(a_decision):
             ("arrival_requested_gpu_s", state.arrival_requested_gpu_s[:-1], "arrival_requested"),
     ):
         _raises(args, name, state=broken(**{field: value}))
+    inputs = _core.feature_inputs(state)
+    for at, name in ((3, "q_ids"), (4, "arrival_times"), (2, "estimate")):  # counts beyond the arrays
+        counts = list(inputs[5])
+        counts[at] = 10**6
+        _raises(args, name, inputs=(*inputs[:5], counts))
     kinds = state.kind.copy()
     kinds[args["window"][0]] = 7
     _raises(args, "kind", state=broken(kind=kinds))
@@ -350,7 +387,7 @@ def test_bad_state_arrays_are_refused(a_decision):
             np.zeros(0, np.int64), np.zeros((1, NUM_CANDIDATE_FEATURES), np.float32), np.zeros(NUM_GLOBAL_FEATURES, np.float32))
     with pytest.raises(ValueError, match="^estimate: missing"):
         _core._core.candidate_features(
-            _core.cluster_arrays(state.cluster), _core.rate_model(state.speed_model), {}, [], [], [], 0.0, [0] * 6,
+            _core.cluster_arrays(state.cluster), _core.rate_model(state.speed_model), {}, [], [], [], 0.0, [0] * 8,
             [], np.zeros(1, bool), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
             np.zeros(0, np.int64), np.zeros((1, NUM_CANDIDATE_FEATURES), np.float32), np.zeros(NUM_GLOBAL_FEATURES, np.float32))
 

@@ -399,8 +399,10 @@ void features_of(const Cluster& c, const RateModel& m, const SimArrays& a, const
 }  // namespace
 
 double exact_sum(const double* x, size_t n) {
-    // CPython's math_fsum (Shewchuk's exact partials, then the correctly rounded total).
-    std::vector<double> p;
+    // CPython's math_fsum (Shewchuk's exact partials, then the correctly rounded total); the
+    // partials' buffer kept from call to call.
+    thread_local std::vector<double> p;
+    p.clear();
     double special_sum = 0.0, inf_sum = 0.0;
     for (size_t k = 0; k < n; ++k) {
         double v = x[k];
