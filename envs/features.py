@@ -424,3 +424,66 @@ def schema_table() -> str:
     for block, schema in (("candidate", CANDIDATE_SCHEMA), ("global", GLOBAL_SCHEMA)):
         lines += [f"| {block} | {i} | `{n}` | {m} | {s} |" for i, (n, m, s) in enumerate(schema)]
     return "\n".join(lines)
+
+
+_NATIVE_SCHEMA_CHECKED = False
+_NO_IDS = np.zeros(0, dtype=np.int64)
+
+
+def check_native_schema() -> None:
+    """The native core's columns (envs.core._core.CANDIDATE_COLUMNS and GLOBAL_COLUMNS) are this
+    schema's, name by name and in order; RuntimeError naming the first difference otherwise."""
+    global _NATIVE_SCHEMA_CHECKED
+    from envs.core import _core
+
+    for block, ours, theirs in (("candidate", CANDIDATE_FEATURES, _core.CANDIDATE_COLUMNS),
+                                ("global", GLOBAL_FEATURES, _core.GLOBAL_COLUMNS)):
+        if tuple(theirs) != ours:
+            at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+            count = f"{len(theirs)} columns, not {len(ours)}; " if len(theirs) != len(ours) else ""
+            raise RuntimeError(f"the native core's {block} features are not the schema's (version {FEATURE_SCHEMA_VERSION}): "
+                               f"{count}column {at} is {theirs[at] if at < len(theirs) else None!r}, not "
+                               f"{ours[at] if at < len(ours) else None!r} (rebuild the core, or change "
+                               "envs/core/src/features.hpp with the schema)")
+    _NATIVE_SCHEMA_CHECKED = True
+
+
+def native_candidate_features(cset: CandidateSet, clip: bool = False, out: tuple[np.ndarray, np.ndarray] | None = None,
+                              sim=None) -> tuple[np.ndarray, np.ndarray]:
+    """`candidate_features(cset)` computed by the native core (envs.core.candidate_features),
+    bit for bit; with `clip`, clipped to [-1, 1] as the env's observation. The candidates'
+    placements are resolved here (each valid candidate's GPUs and victims); the features of them
+    are the core's. `out`: two float32 arrays of the right shapes to write instead of new ones.
+    `sim`: the simulator whose decision state `cset.state` is, as it is now; its own arrays are
+    then read (the same values, in objects that stay the same from decision to decision: less to
+    import per call). The schema is checked against the core's columns on the first call
+    (RuntimeError)."""
+    if not _NATIVE_SCHEMA_CHECKED:
+        check_native_schema()
+    from envs import core as _core
+
+    valid = cset.valid_placements()
+    candidates = cset.candidates
+    gpus, victims, gpu_ends, victim_ends = [], [], [], []
+    g = v = 0
+    for i in valid:
+        cd = candidates[i]
+        placed, taken = cd.gpus, cd.victims
+        gpus.append(placed)
+        g += len(placed)
+        gpu_ends.append(g)
+        if taken:
+            victims.extend(taken)
+            v += len(taken)
+        victim_ends.append(v)
+    state = cset.state
+    if sim is not None and sim.decision_state() is not state:
+        raise ValueError("sim: not the simulator whose decision state the candidate set's is")
+    tables = per_jobs(state)
+    memo = tables.get("native_arrays")
+    if memo is None:
+        memo = tables["native_arrays"] = _core.ArrayMemo()
+    return _core.candidate_features(
+        state, cset.window, cset.mask, np.concatenate(gpus) if gpus else _NO_IDS, np.array(gpu_ends, dtype=np.int64),
+        np.array(victims, dtype=np.int64), np.array(victim_ends, dtype=np.int64), clip, out, memo,
+        None if sim is None else sim.native_feature_inputs())

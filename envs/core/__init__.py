@@ -22,9 +22,12 @@ envs.simulator.Simulator.rollout_sect calls: the decisions, the starts, the pree
 checkpoints and the events), in place or on the core's own copy of a sampled world (`World`, made
 by Simulator.native_world: a fork is a copy of arrays); and a whole replay of `sect`, `sjf` or a
 FIFO rule to the workload's end (`replay`, which Simulator.replay_native calls), its segments and
-timeline recorded; and a decision's whole candidate set (`SimView.candidates` over a simulator's arrays parsed once,
-which Simulator.native_candidates calls: the window with `preempt-las`'s jobs, the mask, every valid
-candidate's placement and victims, as envs.candidates.build_candidates states them).
+timeline recorded; a decision's whole candidate set (`SimView.candidates` over a simulator's
+arrays parsed once, which Simulator.native_candidates calls: the window with `preempt-las`'s
+jobs, the mask, every valid candidate's placement and victims, as
+envs.candidates.build_candidates states them); and a decision's features (`candidate_features`:
+the candidate and global columns of envs/features.py's schema, which
+envs.features.native_candidate_features calls).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ except ImportError as e:  # pragma: no cover - only on a tree that was never ins
     raise ImportError("the native core envs.core._core is not built: run `pip install -e .` "
                       f"(or `make install`) in the repository ({e})") from None
 
+ArrayMemo = _core.ArrayMemo
 ClusterArrays = _core.ClusterArrays
 RateModel = _core.RateModel
 node_take = _core.node_take
@@ -107,5 +111,55 @@ def choose_sect(state, window: list[int], mask: np.ndarray, num_rules: int) -> i
         state.needs_restore, state.enqueue_seq, state.num_restores_owed > 0, window, mask, num_rules)
 
 
-__all__ = ["ClusterArrays", "RateModel", "choose_sect", "cluster_arrays", "node_take", "pick_in_node", "placement_geometry",
+def whole_gang(cluster) -> np.ndarray:
+    """The cluster's node_whole_gang as the core reads it (int64), once per cluster object."""
+    hit = cluster.__dict__.get("_core_whole_gang")
+    if hit is None:
+        hit = cluster.__dict__["_core_whole_gang"] = np.ascontiguousarray(cluster.node_whole_gang, dtype=np.int64)
+    return hit
+
+
+def feature_inputs(state) -> tuple:
+    """A decision state's (`ClusterState`) arrays by name, running, checkpointing and reserved
+    jobs, time and counts, as `candidate_features` reads them."""
+    s = state
+    arrays = {
+        "estimate": s.estimate_s, "work_done": s.work_done_s, "restore_s": s.restore_s, "needs_restore": s.needs_restore,
+        "checkpoint_s": s.checkpoint_s, "gpus_req": s.num_gpus, "tp_degree": s.tp_degree, "kind": s.kind,
+        "priority": s.priority, "preemptible": s.preemptible, "comm_fraction": s.comm_fraction,
+        "tp_comm_share": s.tp_comm_share, "mem_req": s.mem_per_gpu_gb, "queued_since": s.queued_since_s,
+        "wait_s": s.wait_s, "attained_gpu_s": s.attained_gpu_s, "overhead_left": s.restore_left_s,
+        "checkpoint_end": s.checkpoint_end_s, "rate": s.rate, "q_ids": s.queue, "node_free": s.node_free,
+        "node_pressure": s.node_pressure, "uplink_demand": s.uplink_demand, "whole_gang": whole_gang(s.cluster),
+        "arrival_times": s.arrival_times_s, "arrival_requested": s.arrival_requested_gpu_s,
+    }
+    counts = [s.num_free, s.fragmented_free, len(s.num_gpus), len(s.queue), len(s.arrival_times_s), s.queued_gpus,
+              s.queued_high_priority, s.num_restores_owed]
+    return arrays, s.running, s.checkpointing, s.reserved, float(s.now), counts
+
+
+def candidate_features(state, window, mask: np.ndarray, gpus: np.ndarray, gpus_end: np.ndarray, victims: np.ndarray,
+                       victims_end: np.ndarray, clip: bool = False, out: tuple | None = None,
+                       memo: ArrayMemo | None = None, inputs: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """envs.features.candidate_features' (K, candidate columns) and (global columns,) float32 of
+    a decision state (`ClusterState`) and its candidate set as plain arrays: the window's jobs,
+    the mask (K entries, WAIT last), and for each valid candidate other than WAIT, in index order,
+    its GPUs `gpus[gpus_end[v - 1]:gpus_end[v]]` and victims `victims[victims_end[v - 1]:
+    victims_end[v]]` (int64). With `clip`, clipped to [-1, 1] as the env's observation. `out`:
+    the two float32 arrays to write (every entry is written; float64 ones get the values before
+    the cast to float32); new ones otherwise. `memo`: an `ArrayMemo` kept with the state, so that
+    arrays that are the same objects as at its last call are not imported again. `inputs`: the
+    state's arrays and counts as `feature_inputs(state)` makes them, or as a simulator's
+    `native_feature_inputs()` does from its own arrays (the same values)."""
+    if out is None:
+        out = (np.empty((len(mask), len(_core.CANDIDATE_COLUMNS)), dtype=np.float32),
+               np.empty(len(_core.GLOBAL_COLUMNS), dtype=np.float32))
+    arrays, running, checkpointing, reserved, now, counts = feature_inputs(state) if inputs is None else inputs
+    _core.candidate_features(cluster_arrays(state.cluster), rate_model(state.speed_model), arrays, running, checkpointing,
+                             reserved, now, counts, window, mask, gpus, gpus_end, victims, victims_end, out[0], out[1], clip,
+                             memo)
+    return out
+
+
+__all__ = ["ArrayMemo", "candidate_features", "feature_inputs", "whole_gang", "ClusterArrays", "RateModel", "choose_sect", "cluster_arrays", "node_take", "pick_in_node", "placement_geometry",
            "rate_model", "replay", "rollout_sect"]

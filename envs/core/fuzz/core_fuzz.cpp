@@ -1,7 +1,8 @@
 // Fuzz driver of the native core, run under AddressSanitizer and UndefinedBehaviorSanitizer by
 // `make sanitize` (and CI). No Python: random clusters (node sizes, NUMA sockets, GPU types,
 // switch trees of 1-3 levels), random availability, gangs and rules, checked against the rules'
-// invariants; and malformed input, which must raise BadInput, never crash.
+// invariants; the features of random decision states; and malformed input, which must raise
+// BadInput, never crash.
 //
 //   core_fuzz [iterations] [seed]
 #include <algorithm>
@@ -13,9 +14,11 @@
 #include <string>
 
 #include "cluster.hpp"
+#include "features.hpp"
 #include "geometry.hpp"
 #include "choice.hpp"
 #include "placement.hpp"
+#include "rollout.hpp"
 
 using namespace gangsched;
 
@@ -24,6 +27,7 @@ namespace {
 int failures = 0;
 uint64_t domain_checks = 0;  // placements checked to stay inside one NVLink domain
 uint64_t spanning_placements = 0;  // placements with TP groups on whole trays of a domain
+uint64_t feature_candidates = 0, feature_victims = 0;  // valid candidates whose features were checked, victims among them
 
 void check(bool ok, const char* what, uint64_t iteration) {
     if (!ok) {
@@ -395,6 +399,164 @@ void choices(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
     check(std::isfinite(rate) && rate > 0.0, "a positive finite rate", it);
 }
 
+
+// The features of a random decision state and candidate set: every value finite, the clipped
+// ones in [-1, 1], the float32 ones the float64 ones cast; malformed candidate arrays refused.
+void features(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
+    const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const auto J = static_cast<size_t>(1 + rng() % 30);
+    std::vector<double> est(J), done(J), restore(J), ckpt(J), comm(J), share(J), mem(J), since(J), wait(J), attained(J),
+        overhead(J), ckpt_end(J), rate(J), arrival(J), requested(J);
+    std::vector<int64_t> gpus(J), tp(J), kind(J), prio(J);
+    std::vector<uint8_t> needs(J), preemptible(J);
+    const int64_t tps[] = {1, 2, 4, 8};
+    double now = 1e5 * unit(rng), t = 0.0;
+    for (size_t j = 0; j < J; ++j) {
+        tp[j] = tps[rng() % 4];
+        gpus[j] = tp[j] * (1 + static_cast<int64_t>(rng() % 4));
+        kind[j] = static_cast<int64_t>(rng() % 4);
+        prio[j] = static_cast<int64_t>(rng() % 3);
+        est[j] = 1.0 + 1e5 * unit(rng);
+        done[j] = est[j] * 1.5 * unit(rng);
+        restore[j] = 100.0 * unit(rng);
+        ckpt[j] = 60.0 * unit(rng);
+        comm[j] = unit(rng) * 0.9;
+        share[j] = unit(rng);
+        mem[j] = 80.0 * unit(rng);
+        needs[j] = rng() % 3 == 0;
+        preemptible[j] = rng() % 2;
+        t += (now / static_cast<double>(J)) * unit(rng);
+        arrival[j] = t;
+        requested[j] = static_cast<double>(gpus[j]) * est[j];
+        since[j] = arrival[j] + (now - arrival[j]) * unit(rng);
+        wait[j] = 1e3 * unit(rng);
+        attained[j] = 1e6 * unit(rng);
+        overhead[j] = rng() % 4 == 0 ? 50.0 * unit(rng) : 0.0;
+        ckpt_end[j] = now + 30.0 * unit(rng);
+        rate[j] = 0.05 + unit(rng);
+    }
+    // each job queued, running or checkpointing; the allocation random (its GPUs not the jobs')
+    std::vector<int64_t> queue, running, checkpointing;
+    for (size_t j = 0; j < J; ++j) {
+        const auto r = rng() % 6;
+        (r < 3 ? queue : r < 5 ? running : checkpointing).push_back(static_cast<int64_t>(j));
+    }
+    std::vector<uint8_t> free_mask(G);
+    std::vector<int64_t> node_free(N, 0), whole_gang(N);
+    std::bernoulli_distribution up(unit(rng));
+    for (size_t g = 0; g < G; ++g) node_free[static_cast<size_t>(c.gpu_node[g])] += free_mask[g] = up(rng);
+    std::vector<double> pressure(N), demand(static_cast<size_t>(c.num_switches));
+    for (double& x : pressure) x = 4.0 * unit(rng);
+    for (double& x : demand) x = 200.0 * unit(rng);
+    SimScalars s;
+    s.now = now;
+    s.next_arrival = static_cast<int64_t>(J);
+    s.qlen = static_cast<int64_t>(queue.size());
+    s.num_needs_restore = static_cast<int64_t>(rng() % 2);
+    for (size_t n = 0; n < N; ++n) {
+        whole_gang[n] = std::min<int64_t>(8, c.node_gpus[n]);
+        s.num_free += node_free[n];
+        s.fragmented += node_free[n] < whole_gang[n] ? node_free[n] : 0;
+    }
+    for (int64_t j : queue) {
+        s.queued_gpus += gpus[static_cast<size_t>(j)];
+        s.queued_high += prio[static_cast<size_t>(j)] == 2;
+    }
+    SimArrays a;
+    const auto cv = [](const auto& v) { return View<const typename std::decay_t<decltype(v)>::value_type>{v.data(), v.size()}; };
+    const auto mv = [](auto& v) { return View<typename std::decay_t<decltype(v)>::value_type>{v.data(), v.size()}; };
+    a.estimate = cv(est); a.work_done = mv(done); a.restore_s = cv(restore); a.needs_restore = mv(needs);
+    a.checkpoint_s = cv(ckpt); a.gpus_req = cv(gpus); a.tp_degree = cv(tp); a.kind = cv(kind); a.priority = cv(prio);
+    a.preemptible = cv(preemptible); a.comm_fraction = cv(comm); a.tp_comm_share = cv(share); a.mem_req = cv(mem);
+    a.queued_since = mv(since); a.wait_s = mv(wait); a.attained_gpu_s = mv(attained); a.overhead_left = mv(overhead);
+    a.checkpoint_end = mv(ckpt_end); a.rate = mv(rate); a.q_ids = mv(queue); a.node_free = mv(node_free);
+    a.node_pressure = mv(pressure); a.uplink_demand = mv(demand); a.whole_gang = cv(whole_gang);
+    a.running = running;
+    a.checkpointing = checkpointing;
+    if (rng() % 3 == 0) a.reserved.push_back(0);
+    PastArrivals past{cv(arrival), cv(requested)};
+    // the window: queued jobs; rules 0-2 valid where the free GPUs place the gang, 3-4 sometimes,
+    // on any GPUs, with running victims
+    const int64_t R = NUM_FEATURE_RULES, Q = 1 + static_cast<int64_t>(rng() % 6);
+    std::vector<int64_t> window;
+    for (int64_t j : queue)
+        if (static_cast<int64_t>(window.size()) < Q && rng() % 4) window.push_back(j);
+    std::vector<uint8_t> mask(static_cast<size_t>(Q * R + 1), 0);
+    std::vector<int64_t> cand_gpus, gpus_end, victims, victims_end;
+    const Allocation alloc{free_mask.data(), node_free.data(), pressure.data(), demand.data()};
+    for (size_t k = 0; k < window.size(); ++k) {
+        const auto j = static_cast<size_t>(window[k]);
+        for (int64_t r = 0; r < R; ++r) {
+            std::vector<int64_t> placed;
+            if (r < 3) {
+                if (!place_free(c, alloc, gpus[j], tp[j], mem[j], r, placed)) continue;
+            } else {
+                if (running.empty() || gpus[j] > c.num_gpus || rng() % 2) continue;
+                std::vector<int64_t> all(G);
+                for (size_t g = 0; g < G; ++g) all[g] = static_cast<int64_t>(g);
+                std::shuffle(all.begin(), all.end(), rng);
+                placed.assign(all.begin(), all.begin() + gpus[j]);
+                const size_t nv = 1 + rng() % 3;
+                for (size_t v = 0; v < nv; ++v) victims.push_back(running[rng() % running.size()]);
+            }
+            mask[k * static_cast<size_t>(R) + static_cast<size_t>(r)] = 1;
+            cand_gpus.insert(cand_gpus.end(), placed.begin(), placed.end());
+            gpus_end.push_back(static_cast<int64_t>(cand_gpus.size()));
+            victims_end.push_back(static_cast<int64_t>(victims.size()));
+        }
+    }
+    mask.back() = rng() % 2;
+    CandidateArrays cs;
+    cs.window = View<const int64_t>{window.data(), window.size()};
+    cs.mask = View<const uint8_t>{mask.data(), mask.size()};
+    cs.gpus = cv(cand_gpus); cs.gpus_end = cv(gpus_end); cs.victims = cv(victims); cs.victims_end = cv(victims_end);
+    feature_candidates += gpus_end.size();
+    feature_victims += victims.size();
+    const size_t F = NUM_CANDIDATE_COLUMNS, K = mask.size();
+    std::vector<float> feats(K * F), glob(NUM_GLOBAL_COLUMNS), clipped(K * F), clipped_glob(NUM_GLOBAL_COLUMNS);
+    std::vector<double> feats64(K * F), glob64(NUM_GLOBAL_COLUMNS);
+    const RateModel m{SpeedConstants{}, 0.6, 50.0, {0.3, 0.3, 1.0, 0.2}, {1.0, 0.5, 2.0, 0.3}};
+    candidate_features(c, m, a, s, past, cs, feats.data(), glob.data());
+    candidate_features(c, m, a, s, past, cs, feats64.data(), glob64.data());
+    candidate_features(c, m, a, s, past, cs, clipped.data(), clipped_glob.data(), true);
+    for (size_t i = 0; i < feats.size(); ++i) {
+        check(std::isfinite(feats[i]), "every candidate feature finite", it);
+        check(feats[i] == static_cast<float>(feats64[i]), "the float32 features are the float64 values cast", it);
+        check(clipped[i] == std::min(1.0f, std::max(-1.0f, feats[i])), "clipped to [-1, 1]", it);
+    }
+    for (size_t i = 0; i < glob.size(); ++i) {
+        check(std::isfinite(glob[i]), "every global feature finite", it);
+        check(glob[i] == static_cast<float>(glob64[i]), "the float32 global features are the float64 values cast", it);
+        check(clipped_glob[i] == std::min(1.0f, std::max(-1.0f, glob[i])), "global features clipped to [-1, 1]", it);
+    }
+    // malformed candidate arrays
+    CandidateArrays bad = cs;
+    std::vector<uint8_t> short_mask(mask.begin(), mask.end() - 1);
+    bad.mask = View<const uint8_t>{short_mask.data(), short_mask.size()};
+    must_refuse([&] { candidate_features(c, m, a, s, past, bad, feats.data(), glob.data()); }, "a mask of the wrong size is refused", it);
+    if (!gpus_end.empty()) {
+        bad = cs;
+        bad.gpus_end.size -= 1;
+        must_refuse([&] { candidate_features(c, m, a, s, past, bad, feats.data(), glob.data()); }, "too few GPU lists are refused", it);
+        std::vector<int64_t> far(cand_gpus);
+        far[rng() % far.size()] = c.num_gpus + static_cast<int64_t>(rng() % 3);
+        bad = cs;
+        bad.gpus = cv(far);
+        must_refuse([&] { candidate_features(c, m, a, s, past, bad, feats.data(), glob.data()); }, "a GPU out of range is refused", it);
+    }
+    if (!window.empty()) {
+        std::vector<int64_t> unknown(window);
+        unknown[0] = static_cast<int64_t>(J);
+        bad = cs;
+        bad.window = View<const int64_t>{unknown.data(), unknown.size()};
+        must_refuse([&] { candidate_features(c, m, a, s, past, bad, feats.data(), glob.data()); }, "an unknown window job is refused", it);
+    }
+    SimScalars more = s;
+    more.qlen = static_cast<int64_t>(queue.size()) + 1;
+    must_refuse([&] { candidate_features(c, m, a, more, past, cs, feats.data(), glob.data()); }, "a queue longer than q_ids is refused", it);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -406,11 +568,13 @@ int main(int argc, char** argv) {
         if (it % 50 == 0) c = random_cluster(rng);
         placements(c, rng, it);
         choices(c, rng, it);
+        if (it % 4 == 0) features(c, rng, it);
         if (it % 10 == 0) malformed(c, rng, it);
     }
     std::printf("core_fuzz: %llu iterations (seed %llu), %llu placements kept inside one NVLink domain, "
-                "%llu with TP groups on whole trays, %d failures\n",
+                "%llu with TP groups on whole trays, features of %llu candidates (%llu victims), %d failures\n",
                 static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(seed),
-                static_cast<unsigned long long>(domain_checks), static_cast<unsigned long long>(spanning_placements), failures);
+                static_cast<unsigned long long>(domain_checks), static_cast<unsigned long long>(spanning_placements),
+                static_cast<unsigned long long>(feature_candidates), static_cast<unsigned long long>(feature_victims), failures);
     return failures ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 
 #include "choice.hpp"
 #include "cluster.hpp"
+#include "features.hpp"
 #include "geometry.hpp"
 #include "placement.hpp"
 #include "rollout.hpp"
@@ -288,6 +289,80 @@ struct SimView {
 };
 
 
+// What one call's arrays were, for the next call on the same state (envs.core.ArrayMemo): each
+// named array held (so its data stay where they are) with its view. An array that is the same
+// object as last time is not imported again; numpy arrays do not move or resize their data while
+// another reference holds them.
+struct ArrayMemo {
+    struct Entry {
+        nb::object held;
+        void* data = nullptr;
+        size_t size = 0;
+    };
+    static constexpr int SLOTS = 32;
+    Entry entries[SLOTS];
+};
+
+// A named 1-D array of a dict (C-contiguous, this dtype; read-only accepted), as a view the core
+// only reads; with a memo, that of `slot` when it is the same object.
+template <typename T, typename Py = std::remove_const_t<T>>
+View<T> read_view(const nb::dict& f, const char* name, ArrayMemo* memo = nullptr, int slot = 0) {
+    // the key interned once per name (its hash kept), as the ArrayMemo's slot: no string made per call
+    static PyObject* keys[ArrayMemo::SLOTS] = {};
+    PyObject*& key = keys[slot];
+    if (key == nullptr || PyUnicode_CompareWithASCIIString(key, name) != 0) {
+        Py_XDECREF(key);
+        key = PyUnicode_InternFromString(name);  // kept for the process's life
+        if (key == nullptr) throw nb::python_error();
+    }
+    PyObject* obj = PyDict_GetItemWithError(f.ptr(), key);  // borrowed
+    if (obj == nullptr) {
+        if (PyErr_Occurred()) throw nb::python_error();
+        throw BadInput(std::string(name) + ": missing");
+    }
+    using B = std::remove_const_t<T>;
+    if (memo != nullptr && memo->entries[slot].held.ptr() == obj)
+        return View<T>{static_cast<B*>(memo->entries[slot].data), memo->entries[slot].size};
+    nb::ndarray<const Py, nb::ndim<1>, nb::c_contig, nb::device::cpu> a;
+    if (!nb::try_cast(nb::handle(obj), a, false))
+        throw BadInput(std::string(name) + ": a contiguous 1-D array of the right dtype expected");
+    View<T> v{const_cast<B*>(reinterpret_cast<const B*>(a.data())), a.shape(0)};
+    if (memo != nullptr) memo->entries[slot] = ArrayMemo::Entry{nb::borrow(obj), const_cast<B*>(v.data), v.size};
+    return v;
+}
+
+// An argument that must be a contiguous 1-D array of this dtype, as a view.
+template <typename T, typename Py = T>
+View<const T> array_arg(nb::handle h, const char* name) {
+    Array1<Py> a;
+    if (!nb::try_cast(h, a, false)) throw BadInput(std::string(name) + ": a contiguous 1-D array of the right dtype expected");
+    return View<const T>{reinterpret_cast<const T*>(a.data()), a.shape(0)};
+}
+
+// An argument of job ids: an int64 array or a sequence of ints.
+std::vector<int64_t> ids_arg(nb::handle h, const char* name) {
+    Array1<int64_t> a;
+    if (nb::try_cast(h, a, false)) return to_vector(a);
+    std::vector<int64_t> v;
+    if (!nb::try_cast(h, v)) throw BadInput(std::string(name) + ": a sequence of job ids expected");
+    return v;
+}
+
+// An output argument: a writable C-contiguous array of `T` of `rows` (x `cols`) entries; null
+// when it is not of `T` (and `other` is), else BadInput.
+template <typename T, size_t Dims>
+T* out_arg(nb::handle h, const char* name, size_t rows, size_t cols, bool other = false) {
+    nb::ndarray<T, nb::ndim<Dims>, nb::c_contig, nb::device::cpu> a;
+    if (!nb::try_cast(h, a, false)) {
+        if (other) return nullptr;
+        throw BadInput(std::string(name) + ": a writable contiguous float32 (or float64) array expected");
+    }
+    if (a.shape(0) != rows || (a.ndim() == 2 && a.shape(1) != cols))
+        throw BadInput(std::string(name) + ": " + std::to_string(rows) + (a.ndim() == 2 ? " x " + std::to_string(cols) : "") +
+                       " entries expected");
+    return a.data();
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -432,6 +507,107 @@ NB_MODULE(_core, m) {
         nb::arg("restore_s"), nb::arg("needs_restore"), nb::arg("enqueue_seq"), nb::arg("any_restore"), nb::arg("window"),
         nb::arg("mask"), nb::arg("num_rules"),
         "baselines/sect.py's choice over a decision state's arrays: a candidate index, or -1 when none is valid.");
+
+
+    nb::class_<ArrayMemo>(m, "ArrayMemo",
+                          "The arrays of candidate_features' last call on a state and their views (keep one per state).")
+        .def(nb::init<>());
+
+    {
+        nb::list cand, glob;
+        for (const char* n : CANDIDATE_COLUMN_NAMES) cand.append(nb::str(n));
+        for (const char* n : GLOBAL_COLUMN_NAMES) glob.append(nb::str(n));
+        m.attr("CANDIDATE_COLUMNS") = nb::tuple(cand);
+        m.attr("GLOBAL_COLUMNS") = nb::tuple(glob);
+    }
+
+    m.def(
+        "candidate_features",
+        [](const Cluster& c, const RateModel& model, const nb::dict& f, nb::handle running, nb::handle checkpointing,
+           nb::handle reserved, double now, const std::vector<int64_t>& counts, nb::handle window, nb::handle mask,
+           nb::handle gpus, nb::handle gpus_end, nb::handle victims, nb::handle victims_end, nb::handle out_candidates,
+           nb::handle out_global, bool clip, ArrayMemo* memo) {
+            if (counts.size() != 8)
+                throw BadInput("counts: (free GPUs, fragmented free GPUs, known jobs, queue length, past arrivals, queued GPUs, "
+                               "queued high-priority jobs, restores owed) expected");
+            SimArrays a;
+            a.estimate = read_view<const double>(f, "estimate", memo, 0);
+            a.work_done = read_view<double>(f, "work_done", memo, 1);
+            a.restore_s = read_view<const double>(f, "restore_s", memo, 2);
+            a.needs_restore = read_view<uint8_t, bool>(f, "needs_restore", memo, 3);
+            a.checkpoint_s = read_view<const double>(f, "checkpoint_s", memo, 4);
+            a.gpus_req = read_view<const int64_t>(f, "gpus_req", memo, 5);
+            a.tp_degree = read_view<const int64_t>(f, "tp_degree", memo, 6);
+            a.kind = read_view<const int64_t>(f, "kind", memo, 7);
+            a.priority = read_view<const int64_t>(f, "priority", memo, 8);
+            a.preemptible = read_view<const uint8_t, bool>(f, "preemptible", memo, 9);
+            a.comm_fraction = read_view<const double>(f, "comm_fraction", memo, 10);
+            a.tp_comm_share = read_view<const double>(f, "tp_comm_share", memo, 11);
+            a.mem_req = read_view<const double>(f, "mem_req", memo, 12);
+            a.queued_since = read_view<double>(f, "queued_since", memo, 13);
+            a.wait_s = read_view<double>(f, "wait_s", memo, 14);
+            a.attained_gpu_s = read_view<double>(f, "attained_gpu_s", memo, 15);
+            a.overhead_left = read_view<double>(f, "overhead_left", memo, 16);
+            a.checkpoint_end = read_view<double>(f, "checkpoint_end", memo, 17);
+            a.rate = read_view<double>(f, "rate", memo, 18);
+            a.q_ids = read_view<int64_t>(f, "q_ids", memo, 19);
+            a.node_free = read_view<int64_t>(f, "node_free", memo, 20);
+            a.node_pressure = read_view<double>(f, "node_pressure", memo, 21);
+            a.uplink_demand = read_view<double>(f, "uplink_demand", memo, 22);
+            a.whole_gang = read_view<const int64_t>(f, "whole_gang", memo, 23);
+            a.running = ids_arg(running, "running");
+            a.checkpointing = ids_arg(checkpointing, "checkpointing");
+            a.reserved = ids_arg(reserved, "reserved");
+            SimScalars s;
+            s.now = now;
+            s.num_free = counts[0];
+            s.fragmented = counts[1];
+            s.next_arrival = counts[2];
+            s.qlen = counts[3];
+            s.queued_gpus = counts[5];
+            s.queued_high = counts[6];
+            s.num_needs_restore = counts[7];
+            PastArrivals past;
+            past.times = read_view<const double>(f, "arrival_times", memo, 24);
+            past.requested = read_view<const double>(f, "arrival_requested", memo, 25);
+            if (counts[4] < 0) throw BadInput("counts: a negative count of past arrivals");
+            if (static_cast<size_t>(counts[4]) > past.times.size) throw BadInput("arrival_times: fewer than the past arrivals");
+            if (static_cast<size_t>(counts[4]) > past.requested.size)
+                throw BadInput("arrival_requested: fewer than the past arrivals");
+            past.times.size = past.requested.size = static_cast<size_t>(counts[4]);
+            const std::vector<int64_t> win = ids_arg(window, "window");
+            CandidateArrays cs;
+            cs.window = View<const int64_t>{win.data(), win.size()};
+            cs.mask = array_arg<uint8_t, bool>(mask, "mask");
+            cs.gpus = array_arg<int64_t>(gpus, "gpus");
+            cs.gpus_end = array_arg<int64_t>(gpus_end, "gpus_end");
+            cs.victims = array_arg<int64_t>(victims, "victims");
+            cs.victims_end = array_arg<int64_t>(victims_end, "victims_end");
+            const size_t K = cs.mask.size;
+            if (float* feats = out_arg<float, 2>(out_candidates, "out_candidates", K, NUM_CANDIDATE_COLUMNS, true)) {
+                float* glob = out_arg<float, 1>(out_global, "out_global", NUM_GLOBAL_COLUMNS, 0);
+                candidate_features(c, model, a, s, past, cs, feats, glob, clip);
+            } else {  // float64: the values before the cast to float32
+                double* feats64 = out_arg<double, 2>(out_candidates, "out_candidates", K, NUM_CANDIDATE_COLUMNS);
+                double* glob64 = out_arg<double, 1>(out_global, "out_global", NUM_GLOBAL_COLUMNS, 0);
+                candidate_features(c, model, a, s, past, cs, feats64, glob64, clip);
+            }
+        },
+        nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("checkpointing"),
+        nb::arg("reserved"), nb::arg("now"), nb::arg("counts"), nb::arg("window"), nb::arg("mask"), nb::arg("gpus"),
+        nb::arg("gpus_end"), nb::arg("victims"), nb::arg("victims_end"), nb::arg("out_candidates"), nb::arg("out_global"),
+        nb::arg("clip") = false, nb::arg("memo") = nb::none(),
+        "envs.features.candidate_features over a decision state's arrays (by name: per job, the queue q_ids, per node, "
+        "the past arrivals; the counts say how many of the jobs are known, how long the queue is, how many arrivals are "
+        "past) and a candidate set (the window, the mask, each valid candidate's GPUs and victims as flat "
+        "arrays with ends), written into out_candidates (K x CANDIDATE_COLUMNS float32) and out_global "
+        "(GLOBAL_COLUMNS float32), or float64 for both: the values before the cast; with clip, clipped to [-1, 1] as the "
+        "env's observation. memo (an ArrayMemo kept per state): the arrays that are the same objects as at its last "
+        "call are not imported again.");
+
+    m.def(
+        "exact_sum", [](const Array1<double>& x) { return exact_sum(x.data(), x.shape(0)); }, nb::arg("values"),
+        "Python's math.fsum of a float64 array, as the features' sums over past arrivals take it.");
 
     m.def(
         "rollout_sect",

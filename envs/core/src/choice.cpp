@@ -40,8 +40,8 @@ bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp,
     return true;
 }
 
-double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp,
-                       double c_dp, double sensitivity, int64_t kind) {
+RateParts rate_parts(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp, double c_dp,
+                     double sensitivity, int64_t kind) {
     // The neighbours' pressure per GPU on the placement's worst node (envs.features._neighbour_pressure).
     double others;
     const auto n0 = static_cast<size_t>(g.nodes[0]);
@@ -72,7 +72,8 @@ double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a
                                      g.dp_bw_GBps * (g.uplinks.empty() ? 1.0 : congestion), c_tp, c_dp,
                                      m.reference_net_per_gpu_GBps);
     const double interf = interference_of(m.interference_coeff * sensitivity, others);
-    return g.min_speed_by_kind[static_cast<size_t>(kind)] * eff * interf;
+    const double min_speed = g.min_speed_by_kind[static_cast<size_t>(kind)];
+    return RateParts{min_speed * eff * interf, eff, interf, min_speed};
 }
 
 int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, const Jobs& jobs,

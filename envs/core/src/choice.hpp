@@ -70,10 +70,20 @@ inline double interference_of(double coeff_sensitivity, double others) {
 bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
                 std::vector<int64_t>& gpus);
 
+// envs.features.rate_if_started's four numbers: the rate (reference-seconds of work per second),
+// the placement efficiency, the interference factor and the slowest GPU's speed for the job's kind.
+struct RateParts {
+    double rate = 0.0, efficiency = 0.0, interference = 0.0, min_speed = 0.0;
+};
+RateParts rate_parts(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp, double c_dp,
+                     double sensitivity, int64_t kind);
+
 // envs.features.rate_if_started's rate: reference-seconds of work per second of a job with
 // these constants started on geometry `g` now.
-double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp,
-                       double c_dp, double sensitivity, int64_t kind);
+inline double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp,
+                              double c_dp, double sensitivity, int64_t kind) {
+    return rate_parts(c, m, a, g, c_tp, c_dp, sensitivity, kind).rate;
+}
 
 // baselines/sect.py's choice: over the window's valid non-preempting candidates (`mask`, slot
 // s's rule r at s * num_rules + r), the smallest estimated remaining runtime / predicted rate,
