@@ -95,6 +95,9 @@ class CandidateSet:
     window: list[int]  # job indices, one per slot
     candidates: Sequence[Candidate]  # K = Q * len(RULES) + 1; the last is WAIT (each made on first access)
     mask: np.ndarray  # (K,) bool
+    # The features written for this set where its maker was asked for them (envs.replay's
+    # `features`): (candidates, global) float32, clipped to [-1, 1] as the env's observation.
+    observed: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def wait_index(self) -> int:
@@ -390,15 +393,17 @@ class _Placed:
 
 
 def candidates_from_arrays(state: ClusterState, window: list[int], mask: np.ndarray, index: list[int], gpus: list,
-                           victims: list) -> CandidateSet:
+                           victims: list, observed: tuple[np.ndarray, np.ndarray] | None = None) -> CandidateSet:
     """A `CandidateSet` from a candidate set worked out elsewhere (envs.core's
     `SimView.candidates`): the window, the (K,) bool mask, and per valid candidate other than
     WAIT (`index`, ascending) its GPUs (empty where no placement was found) and victims. It
     behaves as `build_candidates`' does for the same state: candidates made on first access, the
-    same `RuntimeError` for a candidate valid by count without a placement."""
+    same `RuntimeError` for a candidate valid by count without a placement. `observed`: its
+    features, where they were written with it."""
     while len(_EMPTY_SLOTS) < len(mask) - 1:
         _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % len(RULES)))
-    return CandidateSet(state, window, _Candidates(window, mask, _Placed(state, window, index, gpus, victims)), mask)
+    return CandidateSet(state, window, _Candidates(window, mask, _Placed(state, window, index, gpus, victims)), mask,
+                        observed)
 
 
 def apply_candidate(sim, cset: CandidateSet, action: int) -> None:

@@ -207,7 +207,7 @@ class GpuClusterEnv(gym.Env):
         invalid = not (0 <= action < len(self.cset.mask) and self.cset.mask[action])
         if not invalid:  # apply, then on to the next decision (a start and the events after it: one compiled call)
             self.cset = decide(self.sim, self.cset, action, self.queue_window, preempt_las=self.preempt_las,
-                               wait_guard=self.wait_guard)
+                               wait_guard=self.wait_guard, features=self._feature_arrays())
         reward = self._tracker.step(self.sim)
         terminated = self.sim.done
         truncated = not terminated and self._steps >= self.max_steps
@@ -239,15 +239,26 @@ class GpuClusterEnv(gym.Env):
     # ------------------------------------------------------------------ internals
 
     def _advance_to_decision(self) -> None:
-        self.cset = advance_to_decision(self.sim, self.queue_window, preempt_las=self.preempt_las, wait_guard=self.wait_guard)
+        self.cset = advance_to_decision(self.sim, self.queue_window, preempt_las=self.preempt_las, wait_guard=self.wait_guard,
+                                        features=self._feature_arrays())
+
+    def _feature_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """New arrays for the next observation's features (the native core writes them with the
+        candidates; an observation handed out is never written again)."""
+        return (np.empty((self.action_space.n, NUM_CANDIDATE_FEATURES), dtype=np.float32),
+                np.empty(NUM_GLOBAL_FEATURES, dtype=np.float32))
 
     def _observation(self) -> dict[str, np.ndarray]:
-        feats, glob = candidate_features(self.cset)
-        mask = self.cset.mask.astype(np.int8)
+        cset = self.cset
+        if cset.observed is not None:  # written with the candidates, clipped: handed out once
+            (feats, glob), cset.observed = cset.observed, None
+        else:
+            feats, glob = candidate_features(cset)
+            for x in (feats, glob):  # clip to [-1, 1] in place (np.clip's dispatch costs more than these two calls)
+                np.minimum(np.maximum(x, -1.0, out=x), 1.0, out=x)
+        mask = cset.mask.astype(np.int8)
         if not mask.any():  # terminal state: keep the mask non-empty for vectorised wrappers
             mask[-1] = 1
-        for x in (feats, glob):  # clip to [-1, 1] in place (np.clip's dispatch costs more than these two calls)
-            np.minimum(np.maximum(x, -1.0, out=x), 1.0, out=x)
         return {"candidates": feats, "global": glob, "action_mask": mask}
 
     def _info(self) -> dict[str, Any]:

@@ -19,20 +19,22 @@ from envs.window import any_feasible, can_place, job_classes, las_stop_args, sha
 Select = Callable[[ClusterState, CandidateSet], int]
 
 
-def candidates_now(sim: Simulator, queue_window: int, preempt_las: bool = True,
-                   wait_guard: WaitGuard | None = None) -> CandidateSet:
+def candidates_now(sim: Simulator, queue_window: int, preempt_las: bool = True, wait_guard: WaitGuard | None = None,
+                   features: tuple | None = None) -> CandidateSet:
     """`build_candidates` of the simulator's decision state: on the compiled path in one native
     call (Simulator.native_candidates: the same window, mask and placements, every valid
-    candidate placed at once), else by the reference."""
+    candidate placed at once), else by the reference. `features`: two float32 arrays for the
+    set's observation features, written in the same native call (the set's `observed` then
+    holds them; the reference path leaves `observed` None)."""
     if _jit.ENABLED:
-        cset = sim.native_candidates(queue_window, preempt_las, wait_guard)
+        cset = sim.native_candidates(queue_window, preempt_las, wait_guard, features)
         job_classes(cset.state)  # the arrived jobs' classes registered, as the compiled event loop reads them
         return cset
     return build_candidates(sim.decision_state(), queue_window, preempt_las, wait_guard)
 
 
 def advance_to_decision(sim: Simulator, queue_window: int, until: float | None = None, preempt_las: bool = True,
-                        wait_guard: WaitGuard | None = None) -> CandidateSet | None:
+                        wait_guard: WaitGuard | None = None, features: tuple | None = None) -> CandidateSet | None:
     """Advance until some queued job can be placed (a real choice) or the workload is done;
     return the candidates there. With `until`, stop at that time instead when the next event
     comes later (None returned; the simulator stands at `until`).
@@ -42,7 +44,7 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     scheduler that never takes that rule would only WAIT there, so its schedule is the same, for
     1.2-2.5x fewer decisions on the default setting and no work on the rule's validity.
     `wait_guard` (envs.candidates.WaitGuard, None: none) goes to `build_candidates`; it changes
-    the mask, never which moments are decisions.
+    the mask, never which moments are decisions. `features`: see `candidates_now`.
 
     On the compiled path the events between decisions run in one compiled call
     (Simulator.run_events) while no job checkpoints or is reserved, with the same test."""
@@ -51,11 +53,11 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
         if sim.queue_len:
             if compiled:
                 if sim.native_can_place(preempt_las):
-                    return candidates_now(sim, queue_window, preempt_las, wait_guard)
+                    return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
             else:
                 state = sim.decision_state()
                 if can_place(state) if preempt_las else any_feasible(state):
-                    return candidates_now(sim, queue_window, preempt_las, wait_guard)
+                    return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
         if compiled and not sim.checkpointing and not sim.reserved:
             state = sim.decision_state()
             job_classes(state)
@@ -63,18 +65,18 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
             if classes is not None:
                 stop = sim.run_events(*classes, until, las=las_stop_args(state) if preempt_las else None)
                 if stop == EV_FEASIBLE:
-                    return candidates_now(sim, queue_window, preempt_las, wait_guard)
+                    return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
                 if stop != EV_UNTIL and stop != EV_NO_EVENT:
                     continue
         if until is not None and sim.next_event_s() > until:
             sim.advance_until(until)
             return None
         sim.advance()
-    return candidates_now(sim, queue_window, preempt_las, wait_guard)
+    return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
 
 
 def decide(sim: Simulator, cset: CandidateSet, action: int, queue_window: int, until: float | None = None,
-           preempt_las: bool = True, wait_guard: WaitGuard | None = None) -> CandidateSet | None:
+           preempt_las: bool = True, wait_guard: WaitGuard | None = None, features: tuple | None = None) -> CandidateSet | None:
     """`apply_candidate(sim, cset, action)`, then `advance_to_decision` (the same arguments): the
     next decision's candidates. Where the compiled event loop serves (see `advance_to_decision`)
     and the action starts a job without preempting, the start and the events that follow it are
@@ -95,10 +97,10 @@ def decide(sim: Simulator, cset: CandidateSet, action: int, queue_window: int, u
                 else:
                     stop = sim.start_and_run(cd.job_id, cd.gpus, cd.profile, *classes, until, las)
                 if stop == EV_FEASIBLE:
-                    return candidates_now(sim, queue_window, preempt_las, wait_guard)
-                return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard)
+                    return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
+                return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard, features)
     apply_candidate(sim, cset, action)
-    return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard)
+    return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard, features)
 
 
 def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | None = None, preempt_las: bool = True,

@@ -261,7 +261,7 @@ _ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "checkpoint_s", "chec
 # allocation's arrays the ledger and power meter replace as they change (passed at each call): a
 # SimView stays valid while each is the same object.
 _viewed_arrays = operator.attrgetter(
-    *_ROLLOUT_JOB_ARRAYS, "job_queue.shape", "job_queue.ids", "job_queue.sorted_ids", "job_queue.enqueue_seq",
+    *_ROLLOUT_JOB_ARRAYS, "requested_gpu_s", "job_queue.shape", "job_queue.ids", "job_queue.sorted_ids", "job_queue.enqueue_seq",
     "job_queue.queued_remaining_s", "job_queue.per_shape", "load.job_slot", "load._table.i", "load._table.f",
     "load._table.pool_i", "load._table.pool_counts", "load.node_pressure", "load.uplink_demand", "load.dirty_node",
     "load.dirty_uplink", "ledger.gpu_owner", "ledger.gpu_reserved", "ledger.node_preemptible", "_shapes._columns")
@@ -269,6 +269,7 @@ _viewed_arrays = operator.attrgetter(
 # Each simulator's SimView with the array objects it was made over (a cache outside the
 # simulator's own attributes: copies and forks make their own).
 _VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_features_checked = [False]  # native_candidates checked the core's feature columns against the schema
 
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))
 _job_values = operator.attrgetter(*_JOB_FIELDS)
@@ -871,21 +872,33 @@ class Simulator:
             raise SchedulingError("nothing left to wait for: no job is running or arriving")
         return decisions
 
-    def native_candidates(self, queue_window: int, preempt_las: bool = True, wait_guard=None):
+    def native_candidates(self, queue_window: int, preempt_las: bool = True, wait_guard=None, features=None):
         """`envs.candidates.build_candidates(self.decision_state(), queue_window, preempt_las,
         wait_guard)` worked out in one native call (envs.core): the same window, mask and
-        placements (GPUs and victims) bit for bit, every valid candidate placed at once. It reads
-        this simulator's arrays and changes nothing. Needs the compiled path (ValueError)."""
+        placements (GPUs and victims) bit for bit, every valid candidate placed at once. With
+        `features` (two float32 arrays, (K, NUM_CANDIDATE_FEATURES) and (NUM_GLOBAL_FEATURES,)),
+        the same call writes the candidate set's features there, clipped to [-1, 1] as the env's
+        observation (envs.features.candidate_features, bit for bit). It reads this simulator's
+        arrays and changes nothing. Needs the compiled path (ValueError)."""
         if not _jit.ENABLED:
             raise ValueError("native_candidates needs the compiled path")
         if self._spent:
             raise ValueError("this simulator was consumed by a native rollout")
         from envs.candidates import candidates_from_arrays
         guard = [] if wait_guard is None else [wait_guard.overdue_factor, wait_guard.min_wait_s]
-        window, mask, index, gpus, victims = self._native_view().candidates(
-            *self._view_state(), int(queue_window), PRIORITY_HIGH, bool(preempt_las), guard, _LAS_THRESHOLDS,
-            STARVATION_FACTOR)
-        return candidates_from_arrays(self.decision_state(), window, mask.view(bool), index, gpus, victims)
+        if features is not None and not _features_checked[0]:
+            from envs.features import check_native_schema
+            check_native_schema()  # the core's columns are the schema's (RuntimeError naming the first that is not)
+            _features_checked[0] = True
+        if features is None:
+            window, mask, index, gpus, victims = self._native_view().candidates(
+                *self._view_state(), int(queue_window), PRIORITY_HIGH, bool(preempt_las), guard, _LAS_THRESHOLDS,
+                STARVATION_FACTOR)
+        else:
+            window, mask, index, gpus, victims = self._native_view().observe(
+                *self._view_state(), int(queue_window), PRIORITY_HIGH, bool(preempt_las), guard, _LAS_THRESHOLDS,
+                STARVATION_FACTOR, features[0], features[1], True)
+        return candidates_from_arrays(self.decision_state(), window, mask.view(bool), index, gpus, victims, features)
 
     def _native_call(self, name: str, call, *args) -> list:
         """`call(*self._native_state(), *args)`: a native call that runs on this simulator's arrays
@@ -1087,6 +1100,7 @@ class Simulator:
         hit = _VIEWS.get(self)
         if hit is None or not all(map(operator.is_, key, hit[0])):
             cluster, model, arrays = self._native_state()[:3]  # files every job's shape first
+            arrays["requested_gpu_s"] = self.requested_gpu_s
             hit = _VIEWS[self] = (_viewed_arrays(self), _core.SimView(cluster, model, arrays))
         return hit[1]
 

@@ -105,6 +105,10 @@ def test_native_candidates_change_nothing():
     assert [k for k in before if not np.array_equal(before[k], after[k], equal_nan=before[k].dtype.kind == "f")] == []
 
 
+def _view(sim: Simulator, state: tuple):
+    return _core.SimView(state[0], state[1], {**state[2], "requested_gpu_s": sim.requested_gpu_s})
+
+
 def _alloc(sim: Simulator) -> tuple:
     return (sim.ledger.free_mask, sim.ledger.node_owned, sim.ledger.node_free, sim.power.node_power_w, sim.power.node_on)
 
@@ -118,11 +122,11 @@ def test_bad_arguments_name_the_argument():
         sim.native_candidates(0)
     state = sim._native_state()
     with pytest.raises(ValueError, match="wait_guard"):
-        _core.SimView(*state[:3]).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [1.0], [3600.0], 4.0)
+        _view(sim, state).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [1.0], [3600.0], 4.0)
     with pytest.raises(ValueError, match="las_thresholds"):
-        _core.SimView(*state[:3]).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [3600.0, 60.0], 4.0)
+        _view(sim, state).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [3600.0, 60.0], 4.0)
     with pytest.raises(ValueError, match="las_thresholds"):
-        _core.SimView(*state[:3]).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [], 4.0)
+        _view(sim, state).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [], 4.0)
     with pytest.raises(ValueError, match="allocation: node_free"):
-        _core.SimView(*state[:3]).candidates(_alloc(sim)[:2] + (sim.ledger.node_free[:-1],) + _alloc(sim)[3:], *state[3:],
+        _view(sim, state).candidates(_alloc(sim)[:2] + (sim.ledger.node_free[:-1],) + _alloc(sim)[3:], *state[3:],
                                              8, PRIORITY_HIGH, True, [], [3600.0], 4.0)

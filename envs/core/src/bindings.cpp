@@ -286,6 +286,7 @@ struct SimView {
     const RateModel* model;
     nb::object arrays;
     SimArrays a;
+    View<const double> requested;  // per job: GPUs x estimate (the past arrivals' requested GPU-s)
 };
 
 
@@ -646,7 +647,8 @@ NB_MODULE(_core, m) {
             [](SimView* self, const Cluster& c, const RateModel& model, const nb::dict& f) {
                 SimArrays a;
                 parse_arrays(c, model, f, a);
-                new (self) SimView{&c, &model, nb::borrow(f), a};
+                const View<const double> requested = view<const double, double>(f, "requested_gpu_s", a.arrival.size);
+                new (self) SimView{&c, &model, nb::borrow(f), a, requested};
             },
             nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"))
         .def(
@@ -679,6 +681,61 @@ NB_MODULE(_core, m) {
             nb::arg("wait_guard"), nb::arg("las_thresholds"), nb::arg("starvation_factor"),
             "envs.candidates.build_candidates over the simulator's state (read, not changed): (window, mask, the valid "
             "candidates' indices other than WAIT, their GPUs (empty: none found), their victims).")
+        .def(
+            "observe",
+            [](const SimView& v, const nb::tuple& allocation, const std::vector<int64_t>& running,
+               const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+               const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+               const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high, bool preempt_las,
+               const std::vector<double>& wait_guard, const std::vector<double>& las_thresholds, double starvation_factor,
+               nb::handle out_candidates, nb::handle out_global, bool clip) {
+                SimArrays a = v.a;
+                SimScalars s;
+                set_allocation(*v.c, allocation, a);
+                parse_state(*v.c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
+                WaitGuardSpec guard;
+                if (!wait_guard.empty()) {
+                    if (wait_guard.size() != 2) throw BadInput("wait_guard: (overdue_factor, min_wait_s) or empty");
+                    guard = WaitGuardSpec{true, wait_guard[0], wait_guard[1]};
+                }
+                const LasSpec las{las_thresholds, starvation_factor};
+                check_las(las);
+                if (queue_window < 1) throw BadInput("queue_window: at least 1");
+                const size_t K = static_cast<size_t>(queue_window) * NUM_FEATURE_RULES + 1;
+                float* feats = out_arg<float, 2>(out_candidates, "out_candidates", K, NUM_CANDIDATE_COLUMNS);
+                float* glob = out_arg<float, 1>(out_global, "out_global", NUM_GLOBAL_COLUMNS, 0);
+                CandidateSet out;
+                {
+                    nb::gil_scoped_release release;
+                    build_candidates(*v.c, *v.model, a, s, queue_window, priority_high, preempt_las, guard, las, out);
+                    std::vector<int64_t> gpus, gpus_end, victims, victims_end;
+                    for (size_t k = 0; k < out.index.size(); ++k) {
+                        gpus.insert(gpus.end(), out.gpus[k].begin(), out.gpus[k].end());
+                        gpus_end.push_back(static_cast<int64_t>(gpus.size()));
+                        victims.insert(victims.end(), out.victims[k].begin(), out.victims[k].end());
+                        victims_end.push_back(static_cast<int64_t>(victims.size()));
+                    }
+                    CandidateArrays cs;
+                    cs.window = View<const int64_t>{out.window.data(), out.window.size()};
+                    cs.mask = View<const uint8_t>{out.mask.data(), out.mask.size()};
+                    cs.gpus = View<const int64_t>{gpus.data(), gpus.size()};
+                    cs.gpus_end = View<const int64_t>{gpus_end.data(), gpus_end.size()};
+                    cs.victims = View<const int64_t>{victims.data(), victims.size()};
+                    cs.victims_end = View<const int64_t>{victims_end.data(), victims_end.size()};
+                    PastArrivals past;
+                    past.times = View<const double>{a.arrival.data, static_cast<size_t>(s.next_arrival)};
+                    past.requested = View<const double>{v.requested.data, static_cast<size_t>(s.next_arrival)};
+                    candidate_features(*v.c, *v.model, a, s, past, cs, feats, glob, clip);
+                }
+                return nb::make_tuple(out.window, as_numpy<uint8_t>(std::move(out.mask)), out.index, out.gpus, out.victims);
+            },
+            nb::arg("allocation"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"),
+            nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("queue_window"), nb::arg("priority_high"),
+            nb::arg("preempt_las"), nb::arg("wait_guard"), nb::arg("las_thresholds"), nb::arg("starvation_factor"),
+            nb::arg("out_candidates"), nb::arg("out_global"), nb::arg("clip") = false,
+            "candidates(), then the candidate set's features (envs.features.candidate_features) written into "
+            "out_candidates (K x CANDIDATE_COLUMNS float32) and out_global (GLOBAL_COLUMNS float32), with clip "
+            "clipped to [-1, 1] as the env's observation: one call for a decision's whole observation.")
         .def(
             "can_place",
             [](const SimView& v, const nb::tuple& allocation, const std::vector<int64_t>& running,
