@@ -331,19 +331,16 @@ def test_bad_candidate_arrays_are_refused(a_decision):
 def test_bad_state_arrays_are_refused(a_decision):
     args = _args(a_decision)
     state = a_decision.state
-    K = len(args["mask"])
-    with pytest.raises(ValueError, match="^out_candidates: "):
-        _core.candidate_features(**args, out=(np.zeros((K - 1, NUM_CANDIDATE_FEATURES), np.float32), np.zeros(NUM_GLOBAL_FEATURES, np.float32)))
-    with pytest.raises(ValueError, match="^out_candidates: "):
-        _core.candidate_features(**args, out=(np.zeros((K, NUM_CANDIDATE_FEATURES), np.int32), np.zeros(NUM_GLOBAL_FEATURES, np.float32)))
-    with pytest.raises(ValueError, match="^out_global: "):  # float64 both or neither
-        _core.candidate_features(**args, out=(np.zeros((K, NUM_CANDIDATE_FEATURES)), np.zeros(NUM_GLOBAL_FEATURES, np.float32)))
-    with pytest.raises(ValueError, match="^out_global: "):
-        _core.candidate_features(**args, out=(np.zeros((K, NUM_CANDIDATE_FEATURES), np.float32), np.zeros(NUM_GLOBAL_FEATURES + 1, np.float32)))
-    read_only = np.zeros(NUM_GLOBAL_FEATURES, np.float32)
+    K, F, FG = len(args["mask"]), NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
+    read_only = np.zeros(FG, np.float32)
     read_only.flags.writeable = False
-    with pytest.raises(ValueError, match="^out_global: "):
-        _core.candidate_features(**args, out=(np.zeros((K, NUM_CANDIDATE_FEATURES), np.float32), read_only))
+    for feats, glob, name in ((np.zeros((K - 1, F), np.float32), np.zeros(FG, np.float32), "out_candidates"),
+                              (np.zeros((K, F), np.int32), np.zeros(FG, np.float32), "out_candidates"),
+                              (np.zeros((K, F)), np.zeros(FG, np.float32), "out_global"),  # float64 both or neither
+                              (np.zeros((K, F), np.float32), np.zeros(FG + 1, np.float32), "out_global"),
+                              (np.zeros((K, F), np.float32), read_only, "out_global")):
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            _core.candidate_features(**args, out=(feats, glob))
 
     def broken(**fields):
         """A copy of the state with these fields replaced."""

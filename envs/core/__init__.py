@@ -161,5 +161,6 @@ def candidate_features(state, window, mask: np.ndarray, gpus: np.ndarray, gpus_e
     return out
 
 
-__all__ = ["ArrayMemo", "candidate_features", "feature_inputs", "whole_gang", "ClusterArrays", "RateModel", "choose_sect", "cluster_arrays", "node_take", "pick_in_node", "placement_geometry",
-           "rate_model", "replay", "rollout_sect"]
+__all__ = ["ArrayMemo", "ClusterArrays", "RateModel", "candidate_features", "choose_sect", "cluster_arrays",
+           "feature_inputs", "node_take", "pick_in_node", "placement_geometry", "rate_model", "replay", "rollout_sect",
+           "whole_gang"]
