@@ -1,18 +1,20 @@
-"""A decision's features in Python against the native core, over the same decision states.
+"""A decision's observation in Python against the native core, over the same decision states.
 
     python -m benchmarks.native_features [--scenarios default,nvl72,large] [--decisions 2000] [--seed 0] [--json]
 
 For each scenario it runs random-action episodes of the env (a preempting action half the time
 there is one, as tests/test_native_features.py does) and at each decision times, in this process:
-`envs.features.candidate_features(cset)` (the env's observation today: the compiled path where
-numba is there, its caches as the env leaves them from step to step), then
-`envs.features.native_candidate_features(cset, out=..., sim=...)` (the Python wrapper gathering
-the simulator's arrays and each valid candidate's GPUs and victims, and the core's call), and
-the core's call alone on arguments made beforehand (envs.core.candidate_features with the
-simulator's inputs and an ArrayMemo, as the wrapper passes them; its time is mostly the
-binding's marshalling: the arrays by name, the candidates' arrays, the outputs). The candidates' placements are
-resolved before any timing (both paths read them). Every native result is checked equal to the
-reference. Prints microseconds per decision (mean and median) and the speed-ups.
+- `python`: the reference observation, `envs.candidates.build_candidates` of the simulator's
+  decision state, each valid candidate's placement resolved, `envs.features.candidate_features`
+  (numba's kernels where numba is there) and the clip: what the env did before its observation
+  came from the core;
+- `native`: `Simulator.native_candidates(..., features=...)`, the candidate set and its clipped
+  features in one call over the simulator's arrays: what the env does now;
+- `features`: the features alone, in Python (`candidate_features`, the placements resolved) and
+  through the core from a decision state (`envs.features.native_candidate_features`, the
+  scoring service's kind of call: the state's arrays and the candidates' marshalled per call).
+Every native result is checked equal to the reference. Prints microseconds per decision (mean
+and median) and the speed-ups of the whole observation.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 import envs  # noqa: F401 - registers the env
-from envs import core as _core
+from envs.candidates import build_candidates
 from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES, candidate_features, native_candidate_features
 from envs.placement import PREEMPT_RULES, RULES
 
@@ -45,42 +47,37 @@ def _pick(rng, cset) -> int:
     return wait
 
 
-def _core_args(cset):
-    valid = cset.valid_placements()
-    gpus = [cset.candidates[i].gpus for i in valid]
-    victims = [list(cset.candidates[i].victims) for i in valid]
-    return dict(state=cset.state, window=cset.window, mask=cset.mask,
-                gpus=np.concatenate(gpus) if gpus else np.zeros(0, np.int64),
-                gpus_end=np.cumsum([len(g) for g in gpus], dtype=np.int64),
-                victims=np.array(sum(victims, []), dtype=np.int64), victims_end=np.cumsum([len(v) for v in victims], dtype=np.int64))
-
-
 def measure(scenario: str, decisions: int, seed: int) -> dict:
     env = gym.make("gangsched/GpuCluster-v0", scenario=scenario, num_jobs=SIZES.get(scenario, 100))
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
     episodes = 0
-    py_ns, native_ns, core_ns = [], [], []
-    memo = _core.ArrayMemo()
+    times: dict[str, list[int]] = {"python": [], "native": [], "features_python": [], "features_native": []}
+    u = env.unwrapped
     for _ in range(decisions):
-        cset = env.unwrapped.cset
-        for i in cset.valid_placements():  # placements resolved untimed: both paths read them
-            cset.candidates[i].geometry
+        cset, sim = u.cset, u.sim
+        state = sim.decision_state()
         out = (np.empty((len(cset.mask), NUM_CANDIDATE_FEATURES), np.float32), np.empty(NUM_GLOBAL_FEATURES, np.float32))
-        args = _core_args(cset)
-        args["inputs"] = env.unwrapped.sim.native_feature_inputs()
         a = time.perf_counter_ns()
-        ref = candidate_features(cset)
+        ref_set = build_candidates(state, u.queue_window, u.preempt_las, u.wait_guard)
+        for i in ref_set.valid_placements():
+            ref_set.candidates[i].geometry
+        ref = candidate_features(ref_set)
+        for x in ref:
+            np.minimum(np.maximum(x, -1.0, out=x), 1.0, out=x)
         b = time.perf_counter_ns()
-        mine = native_candidate_features(cset, out=out, sim=env.unwrapped.sim)
+        mine = sim.native_candidates(u.queue_window, u.preempt_las, u.wait_guard, out)
         c = time.perf_counter_ns()
-        _core.candidate_features(**args, out=out, memo=memo)
+        if not (mine.window == ref_set.window and np.array_equal(mine.mask, ref_set.mask)
+                and np.array_equal(ref[0], out[0], equal_nan=True) and np.array_equal(ref[1], out[1], equal_nan=True)):
+            raise AssertionError(f"{scenario}: the native observation differs from the reference")
         d = time.perf_counter_ns()
-        if not (np.array_equal(ref[0], mine[0]) and np.array_equal(ref[1], mine[1])):
-            raise AssertionError(f"{scenario}: native features differ from the reference")
-        py_ns.append(b - a)
-        native_ns.append(c - b)
-        core_ns.append(d - c)
+        candidate_features(ref_set)
+        e = time.perf_counter_ns()
+        native_candidate_features(ref_set, out=out)
+        f = time.perf_counter_ns()
+        for key, t in zip(times, (b - a, c - b, e - d, f - e)):
+            times[key].append(t)
         _, _, terminated, truncated, _ = env.step(_pick(rng, cset))
         if terminated or truncated:
             episodes += 1
@@ -90,10 +87,10 @@ def measure(scenario: str, decisions: int, seed: int) -> dict:
     def us(x):
         return {"mean": round(statistics.fmean(x) / 1000, 1), "median": round(statistics.median(x) / 1000, 1)}
 
-    py, native, core = us(py_ns), us(native_ns), us(core_ns)
-    return {"scenario": scenario, "decisions": decisions, "episodes": episodes + 1, "python_us": py, "native_us": native,
-            "core_call_us": core, "speedup_mean": round(py["mean"] / native["mean"], 1),
-            "speedup_median": round(py["median"] / native["median"], 1)}
+    t = {k: us(v) for k, v in times.items()}
+    return {"scenario": scenario, "decisions": decisions, "episodes": episodes + 1, **{f"{k}_us": v for k, v in t.items()},
+            "speedup_mean": round(t["python"]["mean"] / t["native"]["mean"], 1),
+            "speedup_median": round(t["python"]["median"] / t["native"]["median"], 1)}
 
 
 def main() -> None:
@@ -108,13 +105,14 @@ def main() -> None:
         for r in rows:
             print(json.dumps(r))
         return
-    print(f"{'scenario':<16}{'decisions':>10}{'python us':>18}{'native us':>18}{'core call us':>18}{'speed-up':>12}")
-    print(f"{'':<16}{'':>10}{'mean / median':>18}{'mean / median':>18}{'mean / median':>18}{'mean / med':>12}")
+    cols = ("python", "native", "features_python", "features_native")
+    print(f"{'scenario':<16}{'decisions':>10}" + "".join(f"{c + ' us':>22}" for c in cols) + f"{'speed-up':>12}")
+    print(f"{'':<16}{'':>10}" + "".join(f"{'mean / median':>22}" for _ in cols) + f"{'mean / med':>12}")
     for r in rows:
         def cell(x):
             return f"{x['mean']:.1f} / {x['median']:.1f}"
-        print(f"{r['scenario']:<16}{r['decisions']:>10}{cell(r['python_us']):>18}{cell(r['native_us']):>18}"
-              f"{cell(r['core_call_us']):>18}{r['speedup_mean']:>6.1f} / {r['speedup_median']:.1f}")
+        print(f"{r['scenario']:<16}{r['decisions']:>10}" + "".join(f"{cell(r[c + '_us']):>22}" for c in cols)
+              + f"{r['speedup_mean']:>6.1f} / {r['speedup_median']:.1f}")
 
 
 if __name__ == "__main__":

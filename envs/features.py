@@ -448,16 +448,16 @@ def check_native_schema() -> None:
     _NATIVE_SCHEMA_CHECKED = True
 
 
-def native_candidate_features(cset: CandidateSet, clip: bool = False, out: tuple[np.ndarray, np.ndarray] | None = None,
-                              sim=None) -> tuple[np.ndarray, np.ndarray]:
+def native_candidate_features(cset: CandidateSet, clip: bool = False,
+                              out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`candidate_features(cset)` computed by the native core (envs.core.candidate_features),
     bit for bit; with `clip`, clipped to [-1, 1] as the env's observation. The candidates'
     placements are resolved here (each valid candidate's GPUs and victims); the features of them
     are the core's. `out`: two float32 arrays of the right shapes to write instead of new ones.
-    `sim`: the simulator whose decision state `cset.state` is, as it is now; its own arrays are
-    then read (the same values, in objects that stay the same from decision to decision: less to
-    import per call). The schema is checked against the core's columns on the first call
-    (RuntimeError)."""
+    It serves any decision state, one rebuilt from plain data included; the env's observation
+    comes with its candidates from one call over the simulator's arrays instead
+    (Simulator.native_candidates with `features`). The schema is checked against the core's
+    columns on the first call (RuntimeError)."""
     if not _NATIVE_SCHEMA_CHECKED:
         check_native_schema()
     from envs import core as _core
@@ -477,13 +477,10 @@ def native_candidate_features(cset: CandidateSet, clip: bool = False, out: tuple
             v += len(taken)
         victim_ends.append(v)
     state = cset.state
-    if sim is not None and sim.decision_state() is not state:
-        raise ValueError("sim: not the simulator whose decision state the candidate set's is")
     tables = per_jobs(state)
     memo = tables.get("native_arrays")
     if memo is None:
         memo = tables["native_arrays"] = _core.ArrayMemo()
     return _core.candidate_features(
         state, cset.window, cset.mask, np.concatenate(gpus) if gpus else _NO_IDS, np.array(gpu_ends, dtype=np.int64),
-        np.array(victims, dtype=np.int64), np.array(victim_ends, dtype=np.int64), clip, out, memo,
-        None if sim is None else sim.native_feature_inputs())
+        np.array(victims, dtype=np.int64), np.array(victim_ends, dtype=np.int64), clip, out, memo)

@@ -1104,27 +1104,6 @@ class Simulator:
             hit = _VIEWS[self] = (_viewed_arrays(self), _core.SimView(cluster, model, arrays))
         return hit[1]
 
-    def native_feature_inputs(self) -> tuple:
-        """`envs.core.feature_inputs(self.decision_state())` from this simulator's own arrays: the
-        per-job arrays whole (the known jobs counted), the queue's whole buffer (its length
-        counted), so that the objects stay the same from decision to decision and an ArrayMemo
-        seldom imports one again. What envs.features.native_candidate_features passes with `sim`."""
-        q, ledger, load, n = self.job_queue, self.ledger, self.load, self._next_arrival
-        arrays = {
-            "estimate": self.estimate, "work_done": self.work_done, "restore_s": self.restore_s,
-            "needs_restore": self.needs_restore, "checkpoint_s": self.checkpoint_s, "gpus_req": self.gpus_req,
-            "tp_degree": self.tp_degree, "kind": self.kind, "priority": self.priority, "preemptible": self.preemptible,
-            "comm_fraction": self.comm_fraction, "tp_comm_share": self.tp_comm_share, "mem_req": self.mem_req,
-            "queued_since": self.queued_since, "wait_s": self.wait_s, "attained_gpu_s": self.attained_gpu_s,
-            "overhead_left": self.overhead_left, "checkpoint_end": self.checkpoint_end, "rate": self.rate, "q_ids": q.ids,
-            "node_free": ledger.node_free, "node_pressure": load.node_pressure, "uplink_demand": load.uplink_demand,
-            "whole_gang": _core.whole_gang(self.cluster), "arrival_times": self.arrival,
-            "arrival_requested": self.requested_gpu_s,
-        }
-        counts = [ledger.num_free, ledger.fragmented, n, q.length, n, q.queued_gpus, q.queued_high_priority,
-                  self._num_needs_restore]
-        return arrays, self.running, self.checkpointing, self.reserved, float(self.now), counts
-
     def _native_state(self) -> tuple:
         """The core's arguments for this simulator's state: the cluster, the rate model, the
         arrays by name (this simulator's own, not copies), the running, checkpointing and

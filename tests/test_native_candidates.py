@@ -127,6 +127,13 @@ def test_bad_arguments_name_the_argument():
         _view(sim, state).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [3600.0, 60.0], 4.0)
     with pytest.raises(ValueError, match="las_thresholds"):
         _view(sim, state).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [], 4.0)
+    from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
+    K = 8 * R + 1
+    for feats, glob, name in ((np.zeros((K - 1, NUM_CANDIDATE_FEATURES), np.float32), np.zeros(NUM_GLOBAL_FEATURES, np.float32), "out_candidates"),
+                              (np.zeros((K, NUM_CANDIDATE_FEATURES)), np.zeros(NUM_GLOBAL_FEATURES, np.float32), "out_candidates"),
+                              (np.zeros((K, NUM_CANDIDATE_FEATURES), np.float32), np.zeros(3, np.float32), "out_global")):
+        with pytest.raises(ValueError, match=name):
+            sim.native_candidates(8, features=(feats, glob))
     with pytest.raises(ValueError, match="allocation: node_free"):
         _view(sim, state).candidates(_alloc(sim)[:2] + (sim.ledger.node_free[:-1],) + _alloc(sim)[3:], *state[3:],
                                              8, PRIORITY_HIGH, True, [], [3600.0], 4.0)

@@ -37,13 +37,18 @@ STEPS = 300  # decisions compared per scenario (over as many episodes as that ta
 SIZES = {"large": (700, 600), "nvl72": (STEPS, 400)}
 
 
-def assert_same(cset, coverage=None, sim=None) -> None:
+def assert_same(cset, coverage=None, env=None) -> None:
     """The native features of `cset` are the reference's, bit for bit (and clipped, the env's
-    clip); with `sim` (the simulator of cset's state), also from the simulator's own arrays."""
+    clip); with `env` (the env whose decision `cset` is), also as the env's observation is made:
+    the candidate set and its clipped features in one call over the simulator's arrays
+    (Simulator.native_candidates with `features`)."""
     ref_feats, ref_glob = candidate_features(cset)
-    if sim is not None:
-        feats, glob = native_candidate_features(cset, sim=sim)
-        assert np.array_equal(feats, ref_feats, equal_nan=True) and np.array_equal(glob, ref_glob, equal_nan=True)
+    if env is not None:
+        out = (np.full((len(cset.mask), len(CANDIDATE_FEATURES)), np.nan, np.float32), np.full(len(GLOBAL_FEATURES), np.nan, np.float32))
+        again = env.sim.native_candidates(env.queue_window, env.preempt_las, env.wait_guard, out)
+        assert again.observed is out and again.window == list(cset.window) and np.array_equal(again.mask, cset.mask)
+        for mine, ref in zip(out, (ref_feats, ref_glob)):
+            assert np.array_equal(mine, np.minimum(np.maximum(ref, -1.0), 1.0), equal_nan=True)
     feats, glob = native_candidate_features(cset)
     assert feats.dtype == np.float32 and glob.dtype == np.float32
     if not np.array_equal(feats, ref_feats, equal_nan=True):
@@ -118,7 +123,7 @@ def test_native_features_are_the_reference_on_every_scenario(scenario):
     coverage = collections.Counter()
     steps, jobs = SIZES.get(scenario, (STEPS, 100))
     for u, cset in episode_states(scenario, steps, num_jobs=jobs):
-        assert_same(cset, coverage, u.sim)
+        assert_same(cset, coverage, u)
     assert coverage["states"] >= steps
     for case in ("victims", "preempt_las", "checkpointing", "reserved", "wait_invalid", "restores_owed"):
         assert coverage[case], (case, dict(coverage))
@@ -242,16 +247,6 @@ def test_out_arrays_are_written_whole():
         assert np.array_equal(feats, ref[0]) and np.array_equal(glob, ref[1])
 
 
-def test_sim_must_be_the_states():
-    states = episode_states("default", 3, seed=1)
-    u, cset = next(states)
-    other = gym.make(ENV_ID, num_jobs=20)
-    other.reset(seed=1)
-    with pytest.raises(ValueError, match="^sim: "):
-        native_candidate_features(cset, sim=other.unwrapped.sim)
-    assert np.array_equal(native_candidate_features(cset, sim=u.sim)[0], candidate_features(cset)[0])
-
-
 def test_one_memo_over_changing_arrays():
     """An ArrayMemo reused across states: arrays that are new objects are read anew (two
     episodes' states in turn through one memo, the arrays of each replaced as jobs arrive)."""
@@ -366,11 +361,16 @@ def test_bad_state_arrays_are_refused(a_decision):
             ("arrival_requested_gpu_s", state.arrival_requested_gpu_s[:-1], "arrival_requested"),
     ):
         _raises(args, name, state=broken(**{field: value}))
-    inputs = _core.feature_inputs(state)
+    arrays, running, checkpointing, reserved, now, known = _core.feature_inputs(state)
     for at, name in ((3, "q_ids"), (4, "arrival_times"), (2, "estimate")):  # counts beyond the arrays
-        counts = list(inputs[5])
+        counts = list(known)
         counts[at] = 10**6
-        _raises(args, name, inputs=(*inputs[:5], counts))
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            _core._core.candidate_features(
+                _core.cluster_arrays(state.cluster), _core.rate_model(state.speed_model), arrays, running, checkpointing,
+                reserved, now, counts, args["window"], args["mask"], args["gpus"], args["gpus_end"], args["victims"],
+                args["victims_end"], np.zeros((len(args["mask"]), NUM_CANDIDATE_FEATURES), np.float32),
+                np.zeros(NUM_GLOBAL_FEATURES, np.float32))
     kinds = state.kind.copy()
     kinds[args["window"][0]] = 7
     _raises(args, "kind", state=broken(kind=kinds))

@@ -140,7 +140,7 @@ def feature_inputs(state) -> tuple:
 
 def candidate_features(state, window, mask: np.ndarray, gpus: np.ndarray, gpus_end: np.ndarray, victims: np.ndarray,
                        victims_end: np.ndarray, clip: bool = False, out: tuple | None = None,
-                       memo: ArrayMemo | None = None, inputs: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       memo: ArrayMemo | None = None) -> tuple[np.ndarray, np.ndarray]:
     """envs.features.candidate_features' (K, candidate columns) and (global columns,) float32 of
     a decision state (`ClusterState`) and its candidate set as plain arrays: the window's jobs,
     the mask (K entries, WAIT last), and for each valid candidate other than WAIT, in index order,
@@ -148,13 +148,11 @@ def candidate_features(state, window, mask: np.ndarray, gpus: np.ndarray, gpus_e
     victims_end[v]]` (int64). With `clip`, clipped to [-1, 1] as the env's observation. `out`:
     the two float32 arrays to write (every entry is written; float64 ones get the values before
     the cast to float32); new ones otherwise. `memo`: an `ArrayMemo` kept with the state, so that
-    arrays that are the same objects as at its last call are not imported again. `inputs`: the
-    state's arrays and counts as `feature_inputs(state)` makes them, or as a simulator's
-    `native_feature_inputs()` does from its own arrays (the same values)."""
+    arrays that are the same objects as at its last call are not imported again."""
     if out is None:
         out = (np.empty((len(mask), len(_core.CANDIDATE_COLUMNS)), dtype=np.float32),
                np.empty(len(_core.GLOBAL_COLUMNS), dtype=np.float32))
-    arrays, running, checkpointing, reserved, now, counts = feature_inputs(state) if inputs is None else inputs
+    arrays, running, checkpointing, reserved, now, counts = feature_inputs(state)
     _core.candidate_features(cluster_arrays(state.cluster), rate_model(state.speed_model), arrays, running, checkpointing,
                              reserved, now, counts, window, mask, gpus, gpus_end, victims, victims_end, out[0], out[1], clip,
                              memo)
