@@ -954,8 +954,9 @@ class Extender:
         scheduling cycle (kube-scheduler offers no victims where the pod fits without) are held
         and only the offered victims are preemptible; when the gang fits there without
         preemption by this service's account (its victims unknown here), the usual placement.
-        With a topology request, one domain of those nodes at a time (the smallest first);
-        required and no domain holds it: None."""
+        With a topology request, one domain of those nodes at a time (the smallest first), only
+        the victims offered in it preemptible and the placement inside it; required and no domain
+        holds it: None."""
         c = self.cluster
         topo: dict[str, int] = {}
         for n in options:
@@ -979,7 +980,6 @@ class Extender:
             return None
         job_id = f"pending:{pkey}"
         job = self._job(pod, job_id, members, 0.0)
-        victims = frozenset(p.key for n in topo for _, p in options[n][0] if p is not None)
         everywhere = set(topo.values()) | set(free_nodes.values())
         tries: list[tuple[set[int], str]] = []
         if pod.topology_level:
@@ -994,9 +994,12 @@ class Extender:
             tries.append((everywhere, ""))
         all_nodes = set(range(c.num_nodes))
         for nodes, topology in tries:
+            # Only the victims offered on the nodes tried are preemptible: holding the other nodes holds
+            # their free GPUs only, and a victim preempted there would free room outside the domain.
+            victims = frozenset(p.key for n, i in topo.items() if i in nodes for _, p in options[n][0] if p is not None)
             state = self.current_state(pending=job, blocked=all_nodes - nodes, skip_plan=pkey, victims=victims)
             first_nodes, policy = self._preempt_choice(state, job_id)
-            if first_nodes and set(first_nodes) <= everywhere:
+            if first_nodes and set(first_nodes) <= nodes:
                 by_node = {i: n for n, i in topo.items()}
                 taken = {c.node_names[i]: [uid for uid, _ in options[by_node[i]][0]] for i in first_nodes if i in by_node}
                 return self._keep_plan(pod, pkey, first_nodes, members, topology, policy, victims=taken)
