@@ -11,9 +11,12 @@ and measures, from this process, on loopback:
 * `/v1/score` on h100-1024gpu with a loaded state (benchmarks.service_latency.loaded_state: 72
   running jobs, one pending 8-GPU job, 44 KiB): `--concurrency` keep-alive connections send for
   `--seconds`; requests/s, and p50 / p99 latency (request written to response read) over every
-  request of the run. Twice: "same state" (every request the same bytes, as a client asking
-  again about an unchanged cluster) and "distinct states" (each request's `time_s` differs, so
-  the service parses and decides every one afresh). Each `--runs` times; the best and the median
+  request of the run. Three times: "same state" (every request the same bytes, as a client asking
+  again about an unchanged cluster), "distinct states" (each request's `time_s` differs, so
+  the service parses and decides every one afresh; its running jobs are those of the last
+  request, whose derived terms it keeps) and "distinct running sets" (also one running job's
+  `comm_fraction` differs, so the speed model's terms of the running jobs are made afresh, as
+  when jobs start or end between requests). Each `--runs` times; the best and the median
   run are printed.
 * filter and prioritize on `--nodes` full Node objects, as kube-scheduler sends them with
   `nodeCacheCapable: false`: a v1 NodeList whose nodes carry what a GPU node's kubelet, GPU
@@ -29,10 +32,12 @@ and measures, from this process, on loopback:
   JSON), `--state-calls` calls of each path, interleaved: the field-by-field reference, the bulk
   path when its memo of running sets holds this one (a cluster whose running jobs did not change
   since the last request, as the "distinct states" bodies above), and when it does not (the memo
-  emptied before each call); median and p99 ms.
+  emptied before each call; and so with the speed model's running_rates by its per-job loop);
+  and `envs.speed.running_rates` alone on that state's 72 running jobs, the loop and the
+  vectorised path; median and p99 ms.
 
-With GANGSCHED_STATE_BULK=0 the service runs the reference alone (the "before" of the same
-machine and load). Prints `uptime`'s load average before and after each part: on a shared machine the figures
+With GANGSCHED_STATE_BULK=0 the service runs the reference alone, with GANGSCHED_RATES_VECTOR=0
+`running_rates` by its per-job loop alone (the "before" of the same machine and load). Prints `uptime`'s load average before and after each part: on a shared machine the figures
 include waiting for a core.
 """
 
@@ -73,11 +78,19 @@ def score_throughput(args: argparse.Namespace) -> list[str]:
     def distinct_body(k: int) -> bytes:  # the same cluster a moment later: a state never seen before
         return json.dumps({"state": dict(state, time_s=t0 + k * 1e-3)}).encode()
 
+    running = state["running"]
+
+    def new_running_body(k: int) -> bytes:  # and one running job's profile changed: a running set never seen before
+        i = k % len(running)
+        changed = dict(running[i], comm_fraction=min(1.0, running[i]["comm_fraction"] + (k + 1) * 1e-9))
+        return json.dumps({"state": dict(state, time_s=t0 + k * 1e-3, running=running[:i] + [changed] + running[i + 1:])}).encode()
+
     rows = []
     with ServiceProcess(["--cluster", SCORE_CLUSTER]) as svc:
         policy = svc.get("/v1/info")[1]["policy"]
         asyncio.run(drive(svc.port, "/v1/score", distinct_body, 1.0, 2))  # warm-up
-        for mode, bodies in (("same state", same_body), ("distinct states", distinct_body)):
+        for mode, bodies in (("same state", same_body), ("distinct states", distinct_body),
+                             ("distinct running sets", new_running_body)):
             for c in args.concurrency:
                 runs = []
                 load = [load_average()]
@@ -115,9 +128,24 @@ def state_build(args: argparse.Namespace) -> list[str]:
         running_sets.clear()
         return ClusterState.from_dict(data, cluster, model)
 
+    from envs import speed
+
+    def miss_loop():  # the running set new, its rates by the per-job loop (GANGSCHED_RATES_VECTOR=0)
+        speed._RATES_VECTOR = False
+        try:
+            return miss()
+        finally:
+            speed._RATES_VECTOR = vector
+
+    vector = speed._RATES_VECTOR
+    state = ClusterState.from_dict(data, cluster, model)
+    rates_args = (cluster, [state.profiles[j] for j in state.running.tolist()], state.uplink_demand, state.node_pressure, model)
     paths = {"reference (field by field)": lambda: _from_dict_reference(data, cluster, model, 60.0),
              "bulk, running set seen before": lambda: ClusterState.from_dict(data, cluster, model),
-             "bulk, running set new": miss}
+             "bulk, running set new": miss,
+             "bulk, running set new, rates by the loop": miss_loop,
+             "running_rates alone, the loop (running_rates_reference)": lambda: speed.running_rates_reference(*rates_args),
+             "running_rates alone, vectorised": lambda: speed._running_rates_vector(*rates_args)}
     times: dict[str, list[float]] = {name: [] for name in paths}
     load = [load_average()]
     for f in paths.values():

@@ -12,8 +12,11 @@ nulls accepted, see service.wire):
 * `preempt(ExtenderPreemptionArgs) -> ExtenderPreemptionResult`: `NodeNameToMetaVictims`; each
   node offered comes back with exactly the victims offered or is dropped (a victim known to be
   of the preemptor's priority or above, or annotated `gangsched.io/preemptible: "false"`), never
-  with none. When the policy's place-after-preempt candidate, decided on the offered nodes with
-  only the offered victims preemptible, lands on one of them, that node alone is returned.
+  with none. For a pod outside a gang: when the policy's place-after-preempt candidate, decided
+  on the offered nodes with only the offered victims preemptible, lands on one of them, that
+  node alone is returned. For a gang member: the whole gang is planned after preemption (see
+  `_gang_preempt`) and the member gets the one node the plan gives it, or none when the whole
+  gang does not fit even after preempting every victim offered: never half a gang's room.
   `CheckpointCostGPUSeconds` (ignored by kube-scheduler's decoder) gives the accepted cost.
 * `bind(ExtenderBindingArgs) -> ExtenderBindingResult`: creates the Binding through the API
   server (`kube`), then records the pod's GPUs on the node; refused without `kube`, for a pod
@@ -35,7 +38,9 @@ Gangs (see resolve_gang, plan_key): the group from `scheduling.x-k8s.io/pod-grou
 `gangsched.io/gang-size`, else the PodGroup's minMember (or a min-member annotation) less the
 members known to ask another count. The first member decides a placement for all of them (one
 job of members x g GPUs); the plan (pod slots per node) is kept and its GPUs held back from other
-pods. Later members pass filter only on the plan's nodes with free slots (score 10) and bind only
+pods. A gang that does not fit the free GPUs is planned by its first member's preempt instead,
+after preemption (a plan kept while its nodes are full of victims leaving). Later members pass
+filter only on the plan's nodes with free slots (score 10) and bind only
 into a slot. A plan ends when all its slots are bound, after `gang_ttl_s`, or on `put_state`;
 and when the gang's size changes (its PodGroup's minMember, say) before all its slots are bound:
 a member filtered then plans again for the new size less the members already bound, and a
@@ -56,7 +61,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +140,9 @@ class GangPlan:
     created: float  # monotonic seconds
     size: int
     topology: str = ""  # the Kueue topology request it keeps, in words ("" for none)
+    by_preemption: bool = False  # made by a member's preempt: kept while its nodes are not offered to filter
+    victims: dict[str, list[str]] = field(default_factory=dict)  # made by preemption: topology node -> victim UIDs offered
+    assigned: dict[str, str] = field(default_factory=dict)  # member (namespace/name) -> topology node its preempt was given
 
 
 @dataclass
@@ -185,6 +193,9 @@ class Extender:
         self._pod_groups: OrderedDict[str, tuple[float, int | None, list]] = OrderedDict()  # gang -> (time, minMember, GPUs of its pods)
         self.seen_uid: dict[str, str] = {}  # pod UID -> namespace/name, of the pods seen
         self.gang_members: dict[str, dict[str, int]] = {}  # gang -> member -> GPUs, of the members seen
+        # pod key -> (monotonic time, nodes offered to its last filter): nodes kube-scheduler's own
+        # filters passed for it, which a gang's preemption may plan on without victims
+        self.filtered: OrderedDict[str, tuple[float, list[str]]] = OrderedDict()
         self.version = 0  # changes with the occupancy (sync, bind, release, gang plans)
         # The last decisions, for prioritize after filter of the same pod on the same occupancy:
         # (pod key, pod shape, version) -> (monotonic time, nodes offered, verdicts)
@@ -550,20 +561,16 @@ class Extender:
             plan = None
         if plan is not None:
             open_nodes = [n for n in topo if plan.slots.get(self.cluster.node_names[topo[n]], 0) > 0]
-            if open_nodes:
+            # A plan made by preemption stands while its nodes are not offered: they are full until its victims leave.
+            if open_nodes or plan.by_preemption:
                 return self._plan_verdicts(pod, plan, names, topo, verdicts)
             del plans[pkey]  # none of its nodes is offered any more: plan again for the members left
             self.version += 1
-        members = 1
-        if pkey:
-            done = sum(1 for b in self.occ.bound.values() if plan_key(b.pod) == pkey)
-            done += self.snap.gang_bound.get(pkey, 0) if self.snap is not None else 0
-            members = max(1, pod.gang_size - done)
+        members = self._members_left(pod, pkey) if pkey else 1
         offered = set(topo.values())
         job_id = f"pending:{pkey or pod.key}"
         job = self._job(pod, job_id, members, 0.0)
         state = self.current_state(pending=job, blocked=set(range(self.cluster.num_nodes)) - offered, skip_plan=pkey)
-        c = self.cluster
         scores: dict[int, int] = {}
         first_nodes: dict[int, int] = {}
         policy, topology = "", ""
@@ -587,15 +594,7 @@ class Extender:
                     verdicts[n] = Verdict(FAIL, 0, f"gang {pod.gang} ({members} pods x {pod.gpus} GPUs) does not fit "
                                                    "the free GPUs of the offered nodes")
                 return verdicts
-            slots = {c.node_names[i]: k // pod.gpus for i, k in first_nodes.items()}
-            domain = sorted({c.switch_names[int(c.node_leaf[i])] for i in first_nodes if c.node_leaf[i] >= 0})
-            plan = GangPlan(pod.gang, pod.gpus, slots, domain, self.clock(), pod.gang_size, topology)
-            plans[pkey] = plan
-            while len(plans) > MAX_PLANS:  # the oldest plan goes first
-                plans.pop(next(iter(plans)))
-            self.version += 1
-            log.info("gang %s: %d pods x %d GPUs planned on %s (domain %s%s) by %s", pod.gang, members, pod.gpus,
-                     slots, ",".join(domain), f"; {topology}" if topology else "", policy)
+            plan = self._keep_plan(pod, pkey, first_nodes, members, topology, policy)
             return self._plan_verdicts(pod, plan, names, topo, verdicts)
         node_gpus, free = self._node_gpus, state.node_free.tolist()
         for n, i in topo.items():
@@ -608,6 +607,31 @@ class Extender:
             else:
                 verdicts[n] = Verdict(FAIL, 0, f"{max(f, 0)} GPUs free, the pod asks for {pod.gpus}")
         return verdicts
+
+    def _keep_plan(self, pod: PodInfo, pkey: str, first_nodes: dict[int, int], members: int, topology: str, policy: str,
+                   victims: dict[str, list[str]] | None = None) -> GangPlan:
+        """The gang's placement (GPUs per topology node) kept as its plan: pod slots per node.
+        With `victims` (topology node -> victim UIDs), a plan made by preemption."""
+        c = self.cluster
+        slots = {c.node_names[i]: k // pod.gpus for i, k in first_nodes.items()}
+        domain = sorted({c.switch_names[int(c.node_leaf[i])] for i in first_nodes if c.node_leaf[i] >= 0})
+        plan = GangPlan(pod.gang, pod.gpus, slots, domain, self.clock(), pod.gang_size, topology,
+                        by_preemption=victims is not None, victims=victims or {})
+        plans = self.occ.plans
+        plans[pkey] = plan
+        while len(plans) > MAX_PLANS:  # the oldest plan goes first
+            plans.pop(next(iter(plans)))
+        self.version += 1
+        log.info("gang %s: %d pods x %d GPUs planned on %s (domain %s%s) by %s%s", pod.gang, members, pod.gpus,
+                 slots, ",".join(domain), f"; {topology}" if topology else "", policy,
+                 f", after preempting {victims}" if victims is not None else "")
+        return plan
+
+    def _members_left(self, pod: PodInfo, pkey: str) -> int:
+        """The gang's members asking the pod's GPU count not yet bound (at least 1: the pod)."""
+        done = sum(1 for b in self.occ.bound.values() if plan_key(b.pod) == pkey)
+        done += self.snap.gang_bound.get(pkey, 0) if self.snap is not None else 0
+        return max(1, pod.gang_size - done)
 
     def _drop_resized(self, pkey: str, plan: GangPlan, size: int) -> None:
         """A gang whose size changed since its plan was made (its PodGroup's minMember, its
@@ -672,6 +696,33 @@ class Extender:
         placement wins. Members already bound confine it to their domain. Returns ((GPUs per
         topology node, policy, the request in words), "") or (None, why not)."""
         c, level = self.cluster, pod.topology_level
+        groups, what, unlabelled = self._domains(pod, pkey, job, topo, infos)
+        if groups is None:
+            return None, what
+        units = {k: sum(int(free[i]) // pod.gpus for i in nodes) for k, nodes in groups.items()}
+        need = job["num_gpus"] // pod.gpus
+        all_nodes = set(range(c.num_nodes))
+        for k in sorted((k for k in groups if units[k] >= need), key=lambda k: (units[k], describe_key(level, k))):
+            state = self.current_state(pending=job, blocked=all_nodes - set(groups[k]), skip_plan=pkey)
+            _, first_nodes, policy = self._decide(state, job["id"])
+            if first_nodes:
+                return (first_nodes, policy, f"{'required' if pod.topology_required else 'preferred'} {level}: "
+                                             f"{describe_key(level, k)}"), ""
+        best = max(groups, key=lambda k: (units[k], describe_key(level, k)), default=None)
+        why = f"{what}: no offered domain holds it"
+        if best is not None:
+            why += f" (the most room: {describe_key(level, best)}, {units[best]} pods of {pod.gpus} GPUs free)"
+        if unlabelled:
+            why += f"; {unlabelled} offered nodes have no {level} label"
+        return None, why
+
+    def _domains(self, pod: PodInfo, pkey: str, job: dict, topo: dict[str, int],
+                 infos: dict[str, NodeInfo]) -> tuple[dict[Any, list[int]] | None, str, int]:
+        """The offered topology nodes grouped by their domain at the pod's topology level
+        (`level_key`), confined to the domain of the members already bound: (domain key ->
+        topology nodes, the request in words, offered nodes without the level's label), or
+        (None, why not, 0) when the members bound are not in one known domain."""
+        c, level = self.cluster, pod.topology_level
         kind = "requires" if pod.topology_required else "prefers"
         what = (f"gang {pod.gang} ({job['num_gpus'] // pod.gpus} pods x {pod.gpus} GPUs) {kind} one {level} domain "
                 f"({REQUIRED_TOPOLOGY if pod.topology_required else PREFERRED_TOPOLOGY})")
@@ -703,31 +754,17 @@ class Extender:
                 i = self.topology_index(n, None)
                 keys.add(None if i is None else level_key(c, level, i, self._node_labels(n, infos), self.topology_labels))
             if len(keys) != 1 or None in keys:
-                return None, f"{what}: its members already bound ({', '.join(sorted(set(bound)))}) are not in one known domain"
+                return None, f"{what}: its members already bound ({', '.join(sorted(set(bound)))}) are not in one known domain", 0
             (k,) = keys
             groups = {k: groups.get(k, [])}
             what += f", where its members already bound are ({describe_key(level, k)})"
-        units = {k: sum(int(free[i]) // pod.gpus for i in nodes) for k, nodes in groups.items()}
-        need = job["num_gpus"] // pod.gpus
-        all_nodes = set(range(c.num_nodes))
-        for k in sorted((k for k in groups if units[k] >= need), key=lambda k: (units[k], describe_key(level, k))):
-            state = self.current_state(pending=job, blocked=all_nodes - set(groups[k]), skip_plan=pkey)
-            _, first_nodes, policy = self._decide(state, job["id"])
-            if first_nodes:
-                return (first_nodes, policy, f"{'required' if pod.topology_required else 'preferred'} {level}: "
-                                             f"{describe_key(level, k)}"), ""
-        best = max(groups, key=lambda k: (units[k], describe_key(level, k)), default=None)
-        why = f"{what}: no offered domain holds it"
-        if best is not None:
-            why += f" (the most room: {describe_key(level, best)}, {units[best]} pods of {pod.gpus} GPUs free)"
-        if unlabelled:
-            why += f"; {unlabelled} offered nodes have no {level} label"
-        return None, why
+        return groups, what, unlabelled
 
     def _plan_verdicts(self, pod: PodInfo, plan: GangPlan, names: list[str], topo: dict[str, int],
                        verdicts: dict[str, Verdict]) -> dict[str, Verdict]:
         where = (f"gang {plan.gang} is placed on {', '.join(n for n, s in plan.slots.items() if s > 0)} "
-                 f"(domain {','.join(plan.domain)}{'; ' + plan.topology if plan.topology else ''})")
+                 f"(domain {','.join(plan.domain)}{'; ' + plan.topology if plan.topology else ''}"
+                 f"{'; by preemption: its nodes take its members once their victims leave' if plan.by_preemption else ''})")
         for n in names:
             if n in topo and plan.slots.get(self.cluster.node_names[topo[n]], 0) > 0:
                 verdicts[n] = Verdict(OK, MAX_SCORE, "")
@@ -753,6 +790,11 @@ class Extender:
     def filter(self, args: Any) -> dict:
         pod, names, infos, with_nodes = self._pod_and_nodes(args, "ExtenderArgs")
         verdicts = self.evaluate(pod, names, infos)
+        if plan_key(pod):
+            self.filtered[pod.key] = (self.clock(), names)
+            self.filtered.move_to_end(pod.key)
+            while len(self.filtered) > MAX_PLANS:
+                self.filtered.popitem(last=False)
         ok = [n for n in names if verdicts[n].status == OK]
         failed = {n: v.reason for n, v in verdicts.items() if v.status == FAIL}
         never = {n: v.reason for n, v in verdicts.items() if v.status == UNRESOLVABLE}
@@ -816,9 +858,10 @@ class Extender:
         comes back with exactly the victims it offered (its set is already the least it found
         over every resource, CPU and memory included), or is dropped: a victim of the
         preemptor's priority or above, or annotated non-preemptible, drops its node; a node is
-        never returned without victims. When the policy's place-after-preempt choice for the
-        pod, decided on the offered nodes with only the offered victims preemptible, lands on
-        one of them, that node alone is returned."""
+        never returned without victims. For a pod outside a gang, when the policy's
+        place-after-preempt choice for the pod, decided on the offered nodes with only the
+        offered victims preemptible, lands on one of them, that node alone is returned. A gang
+        member gets the one node its gang's plan gives it, or none (`_gang_preempt`)."""
         env = "ExtenderPreemptionArgs"
         if not isinstance(args, dict):
             raise WireError(f"{env}: must be a JSON object, got {type(args).__name__}")
@@ -849,7 +892,10 @@ class Extender:
                 log.info("preempt %s: node %s dropped: %s", pod.key, node, why)
                 continue
             options[node] = (chosen, pdb)
-        if options and pod.gpus > 0:
+        pkey = plan_key(pod)
+        if options and pkey:
+            options = self._gang_preempt(pod, pkey, options)
+        elif options and pod.gpus > 0:
             try:
                 learned = self._learned_victims(pod, options)
             except (ExtenderError, StateError, WireError) as e:
@@ -862,6 +908,122 @@ class Extender:
                                       for n, (ch, pdb) in options.items()},
             "CheckpointCostGPUSeconds": {n: sum(p.gpus * 90.0 for _, p in ch if p is not None) for n, (ch, _) in options.items()},
         }
+
+    def _gang_preempt(self, pod: PodInfo, pkey: str, options: dict) -> dict:
+        """The preemption of a gang member: the node its gang's plan gives it, with the victims
+        offered there, or nothing. Without a live plan (of the gang's current size), the whole
+        gang (the members left x the pod's GPUs) is planned after preemption on the offered
+        nodes (`_plan_preemption`); when it does not fit even so, no node comes back, for this
+        member or any other: no half preemption. A live plan (made by preemption or by filter) is
+        reused: the member is given one offered node of the plan with a slot that no other
+        member's preemption was given (its own earlier one first)."""
+        plan = self._live_plans().get(pkey)
+        if plan is not None and plan.size != pod.gang_size:
+            self._drop_resized(pkey, plan, pod.gang_size)
+            plan = None
+        if plan is None:
+            try:
+                plan = self._plan_preemption(pod, pkey, options)
+            except (ExtenderError, StateError, WireError) as e:
+                log.warning("preempt %s: gang %s not planned (%s): no node returned", pod.key, pod.gang, e)
+                return {}
+            if plan is None:
+                return {}
+        offered: dict[str, str] = {}  # topology node -> the offered node that is it
+        for n in options:
+            t = self.topology_name(n)
+            if t is not None:
+                offered.setdefault(t, n)
+        given = Counter(t for m, t in plan.assigned.items() if m != pod.key)
+        mine = plan.assigned.get(pod.key)
+        for t in ([mine] if mine else []) + list(plan.slots):
+            if t in offered and plan.slots.get(t, 0) - given[t] > 0:
+                if mine != t:
+                    plan.assigned[pod.key] = t
+                    self.version += 1
+                return {offered[t]: options[offered[t]]}
+        log.info("preempt %s: gang %s's plan (%s) has no slot left for it on the offered nodes: no node returned",
+                 pod.key, pod.gang, ", ".join(f"{t}: {k}" for t, k in plan.slots.items() if k > 0))
+        return {}
+
+    def _plan_preemption(self, pod: PodInfo, pkey: str, options: dict) -> GangPlan | None:
+        """The gang's plan after preemption, kept (see `_keep_plan`), or None when the whole gang
+        does not fit even after preempting every victim offered. The policy's place-after-preempt
+        choice (the `preempt` rule) for one job of the members left x the pod's GPUs, on a state
+        where the topology nodes neither offered nor passed by the pod's filter of this
+        scheduling cycle (kube-scheduler offers no victims where the pod fits without) are held
+        and only the offered victims are preemptible; when the gang fits there without
+        preemption by this service's account (its victims unknown here), the usual placement.
+        With a topology request, one domain of those nodes at a time (the smallest first), only
+        the victims offered in it preemptible and the placement inside it; required and no domain
+        holds it: None."""
+        c = self.cluster
+        topo: dict[str, int] = {}
+        for n in options:
+            i = self.topology_index(n, None)
+            if i is not None and i not in topo.values() and self._static_check(pod, i, None) is None:
+                topo[n] = i
+        # The nodes of the pod's filter in this scheduling cycle passed kube-scheduler's own filters
+        # (it offers no victims there: the pod fits without): the plan may take their free GPUs.
+        at, names = self.filtered.get(pod.key, (0.0, []))
+        free_nodes: dict[str, int] = {}
+        if topo and self.clock() - at < DECISION_TTL_S:
+            for n in names:
+                i = self.topology_index(n, None)
+                if (n not in options and i is not None and i not in topo.values() and i not in free_nodes.values()
+                        and self._static_check(pod, i, None) is None):
+                    free_nodes[n] = i
+        members = self._members_left(pod, pkey)
+        what = f"gang {pod.gang} ({members} pods x {pod.gpus} GPUs)"
+        if not topo:
+            log.info("preempt %s: %s: no offered node is a topology node that can hold its pods: no node returned", pod.key, what)
+            return None
+        job_id = f"pending:{pkey}"
+        job = self._job(pod, job_id, members, 0.0)
+        everywhere = set(topo.values()) | set(free_nodes.values())
+        tries: list[tuple[set[int], str]] = []
+        if pod.topology_level:
+            level = pod.topology_level
+            groups, why, _ = self._domains(pod, pkey, job, {**topo, **free_nodes}, {})
+            for k, nodes in sorted((groups or {}).items(), key=lambda kv: (sum(self._node_gpus[i] // pod.gpus for i in kv[1]),
+                                                                           describe_key(level, kv[0]))):
+                if sum(self._node_gpus[i] // pod.gpus for i in nodes) >= members:
+                    tries.append((set(nodes), f"{'required' if pod.topology_required else 'preferred'} {level}: "
+                                              f"{describe_key(level, k)}"))
+        if not (pod.topology_level and pod.topology_required):
+            tries.append((everywhere, ""))
+        all_nodes = set(range(c.num_nodes))
+        for nodes, topology in tries:
+            # Only the victims offered on the nodes tried are preemptible: holding the other nodes holds
+            # their free GPUs only, and a victim preempted there would free room outside the domain.
+            victims = frozenset(p.key for n, i in topo.items() if i in nodes for _, p in options[n][0] if p is not None)
+            state = self.current_state(pending=job, blocked=all_nodes - nodes, skip_plan=pkey, victims=victims)
+            first_nodes, policy = self._preempt_choice(state, job_id)
+            if first_nodes and set(first_nodes) <= nodes:
+                by_node = {i: n for n, i in topo.items()}
+                taken = {c.node_names[i]: [uid for uid, _ in options[by_node[i]][0]] for i in first_nodes if i in by_node}
+                return self._keep_plan(pod, pkey, first_nodes, members, topology, policy, victims=taken)
+        log.info("preempt %s: %s does not fit the offered nodes%s even after preempting every victim offered: "
+                 "no node returned (no member preempts)", pod.key, what,
+                 f" in one {pod.topology_level} domain" if pod.topology_level and pod.topology_required else "")
+        return None
+
+    def _preempt_choice(self, state: ClusterState, job_id: str) -> tuple[dict[int, int], str]:
+        """The GPUs per topology node of the policy's place-after-preempt choice (the `preempt`
+        rule: victims of strictly lower priority class, as kube-scheduler offers) for the pending
+        job queued first in `state`, and the policy's name; when the job fits without preemption
+        (no `preempt` candidate), its usual placement; ({}, "") when it fits neither way."""
+        cset = build_candidates(state, self.queue_window, wait_guard=self.scorer.wait_guard)
+        j = int(state.queue[0]) if len(state.queue) and state.name_of(int(state.queue[0])) == job_id else -1
+        if j < 0:
+            return {}, ""
+        restrict = np.array([cd.job_id == j and cd.rule == PREEMPT for cd in cset.candidates])
+        decision = self.scorer.decide(state, cset, restrict)
+        if decision.order:
+            nodes, per = np.unique(self.cluster.gpu_node[cset.candidates[decision.order[0]].gpus], return_counts=True)
+            return dict(zip(nodes.tolist(), per.tolist())), decision.policy
+        _, first_nodes, policy = self._decide(state, job_id)
+        return first_nodes, policy
 
     def _learned_victims(self, pod: PodInfo, options: dict) -> str | None:
         """The offered node the policy's place-after-preempt candidate lands on, decided on a
@@ -948,6 +1110,7 @@ class Extender:
         if pod.gpus > 0:
             if plan is not None:
                 plan.slots[topo] -= 1
+                plan.assigned.pop(key, None)
             if i is not None:
                 state = self.current_state()
                 first = int(self.cluster.node_first_gpu[i])

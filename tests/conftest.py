@@ -36,6 +36,64 @@ def pytest_configure(config):
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+# Under `-n N --dist loadfile` pytest-xdist hands out whole files, by default in the order of their
+# number of tests, most first, so the files of a few long tests came last: the Ray file (its Tune
+# trials) then ran alone on one worker while the other had nothing left. These files (measured in
+# the suite, longest first; docs/testing.md) are handed out first, the rest after them in xdist's
+# order. A file missing here only loses its place; which worker runs a file changes no result.
+LONG_FILES_FIRST = (
+    "tests/test_ray.py",
+    "tests/test_shipped_models.py",
+    "tests/test_distill.py",
+    "tests/test_native_rollout.py",
+    "tests/test_deploy.py",
+    "tests/test_state_fast.py",
+    "tests/test_extender_watch_failures.py",
+    "tests/test_train.py",
+    "tests/test_reselect.py",
+    "tests/test_service_model.py",
+    "tests/test_vec.py",
+    "tests/test_report.py",
+    "tests/test_extender_watch.py",
+    "tests/test_export.py",
+    "tests/test_kernels.py",
+    "tests/test_service.py",
+)
+# Files handed to the worker that takes the first of them, at the same time: they share a
+# session's tiny run (tiny_run_64, tiny_run_192 below), which each worker would train.
+SAME_WORKER = {"tests/test_deploy.py": ("tests/test_anchor.py",), "tests/test_reselect.py": ("tests/test_average.py",)}
+
+
+def long_files_first(scopes, first=LONG_FILES_FIRST) -> list:
+    """`scopes` (test files, in xdist's order) with those in `first` moved to the front in that order."""
+    ahead = [f for f in first if f in scopes]
+    return ahead + [s for s in scopes if s not in ahead]
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` (each file on one worker) with LONG_FILES_FIRST handed out first and the
+    files of SAME_WORKER together."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongFilesFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            if not getattr(self, "_reordered", False):  # the first call: the queue of files is complete
+                self._reordered = True
+                for scope in reversed(long_files_first(list(self.workqueue))):
+                    self.workqueue.move_to_end(scope, last=False)
+            scope = next(iter(self.workqueue))
+            super()._assign_work_unit(node)
+            for other in SAME_WORKER.get(scope, ()):
+                if other in self.workqueue:
+                    self.workqueue.move_to_end(other, last=False)
+                    super()._assign_work_unit(node)
+
+    return LongFilesFirst(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _private_cache_dir(tmp_path_factory, monkeypatch):
     """Each test its own teacher-check cache (agents.distill.check_cache_dir), so no test reads

@@ -116,7 +116,7 @@ def test_the_service_is_reached_where_it_listens_with_flags_it_has():
         assert ext["bindVerb"] == "bind" and ext["managedResources"][0]["name"] == "nvidia.com/gpu"
         if which == "second":
             assert url.hostname == f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local"
-            assert cfg["profiles"] == [{"schedulerName": "gangsched"}]
+            assert [p["schedulerName"] for p in cfg["profiles"]] == ["gangsched"]
             assert cfg["leaderElection"]["resourceNamespace"] == "gangsched-system"
             for f in ("caFile", "certFile", "keyFile"):
                 assert any(ext["tlsConfig"][f].startswith(m + "/") for m in sched_mounts), f
@@ -147,7 +147,7 @@ def test_the_static_pod_scheduler_reaches_the_service_through_its_nodeport_and_h
     cfg = yaml.safe_load((DOCS / "static-pod-scheduler-config.yaml").read_text())
     assert on_host(flags["--config"]) and flags["--config"].endswith("/scheduler-config.yaml")
     assert on_host(cfg["clientConnection"]["kubeconfig"]) and cfg["percentageOfNodesToScore"] == 100
-    assert cfg["profiles"] == [{"schedulerName": "gangsched"}]
+    assert [p["schedulerName"] for p in cfg["profiles"]] == ["gangsched"]
     (ext,) = cfg["extenders"]
     assert set(ext) <= EXTENDER_FIELDS and set(ext["tlsConfig"]) <= TLS_FIELDS
     for f in ("caFile", "certFile", "keyFile"):
@@ -167,6 +167,70 @@ def test_the_static_pod_scheduler_reaches_the_service_through_its_nodeport_and_h
     user = ("User", "system:kube-scheduler")  # kubeadm's scheduler.conf signs in as this user
     for verb in ("create", "get", "update"):
         assert grants(docs, user, lease["resourceNamespace"], "coordination.k8s.io", "leases", verb, lease["resourceName"]), verb
+
+
+def scheduler_configs() -> list[tuple[str, dict]]:
+    """Every KubeSchedulerConfiguration under docs/k8s: a YAML document of that kind, or one held as text in a
+    ConfigMap's data (what a scheduler Deployment mounts), named by where it lies."""
+    found = []
+    for f in sorted(DOCS.glob("*.yaml")):
+        for i, d in enumerate(yaml.safe_load_all(f.read_text())):
+            if not d:
+                continue
+            if d.get("kind") == "KubeSchedulerConfiguration":
+                found.append((f"{f.name}[{i}]", d))
+            for key, text in (d.get("data") or {}).items() if d.get("kind") == "ConfigMap" else ():
+                if "KubeSchedulerConfiguration" in text:
+                    for j, c in enumerate(yaml.safe_load_all(text)):
+                        if c and c.get("kind") == "KubeSchedulerConfiguration":
+                            found.append((f"{f.name}[{i}] {d['metadata']['name']}/{key}[{j}]", c))
+    return found
+
+
+def num_candidates(args: dict, num_nodes: int) -> int:
+    """kube-scheduler's DefaultPreemption calculateNumCandidates (pkg/scheduler/framework/plugins/defaultpreemption):
+    the nodes its dry run looks at before it stops, from the plugin's args (unset fields take the v1 defaults)."""
+    pct = args.get("minCandidateNodesPercentage", 10)
+    absolute = args.get("minCandidateNodesAbsolute", 100)
+    n = num_nodes * pct // 100
+    return min(max(n, absolute), num_nodes)
+
+
+PREEMPTION_ARGS = {"apiVersion", "kind", "minCandidateNodesPercentage", "minCandidateNodesAbsolute"}  # config/v1 DefaultPreemptionArgs
+
+
+def test_every_scheduler_config_offers_preemption_candidates_on_every_node():
+    """A gang's preemption plan is made on the candidates kube-scheduler's DefaultPreemption offers; by default its
+    dry run stops at max(10 % of the nodes, 100), so on a cluster of more than 100 GPU nodes it would offer some
+    only. Every profile of every scheduler config sets the plugin's args (as kubescheduler.config.k8s.io/v1
+    DefaultPreemptionArgs, values kube-scheduler's validation accepts) to look at all nodes, and does not disable
+    the plugin."""
+    configs = scheduler_configs()
+    names = {n.split("[")[0] for n, _ in configs}
+    assert {"scheduler-config.yaml", "second-scheduler.yaml", "static-pod-scheduler-config.yaml"} <= names, names
+    for where, cfg in configs:
+        assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1", where
+        assert cfg.get("profiles"), where
+        for profile in cfg["profiles"]:
+            who = f"{where} profile {profile.get('schedulerName')}"
+            plugin_names = [p["name"] for p in profile.get("pluginConfig") or []]
+            assert len(plugin_names) == len(set(plugin_names)), who  # kube-scheduler refuses a plugin configured twice
+            entry = next((p for p in profile.get("pluginConfig") or [] if p["name"] == "DefaultPreemption"), None)
+            assert entry is not None, f"{who}: no pluginConfig for DefaultPreemption"
+            args = entry.get("args") or {}
+            assert set(args) <= PREEMPTION_ARGS, (who, args)
+            assert args.get("kind", "DefaultPreemptionArgs") == "DefaultPreemptionArgs", who
+            assert args.get("apiVersion", cfg["apiVersion"]) == "kubescheduler.config.k8s.io/v1", who
+            pct, absolute = args.get("minCandidateNodesPercentage"), args.get("minCandidateNodesAbsolute")
+            assert type(pct) is int and 0 <= pct <= 100, (who, pct)  # ValidateDefaultPreemptionArgs
+            assert type(absolute) is int and absolute >= 0 and (pct, absolute) != (0, 0), (who, absolute)
+            assert pct == 100, who
+            for n in (1, 50, 100, 101, 150, 1000, 1024, 5000):
+                assert num_candidates(args, n) == n, (who, n)
+            for point in ("postFilter", "multiPoint"):
+                disabled = ((profile.get("plugins") or {}).get(point) or {}).get("disabled") or []
+                assert not {d["name"] for d in disabled} & {"DefaultPreemption", "*"}, (who, point)
+    assert num_candidates({}, 1000) == 100  # the default: 100 of 1,000 nodes
 
 
 def grants(docs: list[dict], account: tuple[str, str], namespace: str | None, group: str, resource: str, verb: str,

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import fields, is_dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -269,3 +271,177 @@ def test_the_reference_refuses_with_the_field_named():
     for build in (reference, from_dict):
         with pytest.raises(ValueError, match=r"^running\[3\]\.gpus: GPU 70 does not exist on a 64-GPU cluster$"):
             build(d, cluster)
+
+
+# ---------------------------------------------------------------------- running_rates: vectorised vs the loop
+
+
+def _rates_outcome(f, *args):
+    """What `f` (a running_rates path) gives, bit for bit (dtype, shape and bytes of both arrays),
+    or the error's type and message."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = f(*args)
+    except Exception as e:  # noqa: BLE001 - the error is part of the behaviour compared
+        return ("error", type(e).__name__, str(e))
+    if out is None:
+        return None
+    return tuple((a.dtype.str, a.shape, a.tobytes()) for a in out)
+
+
+def _random_running_set(cluster, rng, model, jobs: int, one_node: bool = False):
+    """Profiles of up to `jobs` running jobs on distinct GPUs of `cluster`: sizes 1..64, TP degrees
+    dividing them, every kind, random communication shares; placed compactly (GPUs in id order
+    from a random start, so whole nodes, leaves and NVLink domains) or scattered over the cluster.
+    `one_node`: every job inside one node."""
+    from envs.speed import job_constants_of, job_profile_of, placement_geometry
+
+    free = np.ones(cluster.num_gpus, dtype=bool)
+    profiles = []
+    for _ in range(jobs):
+        size = int(rng.choice([1, 2, 4, 8, 8, 8, 16, 32, 64]))
+        avail = np.flatnonzero(free)
+        if one_node:
+            room = np.bincount(cluster.gpu_node[avail], minlength=cluster.num_nodes)
+            size = min(size, int(room.max()))
+            if size < 1:
+                break
+            node = int(rng.choice(np.flatnonzero(room >= size)))
+            gpus = avail[cluster.gpu_node[avail] == node][:size]
+        elif len(avail) < size:
+            break
+        elif rng.random() < 0.6:
+            start = int(rng.integers(len(avail) - size + 1))
+            gpus = avail[start:start + size]
+        else:
+            gpus = np.sort(rng.choice(avail, size, replace=False))
+        free[gpus] = False
+        tp = int(rng.choice([d for d in (1, 2, 4, 8) if size % d == 0]))
+        kind = int(rng.integers(4))
+        constants = job_constants_of(size, tp, kind, float(rng.choice([0.0, 0.3, rng.random()])), float(rng.random()), model)
+        profiles.append(job_profile_of(constants, placement_geometry(cluster, gpus, tp, model)))
+    return profiles
+
+
+def _rates_cases():
+    """(label, cluster, profiles, demand, pressure, model): random running sets on every shipped
+    cluster under two speed models, with the demand and pressure they make."""
+    from envs.speed import node_pressure, uplink_demand
+
+    rng = np.random.default_rng(20261207)
+    models = [SpeedModel(), SpeedModel(cross_tier_efficiency=0.6, interference_coeff=1.7, pressure_by_kind=(0.5, 0.1, 2.0, 0.0))]
+    names = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "configs" / "clusters").glob("*.yaml"))
+    assert len(names) >= 8
+    for name in names:
+        cluster = load_cluster(name)
+        for k in range(16):
+            model = models[k % 2]
+            jobs = int(rng.choice([8, 20, 72, 200]))
+            profiles = _random_running_set(cluster, rng, model, jobs, one_node=k % 4 == 3)
+            if len(profiles) < 8:
+                continue
+            yield (f"{name} #{k}", cluster, profiles, uplink_demand(cluster, profiles), node_pressure(cluster, profiles), model)
+
+
+def test_running_rates_vectorised_is_the_loop_bit_for_bit_on_random_running_sets():
+    """Every shipped cluster, random running sets (compact and scattered, single- and multi-node,
+    crossing uplinks and NVLink domains): the vectorised rates and interference factors are the
+    loop's, bit for bit, and the vectorised path answers every one of them itself."""
+    from envs import speed
+
+    cases = multi = crossing = 0
+    for label, cluster, profiles, demand, pressure, model in _rates_cases():
+        expected = _rates_outcome(speed.running_rates_reference, cluster, profiles, demand, pressure, model)
+        assert expected[0] != "error", label
+        assert _rates_outcome(speed._running_rates_vector, cluster, profiles, demand, pressure, model) == expected, label
+        assert _rates_outcome(speed.running_rates, cluster, profiles, demand, pressure, model) == expected, label
+        cases += 1
+        multi += any(len(p.nodes) > 1 for p in profiles)
+        crossing += any(len(p.uplinks) > 0 for p in profiles)
+    assert cases >= 80 and 40 <= multi <= cases - 20 and crossing >= 20, (cases, multi, crossing)
+
+
+def _odd_profiles(profiles, rng):
+    """The profiles with NaN, infinities, zeros and negatives in their constants and geometry."""
+    import dataclasses
+
+    odd = [math.nan, math.inf, -math.inf, 0.0, -0.0, -1.0, 1e-300, 1e300]
+    out = list(profiles)
+    for _ in range(int(rng.integers(1, 4))):
+        i = int(rng.integers(len(out)))
+        p = out[i]
+        field = str(rng.choice(["min_speed", "c_tp", "c_dp", "pressure", "sensitivity", "tp_stretch", "dp_bw_GBps"]))
+        value = float(rng.choice(odd))
+        if field in ("tp_stretch", "dp_bw_GBps"):
+            out[i] = dataclasses.replace(p, geometry=dataclasses.replace(p.geometry, **{field: value}))
+        else:
+            out[i] = dataclasses.replace(p, **{field: value})
+    return out
+
+
+def test_running_rates_vectorised_is_the_loop_on_nan_inf_and_zero_divisors():
+    """NaN, infinities, zeros and negatives in the uplink demand, the node pressure and the
+    profiles' numbers (max(1.0, nan) is 1.0 for the loop's Python floats, not NaN; inf demand
+    makes a congestion share of 0, a TP stretch divided by it raises ZeroDivisionError there):
+    running_rates gives the loop's results bit for bit or raises its error, and the vectorised
+    path itself answers most of them (declining only a zero divisor or a NaN among a multi-node
+    job's nodes)."""
+    from envs import speed
+
+    rng = np.random.default_rng(7)
+    odd = np.array([math.nan, math.inf, -math.inf, 0.0, -0.0, -5.0, 1e-300, 1e300])
+    cases = answered = errors = 0
+    for label, cluster, profiles, demand, pressure, model in _rates_cases():
+        for k in range(6):
+            d, pr, ps = demand.copy(), pressure.copy(), profiles
+            if k % 3 == 0 and len(d):
+                hit = rng.integers(len(d), size=int(rng.integers(1, 4)))
+                d[hit] = rng.choice(odd, len(hit))
+            if k % 3 == 1:
+                hit = rng.integers(len(pr), size=int(rng.integers(1, 4)))
+                pr[hit] = rng.choice(odd, len(hit))
+            if k % 3 == 2:
+                ps = _odd_profiles(profiles, rng)
+            expected = _rates_outcome(speed.running_rates_reference, cluster, ps, d, pr, model)
+            assert _rates_outcome(speed.running_rates, cluster, ps, d, pr, model) == expected, (label, k)
+            vector = _rates_outcome(speed._running_rates_vector, cluster, ps, d, pr, model)
+            assert vector is None or vector == expected, (label, k)
+            cases += 1
+            answered += vector is not None
+            errors += expected[0] == "error"
+    assert cases >= 400 and answered >= cases // 2 and errors >= 10, (cases, answered, errors)
+
+
+def test_running_rates_on_the_services_loaded_state():
+    """The benchmark's h100-1024gpu state (72 running jobs): the state's rates are the loop's."""
+    from benchmarks.service_latency import loaded_state
+    from envs import speed
+
+    cluster, model = load_cluster("h100-1024gpu"), SpeedModel()
+    state = ClusterState.from_dict(json.loads(json.dumps(loaded_state("h100-1024gpu", "llm-mix-large", 600))), cluster, model)
+    profiles = [state.profiles[j] for j in state.running.tolist()]
+    args = (cluster, profiles, state.uplink_demand, state.node_pressure, model)
+    expected = _rates_outcome(speed.running_rates_reference, *args)
+    assert _rates_outcome(speed._running_rates_vector, *args) == expected
+    assert state.rate[state.running].tobytes() == np.array(speed.running_rates_reference(*args)[0]).tobytes()
+
+
+def test_running_rates_vectorised_keeps_python_max_of_a_nan_bandwidth():
+    """A job whose DP bandwidth is NaN: the loop's max(1.0, REF / max(nan, 1e-12)) of Python floats
+    is 1.0 (nan > 1.0 is false), so its rate is a number, not NaN. The vectorised path answers
+    it itself (np.maximum would give NaN and hand it back to the loop) with the loop's bits."""
+    import dataclasses
+
+    from envs import speed
+
+    cluster, model = load_cluster("h100-1024gpu"), SpeedModel()
+    profiles = _random_running_set(cluster, np.random.default_rng(3), model, 72)
+    for i in (0, 5, len(profiles) - 1):
+        p = profiles[i]
+        odd = list(profiles)
+        odd[i] = dataclasses.replace(p, geometry=dataclasses.replace(p.geometry, dp_bw_GBps=math.nan))
+        args = (cluster, odd, speed.uplink_demand(cluster, odd), speed.node_pressure(cluster, odd), model)
+        expected = _rates_outcome(speed.running_rates_reference, *args)
+        assert np.isfinite(speed.running_rates_reference(*args)[0]).all()
+        assert _rates_outcome(speed._running_rates_vector, *args) == expected
