@@ -273,12 +273,6 @@ void set_allocation(const Cluster& c, const nb::tuple& t, SimArrays& a) {
     one(4, a.node_on, N, "node_on");
 }
 
-void check_las(const LasSpec& las) {
-    if (las.thresholds.empty()) throw BadInput("las_thresholds: at least one");
-    for (size_t i = 1; i < las.thresholds.size(); ++i)
-        if (!(las.thresholds[i - 1] < las.thresholds[i])) throw BadInput("las_thresholds: strictly increasing");
-}
-
 // A simulator's arrays parsed once (views; the dict holding them kept alive), for the calls
 // that read its state at every decision: each passes only the lists and scalars.
 struct SimView {
@@ -288,6 +282,30 @@ struct SimView {
     SimArrays a;
     View<const double> requested;  // per job: GPUs x estimate (the past arrivals' requested GPU-s)
 };
+
+// What a call over a SimView works on: the view's arrays with this call's allocation, lists and
+// scalars set (parse_state's checks), the wait guard and the LAS spec, each checked.
+struct ViewCall {
+    SimArrays a;
+    SimScalars s;
+    WaitGuardSpec guard;
+    LasSpec las;
+};
+
+ViewCall view_call(const SimView& v, const nb::tuple& allocation, const std::vector<int64_t>& running,
+                   const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+                   const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+                   const std::vector<int64_t>& iscal, const std::vector<double>& wait_guard,
+                   const std::vector<double>& las_thresholds, double starvation_factor) {
+    ViewCall call{v.a, {}, {}, {las_thresholds, starvation_factor}};
+    set_allocation(*v.c, allocation, call.a);
+    parse_state(*v.c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, call.a, call.s);
+    if (!wait_guard.empty()) {
+        if (wait_guard.size() != 2) throw BadInput("wait_guard: (overdue_factor, min_wait_s) or empty");
+        call.guard = WaitGuardSpec{true, wait_guard[0], wait_guard[1]};
+    }
+    return call;
+}
 
 
 // What one call's arrays were, for the next call on the same state (envs.core.ArrayMemo): each
@@ -658,20 +676,13 @@ NB_MODULE(_core, m) {
                const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
                const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high, bool preempt_las,
                const std::vector<double>& wait_guard, const std::vector<double>& las_thresholds, double starvation_factor) {
-                SimArrays a = v.a;
-                SimScalars s;
-                set_allocation(*v.c, allocation, a);
-                parse_state(*v.c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
-                WaitGuardSpec guard;
-                if (!wait_guard.empty()) {
-                    if (wait_guard.size() != 2) throw BadInput("wait_guard: (overdue_factor, min_wait_s) or empty");
-                    guard = WaitGuardSpec{true, wait_guard[0], wait_guard[1]};
-                }
-                const LasSpec las{las_thresholds, starvation_factor};
+                ViewCall call = view_call(v, allocation, running, checkpointing, reserved, reserved_gpus, fscal, iscal,
+                                          wait_guard, las_thresholds, starvation_factor);
                 CandidateSet out;
                 {
                     nb::gil_scoped_release release;
-                    build_candidates(*v.c, *v.model, a, s, queue_window, priority_high, preempt_las, guard, las, out);
+                    build_candidates(*v.c, *v.model, call.a, call.s, queue_window, priority_high, preempt_las, call.guard,
+                                     call.las, out);
                 }
                 return nb::make_tuple(out.window, as_numpy<uint8_t>(std::move(out.mask)), out.index, out.gpus, out.victims);
             },
@@ -689,17 +700,10 @@ NB_MODULE(_core, m) {
                const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high, bool preempt_las,
                const std::vector<double>& wait_guard, const std::vector<double>& las_thresholds, double starvation_factor,
                nb::handle out_candidates, nb::handle out_global, bool clip) {
-                SimArrays a = v.a;
-                SimScalars s;
-                set_allocation(*v.c, allocation, a);
-                parse_state(*v.c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
-                WaitGuardSpec guard;
-                if (!wait_guard.empty()) {
-                    if (wait_guard.size() != 2) throw BadInput("wait_guard: (overdue_factor, min_wait_s) or empty");
-                    guard = WaitGuardSpec{true, wait_guard[0], wait_guard[1]};
-                }
-                const LasSpec las{las_thresholds, starvation_factor};
-                check_las(las);
+                ViewCall call = view_call(v, allocation, running, checkpointing, reserved, reserved_gpus, fscal, iscal,
+                                          wait_guard, las_thresholds, starvation_factor);
+                SimArrays& a = call.a;
+                const SimScalars& s = call.s;
                 if (queue_window < 1) throw BadInput("queue_window: at least 1");
                 const size_t K = static_cast<size_t>(queue_window) * NUM_FEATURE_RULES + 1;
                 float* feats = out_arg<float, 2>(out_candidates, "out_candidates", K, NUM_CANDIDATE_COLUMNS);
@@ -707,7 +711,8 @@ NB_MODULE(_core, m) {
                 CandidateSet out;
                 {
                     nb::gil_scoped_release release;
-                    build_candidates(*v.c, *v.model, a, s, queue_window, priority_high, preempt_las, guard, las, out);
+                    build_candidates(*v.c, *v.model, a, call.s, queue_window, priority_high, preempt_las, call.guard, call.las,
+                                     out);
                     std::vector<int64_t> gpus, gpus_end, victims, victims_end;
                     for (size_t k = 0; k < out.index.size(); ++k) {
                         gpus.insert(gpus.end(), out.gpus[k].begin(), out.gpus[k].end());
@@ -743,13 +748,9 @@ NB_MODULE(_core, m) {
                const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
                const std::vector<int64_t>& iscal, int64_t priority_high, bool preempt_las,
                const std::vector<double>& las_thresholds, double starvation_factor) {
-                SimArrays a = v.a;
-                SimScalars s;
-                set_allocation(*v.c, allocation, a);
-                parse_state(*v.c, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
-                const LasSpec las{las_thresholds, starvation_factor};
-                check_las(las);
-                return can_place(*v.c, *v.model, a, s, priority_high, preempt_las, las);
+                ViewCall call = view_call(v, allocation, running, checkpointing, reserved, reserved_gpus, fscal, iscal, {},
+                                          las_thresholds, starvation_factor);
+                return can_place(*v.c, *v.model, call.a, call.s, priority_high, preempt_las, call.las);
             },
             nb::arg("allocation"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"),
             nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("priority_high"), nb::arg("preempt_las"),

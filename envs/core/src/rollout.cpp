@@ -1277,8 +1277,19 @@ RolloutResult replay(const Cluster& c, const RateModel& m, SimArrays& a, SimScal
     return run(c, m, sim, a, s, queue_window, INF, policy, ADVANCE_FIRST, {}, {});
 }
 
+namespace {
+
+void check_las(const LasSpec& las) {
+    if (las.thresholds.empty()) throw BadInput("las_thresholds: at least one");
+    for (size_t i = 1; i < las.thresholds.size(); ++i)
+        if (!(las.thresholds[i - 1] < las.thresholds[i])) throw BadInput("las_thresholds: strictly increasing");
+}
+
+}  // namespace
+
 bool can_place(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high, bool preempt_las,
                const LasSpec& las) {
+    check_las(las);
     Rollout sim(c, m, a, s, priority_high);
     return sim.can_place(preempt_las, las);
 }
@@ -1287,9 +1298,7 @@ void build_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimSca
                       int64_t priority_high, bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las,
                       CandidateSet& out) {
     if (queue_window < 1) throw BadInput("queue_window: at least 1");
-    if (las.thresholds.empty()) throw BadInput("las_thresholds: at least one");
-    for (size_t i = 1; i < las.thresholds.size(); ++i)
-        if (!(las.thresholds[i - 1] < las.thresholds[i])) throw BadInput("las_thresholds: strictly increasing");
+    check_las(las);
     Rollout sim(c, m, a, s, priority_high);
     sim.candidates(queue_window, preempt_las, guard, las, out);
 }
