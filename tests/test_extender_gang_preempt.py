@@ -23,30 +23,13 @@ import pytest
 
 from service.testing import FakeAPIServer, ServiceProcess
 from tests.test_extender_verbs import CLUSTER, GROUP, NAMES, args, binding, busy, node, pod, run_pod
+# The fixtures of test_extender_verbs: a FakeAPIServer and the service on it per module, a client on an empty state per test.
+from tests.test_extender_verbs import api, client, svc  # noqa: F401
 
 pytest.importorskip("kubernetes.client")
 VICTIM_NODES = ["h100-0", "h100-1", "h100-2", "h100-3", "a100-0"]  # low-priority pods, offered as victims
 HELD = [n for n in NAMES if n not in VICTIM_NODES]  # high-priority, never offered
 
-
-@pytest.fixture(scope="module")
-def api():
-    with FakeAPIServer() as a:
-        yield a
-
-
-@pytest.fixture(scope="module")
-def svc(api, tmp_path_factory):
-    kubeconfig = api.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    with ServiceProcess(["--cluster", CLUSTER, "--kube-api", kubeconfig]) as s:
-        yield s
-
-
-@pytest.fixture()
-def client(svc):
-    with httpx.Client(base_url=svc.url, timeout=30) as c:
-        assert c.put("/v1/state", json={"time_s": 0.0}).status_code == 200
-        yield c
 
 
 def gang(api: FakeAPIServer, name: str, size: int = 4, gpus: int = 8, declared: int | None = None) -> list[dict]:
