@@ -448,6 +448,12 @@ def check_native_schema() -> None:
     _NATIVE_SCHEMA_CHECKED = True
 
 
+def ensure_native_schema() -> None:
+    """`check_native_schema`, once per process."""
+    if not _NATIVE_SCHEMA_CHECKED:
+        check_native_schema()
+
+
 def native_candidate_features(cset: CandidateSet, clip: bool = False,
                               out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`candidate_features(cset)` computed by the native core (envs.core.candidate_features),
@@ -458,8 +464,7 @@ def native_candidate_features(cset: CandidateSet, clip: bool = False,
     comes with its candidates from one call over the simulator's arrays instead
     (Simulator.native_candidates with `features`). The schema is checked against the core's
     columns on the first call (RuntimeError)."""
-    if not _NATIVE_SCHEMA_CHECKED:
-        check_native_schema()
+    ensure_native_schema()
     from envs import core as _core
 
     valid = cset.valid_placements()

@@ -52,15 +52,15 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     while not sim.done:
         if sim.queue_len:
             if compiled:
-                if sim.native_can_place(preempt_las):
-                    return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
+                placeable = sim.native_can_place(preempt_las)
             else:
                 state = sim.decision_state()
-                if can_place(state) if preempt_las else any_feasible(state):
-                    return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
+                placeable = can_place(state) if preempt_las else any_feasible(state)
+            if placeable:
+                return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
         if compiled and not sim.checkpointing and not sim.reserved:
             state = sim.decision_state()
-            job_classes(state)
+            job_classes(state)  # arrivals since the last decision registered: else their shapes stop run_events each time
             classes = shape_classes(state, sim.job_shapes()[1])
             if classes is not None:
                 stop = sim.run_events(*classes, until, las=las_stop_args(state) if preempt_las else None)

@@ -269,7 +269,6 @@ _viewed_arrays = operator.attrgetter(
 # Each simulator's SimView with the array objects it was made over (a cache outside the
 # simulator's own attributes: copies and forks make their own).
 _VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_features_checked = [False]  # native_candidates checked the core's feature columns against the schema
 
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))
 _job_values = operator.attrgetter(*_JOB_FIELDS)
@@ -886,18 +885,13 @@ class Simulator:
             raise ValueError("this simulator was consumed by a native rollout")
         from envs.candidates import candidates_from_arrays
         guard = [] if wait_guard is None else [wait_guard.overdue_factor, wait_guard.min_wait_s]
-        if features is not None and not _features_checked[0]:
-            from envs.features import check_native_schema
-            check_native_schema()  # the core's columns are the schema's (RuntimeError naming the first that is not)
-            _features_checked[0] = True
-        if features is None:
-            window, mask, index, gpus, victims = self._native_view().candidates(
-                *self._view_state(), int(queue_window), PRIORITY_HIGH, bool(preempt_las), guard, _LAS_THRESHOLDS,
-                STARVATION_FACTOR)
-        else:
-            window, mask, index, gpus, victims = self._native_view().observe(
-                *self._view_state(), int(queue_window), PRIORITY_HIGH, bool(preempt_las), guard, _LAS_THRESHOLDS,
-                STARVATION_FACTOR, features[0], features[1], True)
+        if features is not None:
+            from envs.features import ensure_native_schema
+            ensure_native_schema()  # the core's columns are the schema's (RuntimeError naming the first that is not)
+        out = (None, None, False) if features is None else (*features, True)
+        window, mask, index, gpus, victims = self._native_view().candidates(
+            *self._view_state(), int(queue_window), PRIORITY_HIGH, bool(preempt_las), guard, _LAS_THRESHOLDS,
+            STARVATION_FACTOR, *out)
         return candidates_from_arrays(self.decision_state(), window, mask.view(bool), index, gpus, victims, features)
 
     def _native_call(self, name: str, call, *args) -> list:
@@ -1100,7 +1094,6 @@ class Simulator:
         hit = _VIEWS.get(self)
         if hit is None or not all(map(operator.is_, key, hit[0])):
             cluster, model, arrays = self._native_state()[:3]  # files every job's shape first
-            arrays["requested_gpu_s"] = self.requested_gpu_s
             hit = _VIEWS[self] = (_viewed_arrays(self), _core.SimView(cluster, model, arrays))
         return hit[1]
 
@@ -1120,15 +1113,9 @@ class Simulator:
             gpu_owner=ledger.gpu_owner, gpu_reserved=ledger.gpu_reserved, free_mask=ledger.free_mask,
             node_owned=ledger.node_owned, node_free=ledger.node_free, node_preemptible=ledger.node_preemptible,
             node_power_w=power.node_power_w, node_on=power.node_on, power_terms=consts.power_terms,
-            whole_gang=consts.whole_gang)
-        floats = [self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
-                  self.preemption_gpu_s]
-        ints = [ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
-                self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
-                self.num_preemptions]
+            whole_gang=consts.whole_gang, requested_gpu_s=self.requested_gpu_s)
         return (_core.cluster_arrays(self.cluster), _core.rate_model(self.config.speed_model), arrays,
-                self.running.tolist(), list(self.checkpointing), list(self.reserved),
-                [self.placement[r].tolist() for r in self.reserved], floats, ints)
+                *self._view_state()[1:])
 
     def _run_events(self, class_of_shape: np.ndarray, class_index: tuple, until: float | None, test_first: bool,
                     las: tuple | None, launch: int, launch_gpus: np.ndarray) -> int:

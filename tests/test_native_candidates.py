@@ -105,14 +105,6 @@ def test_native_candidates_change_nothing():
     assert [k for k in before if not np.array_equal(before[k], after[k], equal_nan=before[k].dtype.kind == "f")] == []
 
 
-def _view(sim: Simulator, state: tuple):
-    return _core.SimView(state[0], state[1], {**state[2], "requested_gpu_s": sim.requested_gpu_s})
-
-
-def _alloc(sim: Simulator) -> tuple:
-    return (sim.ledger.free_mask, sim.ledger.node_owned, sim.ledger.node_free, sim.power.node_power_w, sim.power.node_on)
-
-
 def test_bad_arguments_name_the_argument():
     sc = load_scenario("default")
     env = gym.make("gangsched/GpuCluster-v0", cluster=sc.cluster, workload=sc.workload, num_jobs=40)
@@ -120,13 +112,15 @@ def test_bad_arguments_name_the_argument():
     sim = env.unwrapped.sim
     with pytest.raises(ValueError, match="queue_window"):
         sim.native_candidates(0)
-    state = sim._native_state()
+    view, (alloc, *state) = sim._native_view(), sim._view_state()
     with pytest.raises(ValueError, match="wait_guard"):
-        _view(sim, state).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [1.0], [3600.0], 4.0)
+        view.candidates(alloc, *state, 8, PRIORITY_HIGH, True, [1.0], [3600.0], 4.0)
     with pytest.raises(ValueError, match="las_thresholds"):
-        _view(sim, state).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [3600.0, 60.0], 4.0)
+        view.candidates(alloc, *state, 8, PRIORITY_HIGH, True, [], [3600.0, 60.0], 4.0)
     with pytest.raises(ValueError, match="las_thresholds"):
-        _view(sim, state).candidates(_alloc(sim), *state[3:], 8, PRIORITY_HIGH, True, [], [], 4.0)
+        view.candidates(alloc, *state, 8, PRIORITY_HIGH, True, [], [], 4.0)
+    with pytest.raises(ValueError, match="las_thresholds"):
+        view.can_place(alloc, *state, PRIORITY_HIGH, True, [], 4.0)
     from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
     K = 8 * R + 1
     for feats, glob, name in ((np.zeros((K - 1, NUM_CANDIDATE_FEATURES), np.float32), np.zeros(NUM_GLOBAL_FEATURES, np.float32), "out_candidates"),
@@ -135,5 +129,4 @@ def test_bad_arguments_name_the_argument():
         with pytest.raises(ValueError, match=name):
             sim.native_candidates(8, features=(feats, glob))
     with pytest.raises(ValueError, match="allocation: node_free"):
-        _view(sim, state).candidates(_alloc(sim)[:2] + (sim.ledger.node_free[:-1],) + _alloc(sim)[3:], *state[3:],
-                                             8, PRIORITY_HIGH, True, [], [3600.0], 4.0)
+        view.candidates(alloc[:2] + (alloc[2][:-1],) + alloc[3:], *state, 8, PRIORITY_HIGH, True, [], [3600.0], 4.0)

@@ -675,72 +675,56 @@ NB_MODULE(_core, m) {
                const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
                const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
                const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high, bool preempt_las,
-               const std::vector<double>& wait_guard, const std::vector<double>& las_thresholds, double starvation_factor) {
-                ViewCall call = view_call(v, allocation, running, checkpointing, reserved, reserved_gpus, fscal, iscal,
-                                          wait_guard, las_thresholds, starvation_factor);
-                CandidateSet out;
-                {
-                    nb::gil_scoped_release release;
-                    build_candidates(*v.c, *v.model, call.a, call.s, queue_window, priority_high, preempt_las, call.guard,
-                                     call.las, out);
-                }
-                return nb::make_tuple(out.window, as_numpy<uint8_t>(std::move(out.mask)), out.index, out.gpus, out.victims);
-            },
-            nb::arg("allocation"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"),
-            nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("queue_window"), nb::arg("priority_high"),
-            nb::arg("preempt_las"),
-            nb::arg("wait_guard"), nb::arg("las_thresholds"), nb::arg("starvation_factor"),
-            "envs.candidates.build_candidates over the simulator's state (read, not changed): (window, mask, the valid "
-            "candidates' indices other than WAIT, their GPUs (empty: none found), their victims).")
-        .def(
-            "observe",
-            [](const SimView& v, const nb::tuple& allocation, const std::vector<int64_t>& running,
-               const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
-               const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
-               const std::vector<int64_t>& iscal, int64_t queue_window, int64_t priority_high, bool preempt_las,
                const std::vector<double>& wait_guard, const std::vector<double>& las_thresholds, double starvation_factor,
                nb::handle out_candidates, nb::handle out_global, bool clip) {
                 ViewCall call = view_call(v, allocation, running, checkpointing, reserved, reserved_gpus, fscal, iscal,
                                           wait_guard, las_thresholds, starvation_factor);
-                SimArrays& a = call.a;
-                const SimScalars& s = call.s;
                 if (queue_window < 1) throw BadInput("queue_window: at least 1");
-                const size_t K = static_cast<size_t>(queue_window) * NUM_FEATURE_RULES + 1;
-                float* feats = out_arg<float, 2>(out_candidates, "out_candidates", K, NUM_CANDIDATE_COLUMNS);
-                float* glob = out_arg<float, 1>(out_global, "out_global", NUM_GLOBAL_COLUMNS, 0);
+                const bool features = !out_candidates.is_none() || !out_global.is_none();
+                float *feats = nullptr, *glob = nullptr;
+                if (features) {
+                    const size_t K = static_cast<size_t>(queue_window) * NUM_FEATURE_RULES + 1;
+                    feats = out_arg<float, 2>(out_candidates, "out_candidates", K, NUM_CANDIDATE_COLUMNS);
+                    glob = out_arg<float, 1>(out_global, "out_global", NUM_GLOBAL_COLUMNS, 0);
+                }
+                SimArrays& a = call.a;
                 CandidateSet out;
                 {
                     nb::gil_scoped_release release;
                     build_candidates(*v.c, *v.model, a, call.s, queue_window, priority_high, preempt_las, call.guard, call.las,
                                      out);
-                    std::vector<int64_t> gpus, gpus_end, victims, victims_end;
-                    for (size_t k = 0; k < out.index.size(); ++k) {
-                        gpus.insert(gpus.end(), out.gpus[k].begin(), out.gpus[k].end());
-                        gpus_end.push_back(static_cast<int64_t>(gpus.size()));
-                        victims.insert(victims.end(), out.victims[k].begin(), out.victims[k].end());
-                        victims_end.push_back(static_cast<int64_t>(victims.size()));
+                    if (features) {
+                        std::vector<int64_t> gpus, gpus_end, victims, victims_end;
+                        for (size_t k = 0; k < out.index.size(); ++k) {
+                            gpus.insert(gpus.end(), out.gpus[k].begin(), out.gpus[k].end());
+                            gpus_end.push_back(static_cast<int64_t>(gpus.size()));
+                            victims.insert(victims.end(), out.victims[k].begin(), out.victims[k].end());
+                            victims_end.push_back(static_cast<int64_t>(victims.size()));
+                        }
+                        CandidateArrays cs;
+                        cs.window = View<const int64_t>{out.window.data(), out.window.size()};
+                        cs.mask = View<const uint8_t>{out.mask.data(), out.mask.size()};
+                        cs.gpus = View<const int64_t>{gpus.data(), gpus.size()};
+                        cs.gpus_end = View<const int64_t>{gpus_end.data(), gpus_end.size()};
+                        cs.victims = View<const int64_t>{victims.data(), victims.size()};
+                        cs.victims_end = View<const int64_t>{victims_end.data(), victims_end.size()};
+                        const auto known = static_cast<size_t>(call.s.next_arrival);
+                        const PastArrivals past{View<const double>{a.arrival.data, known},
+                                                View<const double>{v.requested.data, known}};
+                        candidate_features(*v.c, *v.model, a, call.s, past, cs, feats, glob, clip);
                     }
-                    CandidateArrays cs;
-                    cs.window = View<const int64_t>{out.window.data(), out.window.size()};
-                    cs.mask = View<const uint8_t>{out.mask.data(), out.mask.size()};
-                    cs.gpus = View<const int64_t>{gpus.data(), gpus.size()};
-                    cs.gpus_end = View<const int64_t>{gpus_end.data(), gpus_end.size()};
-                    cs.victims = View<const int64_t>{victims.data(), victims.size()};
-                    cs.victims_end = View<const int64_t>{victims_end.data(), victims_end.size()};
-                    PastArrivals past;
-                    past.times = View<const double>{a.arrival.data, static_cast<size_t>(s.next_arrival)};
-                    past.requested = View<const double>{v.requested.data, static_cast<size_t>(s.next_arrival)};
-                    candidate_features(*v.c, *v.model, a, s, past, cs, feats, glob, clip);
                 }
                 return nb::make_tuple(out.window, as_numpy<uint8_t>(std::move(out.mask)), out.index, out.gpus, out.victims);
             },
             nb::arg("allocation"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"),
             nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("queue_window"), nb::arg("priority_high"),
             nb::arg("preempt_las"), nb::arg("wait_guard"), nb::arg("las_thresholds"), nb::arg("starvation_factor"),
-            nb::arg("out_candidates"), nb::arg("out_global"), nb::arg("clip") = false,
-            "candidates(), then the candidate set's features (envs.features.candidate_features) written into "
-            "out_candidates (K x CANDIDATE_COLUMNS float32) and out_global (GLOBAL_COLUMNS float32), with clip "
-            "clipped to [-1, 1] as the env's observation: one call for a decision's whole observation.")
+            nb::arg("out_candidates") = nb::none(), nb::arg("out_global") = nb::none(), nb::arg("clip") = false,
+            "envs.candidates.build_candidates over the simulator's state (read, not changed): (window, mask, the valid "
+            "candidates' indices other than WAIT, their GPUs (empty: none found), their victims). With out_candidates "
+            "(K x CANDIDATE_COLUMNS float32) and out_global (GLOBAL_COLUMNS float32), the same call writes the set's "
+            "features there (envs.features.candidate_features; with clip, clipped to [-1, 1] as the env's observation): "
+            "a decision's whole observation in one call.")
         .def(
             "can_place",
             [](const SimView& v, const nb::tuple& allocation, const std::vector<int64_t>& running,

@@ -37,9 +37,6 @@ struct NanMin {
     double get() const { return nan ? std::numeric_limits<double>::quiet_NaN() : v; }
 };
 
-// envs.state.fragmented_change's term: a node's free GPUs below its whole gang are fragmented.
-inline int64_t fragmented_of(int64_t free, int64_t whole_gang) { return free < whole_gang ? free : 0; }
-
 // A placement's geometry, made once per (TP degree, GPUs) in one call (binpack, spread and
 // topology often agree, and window jobs of one shape share placements).
 struct Placed {

@@ -646,9 +646,7 @@ class Rollout {
         }
     }
 
-    int64_t fragmented_of(size_t n, int64_t free) const {  // envs.state.fragmented_change's term
-        return free < a_.whole_gang[n] ? free : 0;
-    }
+    int64_t fragmented_of(size_t n, int64_t free) const { return gangsched::fragmented_of(free, a_.whole_gang[n]); }
 
     void node_power(size_t n) {  // PowerMeter.nodes_changed
         const int64_t o = a_.node_owned[n];
@@ -1021,8 +1019,7 @@ class Rollout {
                 pool_.push_back(v);
         }
         if (pool_.empty()) return;
-        bool every_node = true;  // mem <= the smallest GPU memory: a victim's GPUs are all useful
-        for (size_t n = 0; n < N && every_node; ++n) every_node = mem <= c_.node_memory_gb[n];
+        const bool every_node = levels_.empty() || mem <= levels_.front();  // a victim's GPUs are all useful
         useful_gpus_.assign(pool_.size(), 0);
         for (size_t i = 0; i < pool_.size(); ++i) {
             const auto x = static_cast<size_t>(pool_[i]);

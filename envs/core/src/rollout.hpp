@@ -19,6 +19,9 @@ struct View {  // a caller's array: `size` entries, row-major for tables
     T& operator[](size_t i) const { return data[i]; }
 };
 
+// envs.state.fragmented_change's term: a node's free GPUs below its whole gang are fragmented.
+inline int64_t fragmented_of(int64_t free, int64_t whole_gang) { return free < whole_gang ? free : 0; }
+
 // The simulator's state the rollout reads and changes in place (a fork's own arrays).
 struct SimArrays {
     // per job (n_jobs each)
