@@ -18,7 +18,7 @@ same model anchored to a heuristic by its run's anchor.json, agents.anchor). Bad
 one-line error and exit code 2 before any episode runs.
 
 `--wait-guard K` (or `overdue_factor=K,min_wait_s=S`; `off` for none) bounds WAIT in the masks
-of every policy of the run (envs.candidates.WaitGuard: WAIT is invalid while a window job that
+of every policy of the run (envs.decision.candidates.WaitGuard: WAIT is invalid while a window job that
 could start without preempting has waited longer than max(K x its estimate, S), S = 3600 by
 default). Without it a `ppo=` model gets the guard of its training config (`env: wait_guard:`)
 and the others none. The results.json schema is
@@ -61,11 +61,11 @@ from agents.evaluation import (
 from agents.evaluation.report import write_report
 from agents.parallel import BACKENDS, BackendError, import_ray, ray_cpus, ray_session
 from baselines import BASELINES
-from envs.candidates import wait_guard_of
-from envs.config import ConfigError
-from envs.config import parse_seeds as envs_parse_seeds
+from envs.cluster.config import ConfigError
+from envs.cluster.config import parse_seeds as envs_parse_seeds
+from envs.decision.candidates import wait_guard_of
 from envs.scenario import Scenario, load_scenario
-from envs.workload import make_workload
+from envs.workload.generator import make_workload
 
 PLOT_SEED_INDEX = 0  # timelines and the Gantt chart show the first seed
 

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from agents.run import ExportError, apply_overrides, train_and_export
-from envs.config import ConfigError
+from envs.cluster.config import ConfigError
 
 DEFAULT_CONFIG = "configs/train/ppo.yaml"
 
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         apply_overrides(cfg, device=args.device, seed=args.seed, total_timesteps=args.total_timesteps, torch_threads=args.torch_threads)
         seeds = None
         if args.backend == "ray":
-            from envs.config import parse_seeds
+            from envs.cluster.config import parse_seeds
 
             try:
                 seeds = parse_seeds(args.seeds) if args.seeds is not None else [cfg.seed]
@@ -156,7 +156,7 @@ def _train_on_ray(args: argparse.Namespace, out: Path, seeds: list[int], sweep) 
     the best on the validation seeds. Exit code 1 when a trial failed (the others are kept)."""
     from agents.parallel import BackendError, ray_session
     from agents.tuning import METRIC, run_trials
-    from envs.config import resolve_config
+    from envs.cluster.config import resolve_config
 
     overrides = {"device": args.device, "total_timesteps": args.total_timesteps, "torch_threads": args.torch_threads, **({"seed": args.seed} if args.seed is not None else {})}
     try:

@@ -26,7 +26,7 @@ paired gain, the chosen margin and the model it was chosen for.
 the bound on WAIT the file records, or else the run's, as `ppo=` does); `agents.export` puts it
 in policy.json, and the scoring service applies it (docs/service.md).
 
-`--wait-guards off,2` also chooses the bound on WAIT (envs.candidates.WaitGuard) deployed with
+`--wait-guards off,2` also chooses the bound on WAIT (envs.decision.candidates.WaitGuard) deployed with
 the margin: every margin is scored under each bound listed, the first bound with the smallest
 margin is the reference, and the same rule keeps it unless another setting's paired gain beats
 one standard error. The file records the bound chosen (`wait_guard`); `anchored=` and
@@ -129,7 +129,7 @@ def parse_wait_guards(text: str) -> list:
     """`off,2` (each as --wait-guard takes it: off, K or overdue_factor=K,min_wait_s=S; `;` or `,`
     between them where a guard has its own commas: `off;overdue_factor=2,min_wait_s=0`): distinct
     bounds on WAIT (None: none); ValueError naming --wait-guards."""
-    from envs.candidates import wait_guard_of
+    from envs.decision.candidates import wait_guard_of
 
     parts = text.split(";") if ";" in text else text.split(",")
     out: list = []
@@ -161,7 +161,7 @@ def choose_margin(run: Path, margins: list[float], model: str = "model.zip", bas
     from agents.config import train_config_from_dict
     from agents.parallel import run_tasks
     from agents.selection import validation_score, validations
-    from envs.config import ConfigError, read_yaml
+    from envs.cluster.config import ConfigError, read_yaml
 
     config = run / "config.yaml"
     if not config.is_file():
@@ -217,7 +217,7 @@ def choose_margin(run: Path, margins: list[float], model: str = "model.zip", bas
 
 
 def main(argv: list[str] | None = None) -> int:
-    from envs.config import ConfigError
+    from envs.cluster.config import ConfigError
 
     ap = argparse.ArgumentParser(prog="python -m agents.anchor", description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path, help="run directories written by train.py")

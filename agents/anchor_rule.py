@@ -76,7 +76,7 @@ def policy_logits(model, obs: dict, mask: np.ndarray) -> np.ndarray:
 
 def anchored_actor(model, anchor: Anchor):
     """An evaluation actor (env, observation) -> action: `model` anchored to `anchor`'s baseline,
-    which picks on the env's own candidate set (envs.env.GpuClusterEnv.cset)."""
+    which picks on the env's own candidate set (envs.gym.env.GpuClusterEnv.cset)."""
     from baselines import make_baseline
 
     rule = make_baseline(anchor.baseline)

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from agents.reselect import check_out_name, require_models
-from envs.config import ConfigError
+from envs.cluster.config import ConfigError
 
 RULES = ("all", "ahead")
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from envs.config import ConfigError, Fields, parse_seeds, read_yaml, resolve_config
-from envs.objective import objective_from_dict
+from envs.cluster.config import ConfigError, Fields, parse_seeds, read_yaml, resolve_config
+from envs.sim.objective import objective_from_dict
 
 PPO_DEFAULTS: dict[str, Any] = {
     "n_steps": 256,
@@ -102,7 +102,7 @@ class TrainConfig:
     checkpoint_every_timesteps: int = 50_000
     normalize_reward: bool = True
     vec_env: str = "dummy"  # "dummy": envs step in this process; "subproc": one worker process per env;
-    # "batched": envs.vec.BatchedClusterEnv, all episodes in one call, over vec_workers processes (0: this one)
+    # "batched": envs.gym.vec.BatchedClusterEnv, all episodes in one call, over vec_workers processes (0: this one)
     vec_workers: int = 0
     # Per-episode overrides of the env arguments (scenario, cluster, workload, ...), given to the
     # rollout episodes round-robin: the policy trains on a mix (clusters of several sizes, or
@@ -212,7 +212,7 @@ def _env_mix(top: Fields, cfg: TrainConfig) -> list[dict]:
     if entries and len(entries) > cfg.n_envs:
         raise top.error("env_mix", f"{len(entries)} entries for {cfg.n_envs} envs (n_envs): some would never run")
     out = []
-    from envs.env import GpuClusterEnv
+    from envs.gym.env import GpuClusterEnv
 
     window = GpuClusterEnv(**cfg.env_kwargs()).queue_window if entries else None
     for i, entry in enumerate(entries):
@@ -273,7 +273,7 @@ def train_config_from_dict(data: dict, source: str) -> TrainConfig:
     if "objective" in env.data:
         objective_from_dict(env.data["objective"], source, "env.objective")  # errors name the file and field now
     if "wait_guard" in env.data:
-        from envs.candidates import wait_guard_of
+        from envs.decision.candidates import wait_guard_of
 
         try:
             wait_guard_of(env.data["wait_guard"], "env.wait_guard")

@@ -6,7 +6,7 @@ validation workload, not only on average.
 
 A mean gain can hide a few workloads that go badly wrong (a student that waits with free GPUs in
 states its training never visited). Each setting, the model anchored to `--baseline` at a margin
-(agents.anchor) under a bound on WAIT (envs.candidates.WaitGuard), runs on the validation seeds
+(agents.anchor) under a bound on WAIT (envs.decision.candidates.WaitGuard), runs on the validation seeds
 of every scenario the run trained on (its config's `scenario` and `env_mix`; the scenarios' own
 validation seeds, never their test seeds), beside `sect` and `sjf`, through evaluate.py. Per
 scenario the reference is the better of the two heuristics on those seeds; per seed, the paired
@@ -56,7 +56,7 @@ DEPLOY_FILE = "anchor-deploy.json"
 
 def run_scenarios(run: Path) -> list[str]:
     """The scenarios a run trained on: its config's `scenario` and every `env_mix` entry's."""
-    from envs.config import read_yaml
+    from envs.cluster.config import read_yaml
 
     data = read_yaml(run / "config.yaml")
     base = data.get("scenario")
@@ -124,9 +124,9 @@ def evaluate_settings(scenario: str, seeds: str | None, files: list[tuple[str, P
     validation seeds (or `seeds`, never its test seeds): {policy label: runs}, as evaluate.py
     runs them."""
     from agents.evaluation import cluster_and_spec, parse_policies, run_all, with_wait_guards, workload_sha256
-    from envs.config import parse_seeds
+    from envs.cluster.config import parse_seeds
     from envs.scenario import load_scenario
-    from envs.workload import make_workload
+    from envs.workload.generator import make_workload
 
     spec = load_scenario(scenario)
     seed_list = parse_seeds(seeds) if seeds else list(spec.validation_seeds)
@@ -148,7 +148,7 @@ def evaluate_settings(scenario: str, seeds: str | None, files: list[tuple[str, P
 def deploy(run: Path, model: str = "model.zip", scenarios: list[str] | None = None, seeds: str | None = None,
            margins: list[float] = (0.0, 1.0), guards: list | None = None, baseline: str = "sect",
            bound: float = 0.10, workers: int = 2, log=print) -> dict:
-    from envs.config import load_cluster, parse_seeds
+    from envs.cluster.config import load_cluster, parse_seeds
     from envs.scenario import load_scenario
 
     if not (run / model).is_file():

@@ -37,7 +37,7 @@ import numpy as np
 
 from agents.imitation import Demonstrations, clone, discounted_returns
 from agents.parallel import run_tasks
-from envs.env import TRAIN_SEEDS
+from envs.gym.env import TRAIN_SEEDS
 
 TEACHER_RNG_TAG = 0xD1A6  # the student/teacher coin flips of a labelling episode
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,7 @@ def label_episode(task: LabelTask) -> dict:
     best heuristic's choice and the action taken; returns numpy arrays and the episode's stats."""
     from agents.lookahead import Lookahead
     from baselines import make_baseline
-    from envs.env import GpuClusterEnv
+    from envs.gym.env import GpuClusterEnv
 
     env = GpuClusterEnv(**task.env_kwargs)
     obs, _ = env.reset(seed=task.seed)
@@ -199,8 +199,8 @@ def check_key(tasks: list) -> str:
     the contents of their scenario, cluster and workload files, each seed's job list, the
     source the simulation runs (CHECK_SOURCES), and Python's and numpy's versions."""
     from agents.evaluation.runners import cluster_and_spec, workload_sha256
-    from envs.config import resolve_config
-    from envs.workload import make_workload
+    from envs.cluster.config import resolve_config
+    from envs.workload.generator import make_workload
 
     parts: dict = {"tasks": [dataclasses.asdict(t) for t in tasks], "source": _source_digest(), "files": {}, "jobs": [],
                    "versions": [sys.version, np.__version__]}

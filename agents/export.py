@@ -6,7 +6,7 @@
 writes DIR/policy.onnx and DIR/policy.json (see agents/policy_file.py, which reads them without
 torch, and docs/export.md). A model trained on another feature schema is refused. train.py
 calls `export_model` at the end of every run, into <run dir>/export/. policy.json records the
-bound on WAIT (`wait_guard`, envs.candidates.WaitGuard) that the served masks apply: the run's
+bound on WAIT (`wait_guard`, envs.decision.candidates.WaitGuard) that the served masks apply: the run's
 `env: wait_guard:` by default, or --wait-guard's (a guard added to a model trained without one,
 or `off`). With --anchor it also records the anchor to a heuristic that `python -m agents.anchor`
 chose for this model (its run's anchor.json, or FILE: an anchor-SCENARIO.json chosen with
@@ -167,7 +167,7 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
                  clusters: list[str] | None = None) -> dict[str, Any]:
     """Write out_dir/policy.onnx and out_dir/policy.json for the MaskablePPO model at model_path.
 
-    `wait_guard` (a WaitGuard or any form `envs.candidates.wait_guard_of` reads; None: none) is
+    `wait_guard` (a WaitGuard or any form `envs.decision.candidates.wait_guard_of` reads; None: none) is
     recorded in policy.json; by default the run config's `env.wait_guard` (none without one).
     ValueError naming the field for an invalid one, before anything is written. With `anchor`
     True, the run's anchor.json for this model (agents.run_dir.read_anchor; ValueError without
@@ -185,10 +185,10 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
     import yaml
 
     from agents.policy import CANDIDATES_KEY, CandidateScoringPolicy, load_model
-    from envs.candidates import wait_guard_of
-    from envs.features import CANDIDATE_FEATURES, FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES
-    from envs.placement import RULES
-    from envs.topology import GPU_CATALOGUE
+    from envs.cluster.topology import GPU_CATALOGUE
+    from envs.decision.candidates import wait_guard_of
+    from envs.decision.features import CANDIDATE_FEATURES, FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES
+    from envs.decision.placement import RULES
 
     model_path = Path(model_path)
     if not model_path.is_file() and not Path(f"{model_path}.zip").is_file():
@@ -262,7 +262,7 @@ def export_model(model_path: str | Path, out_dir: str | Path, *, opset: int = OP
 
 
 def _parse_guard(text: str):
-    from envs.candidates import wait_guard_of
+    from envs.decision.candidates import wait_guard_of
 
     return wait_guard_of(text, "--wait-guard")
 

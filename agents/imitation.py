@@ -15,7 +15,7 @@ import torch as th
 from sb3_contrib import MaskablePPO
 
 from baselines import make_baseline
-from envs.env import TRAIN_SEEDS, GpuClusterEnv
+from envs.gym.env import TRAIN_SEEDS, GpuClusterEnv
 
 
 @dataclass

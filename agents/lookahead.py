@@ -41,18 +41,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines import make_baseline
-from envs import jit as _jit
-from envs.candidates import CandidateSet, WaitGuard, apply_candidate, build_candidates
-from envs.features import predicted_rate
+from envs.cluster.topology import Cluster
+from envs.core import jit as _jit
+from envs.decision.candidates import CandidateSet, WaitGuard, apply_candidate, build_candidates
+from envs.decision.features import predicted_rate
+from envs.decision.placement import PREEMPT_RULES, RULES
+from envs.decision.state import ARRIVAL_HISTORY_S, ClusterState
 from envs.jobs import Job, JobKind
-from envs.objective import Objective, objective_total
-from envs.placement import PREEMPT_RULES, RULES
-from envs.replay import advance_to_decision, decide
 from envs.scenario import LookaheadConfig
-from envs.simulator import JobSlice, NativeWorld, RolloutOutcome, SchedulingError, SimConfig, Simulator
-from envs.state import ARRIVAL_HISTORY_S, ClusterState
-from envs.topology import Cluster
-from envs.workload import WorkloadSpec, generate
+from envs.sim.objective import Objective, objective_total
+from envs.sim.replay import advance_to_decision, decide
+from envs.sim.simulator import JobSlice, NativeWorld, RolloutOutcome, SchedulingError, SimConfig, Simulator
+from envs.workload.generator import WorkloadSpec, generate
 
 LOOKAHEAD_POLICIES = ("lookahead", "lookahead-oracle")
 # Rollouts of `sect` run in the native core from their first action (Simulator.rollout_sect, bit

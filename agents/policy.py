@@ -33,7 +33,7 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from stable_baselines3.common.utils import obs_as_tensor
 from torch import nn
 
-from envs.features import FEATURE_SCHEMA_VERSION, NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
+from envs.decision.features import FEATURE_SCHEMA_VERSION, NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
 
 CANDIDATES_KEY = "candidates"
 GLOBAL_KEY = "global"
@@ -366,7 +366,7 @@ class CandidateScoringPolicy(MaskableActorCriticPolicy):
 def schema_mismatch(version: int | None) -> str:
     recorded = "no feature schema version (a model of schema 1)" if version is None else f"feature schema version {version}"
     return (f"the model was trained on {recorded}, but this code computes feature schema version "
-            f"{FEATURE_SCHEMA_VERSION} (envs.features): its inputs would be misread; retrain it with this code")
+            f"{FEATURE_SCHEMA_VERSION} (envs.decision.features): its inputs would be misread; retrain it with this code")
 
 
 def load_model(path, **kwargs):

@@ -7,7 +7,7 @@
                   MASKED_LOGIT) and value float32 [B]. B and K are dynamic.
     policy.json   what the graph expects: feature schema version and names, placement rules,
                   the K it was trained with, the bound on WAIT its masks apply (`wait_guard`,
-                  envs.candidates.WaitGuard as {overdue_factor, min_wait_s}, or null / absent:
+                  envs.decision.candidates.WaitGuard as {overdue_factor, min_wait_s}, or null / absent:
                   none), the anchor to a heuristic the service applies (`anchor`,
                   agents.anchor_rule.Anchor as {baseline, margin}, or null / absent: none), the GPU
                   types the code knew, the sha256 of policy.onnx, the training config and the
@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from agents.anchor_rule import Anchor
-from envs.candidates import WaitGuard, wait_guard_of
-from envs.features import CANDIDATE_FEATURES, FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES
-from envs.placement import RULES
+from envs.decision.candidates import WaitGuard, wait_guard_of
+from envs.decision.features import CANDIDATE_FEATURES, FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES
+from envs.decision.placement import RULES
 
 FORMAT = "gangsched-policy"
 FORMAT_VERSION = 1
@@ -81,7 +81,7 @@ def load_policy_metadata(directory: str | Path) -> dict[str, Any]:
     Returns the file's fields plus `onnx_path` (the absolute path of the checked graph).
     Raises PolicyFileError naming the file and the mismatch when the directory has no
     policy.json, the file is malformed, its feature schema version, feature names or placement
-    rules differ from this code's (envs.features, envs.placement), or policy.onnx is missing or
+    rules differ from this code's (envs.decision.features, envs.decision.placement), or policy.onnx is missing or
     its sha256 differs from the one recorded.
     """
     directory = Path(directory)
@@ -103,7 +103,7 @@ def load_policy_metadata(directory: str | Path) -> dict[str, Any]:
     if version != FEATURE_SCHEMA_VERSION:
         raise PolicyFileError(
             f"{meta_path}: feature_schema_version {version!r}, but this code computes feature schema version "
-            f"{FEATURE_SCHEMA_VERSION} (envs.features): the policy would misread its inputs; export a model trained with this code"
+            f"{FEATURE_SCHEMA_VERSION} (envs.decision.features): the policy would misread its inputs; export a model trained with this code"
         )
     for key, current in (("candidate_features", CANDIDATE_FEATURES), ("global_features", GLOBAL_FEATURES), ("rules", RULES)):
         if not isinstance(meta[key], list):
@@ -147,7 +147,7 @@ def policy_anchor(meta: dict[str, Any]) -> Anchor | None:
 
 
 def policy_clusters(meta: dict[str, Any]) -> list[str] | None:
-    """The clusters (by name, envs.topology.Cluster.name) the policy is deployed on, recorded in
+    """The clusters (by name, envs.cluster.topology.Cluster.name) the policy is deployed on, recorded in
     policy.json (`clusters`, chosen by agents.deploy); None when absent or null: every cluster.
     On any other cluster the deployed policy is its anchor's baseline (or the service's) alone.
     ValueError naming the field when it is not a list of names."""

@@ -15,7 +15,7 @@ distillation round (distill/student-rK.zip), model.zip and last_model.zip; the p
 among those.
 
 `--wait-guard K` (or `overdue_factor=K,min_wait_s=S`, or `off`) scores every stage with that
-bound on WAIT in its masks (envs.candidates.WaitGuard) instead of the run's own `env: wait_guard:`:
+bound on WAIT in its masks (envs.decision.candidates.WaitGuard) instead of the run's own `env: wait_guard:`:
 the selection for a model that will be evaluated, exported or served with that guard. It writes
 RUN/reselect-wait-guard.json (with the guard recorded), leaving reselect.json as it was.
 
@@ -33,8 +33,8 @@ from pathlib import Path
 
 from agents.config import train_config_from_dict
 from agents.parallel import run_tasks
-from envs.candidates import wait_guard_of
-from envs.config import ConfigError, read_yaml
+from envs.cluster.config import ConfigError, read_yaml
+from envs.decision.candidates import wait_guard_of
 
 LEGACY_MODELS = ("distill/student-r*.zip", "model.zip", "last_model.zip")
 RUN_FILES = ("eval.json", "summary.json", "distill.json", "version.json", "bc.json")  # what train.py writes: never overwritten

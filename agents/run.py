@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envs.config import ConfigError
+from envs.cluster.config import ConfigError
 
 
 class ExportError(RuntimeError):

@@ -37,12 +37,12 @@ def model_run_dir(model_path: str | Path) -> Path | None:
 
 
 def run_config_wait_guard(model_path: str | Path):
-    """The `env: wait_guard:` (envs.candidates.WaitGuard) of the training run a model file
+    """The `env: wait_guard:` (envs.decision.candidates.WaitGuard) of the training run a model file
     belongs to (`model_run_dir`'s config.yaml); None without one. ValueError naming the file and
     field when it is not valid. The one reader: evaluation and export both take a model's guard here."""
     import yaml
 
-    from envs.candidates import wait_guard_of
+    from envs.decision.candidates import wait_guard_of
 
     run_dir = model_run_dir(model_path)
     if run_dir is None:
@@ -114,7 +114,7 @@ def anchored_model(arg: str | Path) -> tuple[Path, Anchor]:
 def read_file_wait_guard(file: str | Path) -> tuple[bool, Any]:
     """(whether the anchor file records a bound on WAIT chosen with its margin, that bound or
     None); files written before --wait-guards existed record none. ValueError naming the file."""
-    from envs.candidates import wait_guard_of
+    from envs.decision.candidates import wait_guard_of
 
     file = Path(file)
     try:

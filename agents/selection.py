@@ -16,13 +16,13 @@ import numpy as np
 
 from agents.config import Setting, TrainConfig
 from agents.evaluation import model_actor, run_actor, run_baseline
-from envs.candidates import WaitGuard
-from envs.env import GpuClusterEnv
-from envs.metrics import episode_metrics
-from envs.objective import Objective
-from envs.simulator import SimConfig
-from envs.topology import Cluster
-from envs.workload import WorkloadSpec
+from envs.cluster.topology import Cluster
+from envs.decision.candidates import WaitGuard
+from envs.gym.env import GpuClusterEnv
+from envs.sim.metrics import episode_metrics
+from envs.sim.objective import Objective
+from envs.sim.simulator import SimConfig
+from envs.workload.generator import WorkloadSpec
 
 if TYPE_CHECKING:
     from sb3_contrib import MaskablePPO

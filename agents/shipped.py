@@ -100,7 +100,7 @@ class Deployment(NamedTuple):
 
     model: Path  # model.zip
     anchor: Any  # agents.anchor_rule.Anchor or None
-    wait_guard: Any  # envs.candidates.WaitGuard or None
+    wait_guard: Any  # envs.decision.candidates.WaitGuard or None
     clusters: list[str] | None  # the clusters it is deployed on (None: all); elsewhere its heuristic alone
 
 

@@ -36,9 +36,9 @@ from agents.config import TrainConfig
 from agents.device import resolve_device
 from agents.policy import CandidateScoringPolicy, load_model
 from agents.selection import Validation, setting_result, validation_score, validations
-from envs.env import TRAIN_SEEDS, GpuClusterEnv
-from envs.features import FEATURE_SCHEMA_VERSION
-from envs.vec import BatchedClusterEnv
+from envs.decision.features import FEATURE_SCHEMA_VERSION
+from envs.gym.env import TRAIN_SEEDS, GpuClusterEnv
+from envs.gym.vec import BatchedClusterEnv
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

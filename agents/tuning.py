@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.config import ConfigError, Fields, read_yaml, resolve_config
+from envs.cluster.config import ConfigError, Fields, read_yaml, resolve_config
 
 # train()'s summary: the score that selected model.zip (lower is better): the mean objective on the
 # validation seeds, or on an env_mix the mean paired difference against each setting's best heuristic.

@@ -1,8 +1,8 @@
-"""Heuristic schedulers. Each picks one candidate of `envs.candidates.build_candidates`, so it
+"""Heuristic schedulers. Each picks one candidate of `envs.decision.candidates.build_candidates`, so it
 acts through the same interface (and the same mask) as the learned policy.
 
     from baselines import make_baseline
-    from envs.replay import replay
+    from envs.sim.replay import replay
     replay(sim, make_baseline("easy").select, queue_window=8)
 """
 

@@ -1,7 +1,7 @@
 """What every heuristic baseline shares: the scheduler interface and the walk over the window.
 
-A baseline picks one candidate of an `envs.candidates.CandidateSet`; it never builds
-placements or masks of its own. Ordering keys read the decision state (`envs.state.ClusterState`):
+A baseline picks one candidate of an `envs.decision.candidates.CandidateSet`; it never builds
+placements or masks of its own. Ordering keys read the decision state (`envs.decision.state.ClusterState`):
 what a real scheduler knows, never the simulator.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from envs.candidates import CandidateSet
-from envs.placement import TOPOLOGY
-from envs.state import ClusterState
+from envs.decision.candidates import CandidateSet
+from envs.decision.placement import TOPOLOGY
+from envs.decision.state import ClusterState
 
 
 class Baseline:
@@ -22,10 +22,10 @@ class Baseline:
     name: str = ""
     # Whether it may take `preempt-las` (Tiresias' preemption by attained service): the replay
     # loop offers that rule, and asks at the moments where it is the only valid placement, only
-    # to a rule that may take it (envs.replay.advance_to_decision).
+    # to a rule that may take it (envs.sim.replay.advance_to_decision).
     preempt_las: bool = False
-    # The rule's name in envs.simulator.NATIVE_REPLAY_POLICIES when the native core carries out
-    # exactly this `select` (envs.replay.replay then runs a whole replay in one call); None for
+    # The rule's name in envs.sim.simulator.NATIVE_REPLAY_POLICIES when the native core carries out
+    # exactly this `select` (envs.sim.replay.replay then runs a whole replay in one call); None for
     # every other rule, and to be set to None by a subclass that changes the choice.
     native_replay: str | None = None
 

@@ -3,7 +3,7 @@ a job never straddles a block of the level its size asks for.
 
 Slurm's block plugin (`eval_nodes_block` in `src/plugins/topology/block/eval_nodes_block.c`)
 groups the *base blocks* (here: the NVLink domains, GB200 NVL72 racks; on a cluster without them,
-the leaf switches' nodes, as `envs.topology_import --blocks-as-leaves` reads a block file) into
+the leaf switches' nodes, as `envs.cluster.topology_import --blocks-as-leaves` reads a block file) into
 levels of 2^k consecutive base blocks. A job's level is fixed by its node count alone: the
 smallest k with 2^k base blocks holding that many nodes; the job is placed inside one block of
 that level or waits, even when the cluster could hold it across blocks. A job larger than every
@@ -22,10 +22,10 @@ import math
 
 import numpy as np
 
-from envs.candidates import CandidateSet
-from envs.placement import BINPACK, SPREAD, TOPOLOGY
-from envs.state import ClusterState
-from envs.topology import Cluster
+from envs.cluster.topology import Cluster
+from envs.decision.candidates import CandidateSet
+from envs.decision.placement import BINPACK, SPREAD, TOPOLOGY
+from envs.decision.state import ClusterState
 
 from baselines.easy import EasyBackfill
 

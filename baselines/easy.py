@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.candidates import CandidateSet
-from envs.placement import TOPOLOGY
-from envs.state import ClusterState
+from envs.decision.candidates import CandidateSet
+from envs.decision.placement import TOPOLOGY
+from envs.decision.state import ClusterState
 
 from baselines.base import Baseline, fifo_positions, wait_or_any
 

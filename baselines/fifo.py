@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.placement import BINPACK, SPREAD, TOPOLOGY
+from envs.decision.placement import BINPACK, SPREAD, TOPOLOGY
 
 from baselines.base import OrderedBaseline
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from envs.candidates import CandidateSet
-from envs.placement import PREEMPT, TOPOLOGY
-from envs.state import ClusterState
+from envs.decision.candidates import CandidateSet
+from envs.decision.placement import PREEMPT, TOPOLOGY
+from envs.decision.state import ClusterState
 
 from baselines.base import Baseline, fifo_positions, first_valid, wait_or_any
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.candidates import CandidateSet
-from envs.state import ClusterState
+from envs.decision.candidates import CandidateSet
+from envs.decision.state import ClusterState
 
 from baselines.base import Baseline
 

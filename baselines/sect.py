@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from envs import core as _core
-from envs import jit as _jit
-from envs.candidates import CandidateSet
-from envs.features import predicted_rate
-from envs.placement import RULES
-from envs.state import ClusterState
+from envs.core import jit as _jit
+from envs.decision.candidates import CandidateSet
+from envs.decision.features import predicted_rate
+from envs.decision.placement import RULES
+from envs.decision.state import ClusterState
 
 from baselines.base import Baseline, fifo_positions, wait_or_any
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.state import ClusterState
+from envs.decision.state import ClusterState
 
 from baselines.base import OrderedBaseline
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from envs.candidates import CandidateSet
-from envs.las import las_queue
-from envs.placement import PREEMPT_LAS, TOPOLOGY
-from envs.state import ClusterState
+from envs.decision.candidates import CandidateSet
+from envs.decision.las import las_queue
+from envs.decision.placement import PREEMPT_LAS, TOPOLOGY
+from envs.decision.state import ClusterState
 
 from baselines.base import Baseline, first_valid, wait_or_any
 
 
 class Tiresias(Baseline):
-    """Discretised two-dimensional least attained service (envs.las): jobs in order of their
+    """Discretised two-dimensional least attained service (envs.decision.las): jobs in order of their
     LAS queue (attained GPU-service, with the starvation guard's promotion), FIFO inside a queue
     (the order jobs (re)entered the scheduler's queue, as the paper's FIFO within a queue);
     topology placement. A job that does not fit on the free GPUs takes its `preempt-las`

@@ -28,9 +28,9 @@ from agents.evaluation.runners import cluster_and_spec, run_baseline
 from baselines import BASELINES
 from benchmarks.replay_philly import schedule_digest
 from envs import ENV_ID
-from envs.metrics import episode_metrics
 from envs.scenario import load_scenario, scenario_names
-from envs.simulator import SimConfig
+from envs.sim.metrics import episode_metrics
+from envs.sim.simulator import SimConfig
 
 
 def env_digest(scenario: str, seed: int, steps: int) -> str:

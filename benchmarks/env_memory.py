@@ -1,4 +1,4 @@
-"""Memory per episode of the batched vector env (envs.vec.BatchedClusterEnv), in one process.
+"""Memory per episode of the batched vector env (envs.gym.vec.BatchedClusterEnv), in one process.
 
     python -m benchmarks.env_memory [--cluster mixed-64gpu] [--workload llm-mix] [--batch 8 64] [--steps 400]
     python -m benchmarks.env_memory --resident 1024 --steps 1000
@@ -33,7 +33,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 def stepped_batch(cluster: str, workload: str, batch: int, steps: int):
     """A batched env of `batch` episodes, reset and stepped `steps` random legal actions."""
-    from envs.vec import BatchedClusterEnv
+    from envs.gym.vec import BatchedClusterEnv
 
     vec = BatchedClusterEnv({"cluster": cluster, "workload": workload}, batch)
     rng = np.random.default_rng(0)
@@ -61,7 +61,7 @@ def held_after_steps(cluster: str, workload: str, batch: int, steps: int) -> tup
 def resident_after_steps(cluster: str, workload: str, batch: int, steps: int) -> tuple[float, float]:
     """(the process's resident set before the batch is made, and after `steps` steps of it), MB:
     no tracemalloc, so a batch of 1,024 episodes runs at the env's own speed."""
-    import envs.vec  # noqa: F401  (its imports are the process's, not the batch's)
+    import envs.gym.vec  # noqa: F401  (its imports are the process's, not the batch's)
 
     def resident_mb() -> float:
         with open("/proc/self/status") as f:

@@ -4,13 +4,13 @@
         [--reference]
 
 Prints decision steps per second of `gangsched/GpuCluster-v0` under random legal actions on
-mixed-64gpu and h100-1024gpu, of the batched vector env (envs.vec.BatchedClusterEnv, `--batch`
+mixed-64gpu and h100-1024gpu, of the batched vector env (envs.gym.vec.BatchedClusterEnv, `--batch`
 episodes in this process, summed over them), and the wall time to replay a 10,000-job workload
 on h100-1024gpu under the `topology` baseline without the Gymnasium layer. CartPole-v1 under
 random actions runs in the same invocation, and each env figure is printed with its ratio to
 CartPole's. Each figure is measured `--repeat` times (the same work each time) and printed as
 best and median: on a shared machine the best run is the least disturbed one. The figures are
-for the compiled kernels (envs.kernels) unless GANGSCHED_JIT=0; `--reference` measures the
+for the compiled kernels (envs.core.kernels) unless GANGSCHED_JIT=0; `--reference` measures the
 plain-Python reference path too, in the same invocation.
 """
 
@@ -28,11 +28,11 @@ import numpy as np
 
 import envs  # noqa: F401
 from baselines import make_baseline
-from envs import jit
-from envs.config import load_cluster
-from envs.replay import replay
-from envs.simulator import Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.cluster.config import load_cluster
+from envs.core import jit
+from envs.sim.replay import replay
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 
 def random_steps_per_s(cluster: str, workload: str, steps: int, num_jobs: int | None = None) -> tuple[float, int]:
@@ -68,7 +68,7 @@ def cartpole_steps_per_s(steps: int) -> float:
 def batched_steps_per_s(cluster: str, workload: str, steps: int, batch: int, workers: int = 0) -> float:
     """Decision steps per second summed over `batch` episodes of the batched vector env (in
     this process, or over `workers` processes)."""
-    from envs.vec import BatchedClusterEnv
+    from envs.gym.vec import BatchedClusterEnv
 
     vec = BatchedClusterEnv({"cluster": cluster, "workload": workload}, batch, workers=workers)
     rng = np.random.default_rng(0)
@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--batch-workers", type=int, default=0,
                     help="also measure the batched env over this many worker processes (not one core: one per worker)")
     ap.add_argument("--reference", action="store_true",
-                    help="also measure the plain-Python reference path (envs.jit), after the compiled one")
+                    help="also measure the plain-Python reference path (envs.core.jit), after the compiled one")
     args = ap.parse_args()
     cart = [cartpole_steps_per_s(args.steps * 5) for _ in range(args.repeat)]
     cart_best = max(cart)
@@ -114,7 +114,7 @@ def main() -> None:
     paths = [jit.ENABLED] + ([False] if args.reference and jit.ENABLED else [])
     for compiled in paths:
         with contextlib.nullcontext() if compiled else jit.reference_path():
-            print(f"-- {'compiled kernels (envs.kernels)' if compiled else 'plain-Python reference path (GANGSCHED_JIT=0)'}")
+            print(f"-- {'compiled kernels (envs.core.kernels)' if compiled else 'plain-Python reference path (GANGSCHED_JIT=0)'}")
             measure(args, cart_best)
 
 

@@ -34,11 +34,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 
 from baselines import make_baseline
-from envs.candidates import apply_candidate, build_candidates
-from envs.config import load_cluster
-from envs.replay import advance_to_decision
-from envs.simulator import JobState, Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.cluster.config import load_cluster
+from envs.decision.candidates import apply_candidate, build_candidates
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import JobState, Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 CASES = (("mixed-64gpu", "llm-mix"), ("h100-1024gpu", "llm-mix-large"))
 QUEUE_WINDOW = 8

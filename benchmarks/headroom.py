@@ -19,12 +19,12 @@ import dataclasses
 import numpy as np
 
 from baselines import make_baseline
-from envs.config import load_cluster, parse_seeds
+from envs.cluster.config import load_cluster, parse_seeds
 from envs.jobs import Job
-from envs.metrics import episode_metrics
-from envs.replay import replay
-from envs.simulator import Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.metrics import episode_metrics
+from envs.sim.replay import replay
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 
 def clairvoyant_oracle(jobs: list[Job]) -> list[Job]:

@@ -28,7 +28,7 @@ _CHILD = r"""
 import time
 t0 = time.perf_counter()
 import numpy as np
-from envs.env import GpuClusterEnv
+from envs.gym.env import GpuClusterEnv
 env = GpuClusterEnv(cluster="mixed-64gpu", workload="llm-mix")
 rng = np.random.default_rng(0)
 env.reset(seed=0)

@@ -45,9 +45,9 @@ from agents.evaluation.report import REPORT_NAME, esc, html_table, page, paired_
 from agents.shipped import shipped_models
 from agents.parallel import BackendError, ray_cpus, ray_session
 from baselines import BASELINES
-from envs.config import parse_seeds
+from envs.cluster.config import parse_seeds
 from envs.scenario import load_scenario, scenario_names
-from envs.workload import make_workload
+from envs.workload.generator import make_workload
 from evaluate import UsageError, add_backend_arguments, check_backend, report_missing, write_missing
 
 HEADROOM_FINDING = 0.05  # below this the oracle's headroom is reported as small

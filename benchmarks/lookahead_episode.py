@@ -18,10 +18,10 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from agents.lookahead import run_lookahead  # noqa: E402
-from envs.config import load_cluster  # noqa: E402
-from envs.metrics import episode_metrics  # noqa: E402
+from envs.cluster.config import load_cluster  # noqa: E402
+from envs.sim.metrics import episode_metrics  # noqa: E402
 from envs.scenario import load_scenario  # noqa: E402
-from envs.workload import load_workload_spec, make_workload  # noqa: E402
+from envs.workload.generator import load_workload_spec, make_workload  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

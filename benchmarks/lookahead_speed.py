@@ -22,11 +22,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import agents.lookahead as lookahead
 from agents.lookahead import run_lookahead
-from envs import jit
-from envs.config import load_cluster
-from envs.metrics import episode_metrics
+from envs.cluster.config import load_cluster
+from envs.core import jit
 from envs.scenario import load_scenario
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.metrics import episode_metrics
+from envs.workload.generator import load_workload_spec, make_workload
 
 
 def main() -> None:

@@ -4,14 +4,14 @@
 
 For each scenario it runs random-action episodes of the env (a preempting action half the time
 there is one, as tests/test_native_features.py does) and at each decision times, in this process:
-- `python`: the reference observation, `envs.candidates.build_candidates` of the simulator's
-  decision state, each valid candidate's placement resolved, `envs.features.candidate_features`
+- `python`: the reference observation, `envs.decision.candidates.build_candidates` of the simulator's
+  decision state, each valid candidate's placement resolved, `envs.decision.features.candidate_features`
   (numba's kernels where numba is there) and the clip: what the env did before its observation
   came from the core;
 - `native`: `Simulator.native_candidates(..., features=...)`, the candidate set and its clipped
   features in one call over the simulator's arrays: what the env does now;
 - `features`: the features alone, in Python (`candidate_features`, the placements resolved) and
-  through the core from a decision state (`envs.features.native_candidate_features`, the
+  through the core from a decision state (`envs.decision.features.native_candidate_features`, the
   scoring service's kind of call: the state's arrays and the candidates' marshalled per call).
 Every native result is checked equal to the reference. Prints microseconds per decision (mean
 and median) and the speed-ups of the whole observation.
@@ -28,9 +28,9 @@ import gymnasium as gym
 import numpy as np
 
 import envs  # noqa: F401 - registers the env
-from envs.candidates import build_candidates
-from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES, candidate_features, native_candidate_features
-from envs.placement import PREEMPT_RULES, RULES
+from envs.decision.candidates import build_candidates
+from envs.decision.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES, candidate_features, native_candidate_features
+from envs.decision.placement import PREEMPT_RULES, RULES
 
 SIZES = {"large": 600, "nvl72": 400}  # jobs, where the default (100) leaves the cluster too empty to preempt
 

@@ -2,7 +2,7 @@
 
     python -m benchmarks.queue_ops [--lengths 1000,4000,16000] [--ops 20000] [--repeat 3] [--reference]
 
-`envs.sim_queue.JobQueue` keeps the queued jobs in FIFO order and sorted by remaining estimate;
+`envs.sim.queue.JobQueue` keeps the queued jobs in FIFO order and sorted by remaining estimate;
 each arrival is a `push` and each start a `remove`. On the Philly replay the queue holds about
 4,250 jobs at a decision (up to 9,884 over the first 20,000 jobs). For each length L the queue is
 filled with L jobs of random estimates (exponential, mean 1 h, so ties are rare), then `--ops`
@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from envs import jit
-from envs.sim_queue import JobQueue
+from envs.core import jit
+from envs.sim.queue import JobQueue
 
 
 def time_queue(length: int, ops: int, seed: int = 0) -> tuple[float, float]:

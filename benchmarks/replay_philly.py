@@ -18,13 +18,13 @@ import time
 import numpy as np
 
 from baselines import make_baseline
-from envs.config import load_cluster
+from envs.cluster.config import load_cluster
 from envs.jobs import Job
-from envs.metrics import episode_metrics
-from envs.replay import replay
-from envs.simulator import Simulator
-from envs.traces import TraceReport, read_philly
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.metrics import episode_metrics
+from envs.sim.replay import replay
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
+from envs.workload.traces import TraceReport, read_philly
 
 
 def load_philly(seed: int = 0) -> tuple[list[Job], TraceReport, float]:

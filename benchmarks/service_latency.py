@@ -33,11 +33,11 @@ import time
 import numpy as np
 
 from baselines import make_baseline
-from envs.candidates import apply_candidate
-from envs.config import load_cluster
-from envs.replay import advance_to_decision
-from envs.simulator import Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.cluster.config import load_cluster
+from envs.decision.candidates import apply_candidate
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 from service.testing import ServiceProcess
 
 CASES = (("mixed-64gpu", "llm-mix", 200), ("h100-1024gpu", "llm-mix-large", 600))

@@ -33,7 +33,7 @@ and measures, from this process, on loopback:
   path when its memo of running sets holds this one (a cluster whose running jobs did not change
   since the last request, as the "distinct states" bodies above), and when it does not (the memo
   emptied before each call; and so with the speed model's running_rates by its per-job loop);
-  and `envs.speed.running_rates` alone on that state's 72 running jobs, the loop and the
+  and `envs.cluster.speed.running_rates` alone on that state's 72 running jobs, the loop and the
   vectorised path; median and p99 ms.
 
 With GANGSCHED_STATE_BULK=0 the service runs the reference alone, with GANGSCHED_RATES_VECTOR=0
@@ -115,10 +115,10 @@ def score_throughput(args: argparse.Namespace) -> list[str]:
 
 def state_build(args: argparse.Namespace) -> list[str]:
     from benchmarks.service_latency import loaded_state
-    from envs.config import load_cluster
-    from envs.memo import per_cluster
-    from envs.speed import SpeedModel
-    from envs.state import ClusterState, _from_dict_reference
+    from envs.cluster.config import load_cluster
+    from envs.cluster.memo import per_cluster
+    from envs.cluster.speed import SpeedModel
+    from envs.decision.state import ClusterState, _from_dict_reference
 
     cluster, model = load_cluster(SCORE_CLUSTER), SpeedModel()
     data = json.loads(json.dumps(loaded_state(SCORE_CLUSTER, SCORE_WORKLOAD, SCORE_JOBS)))
@@ -128,7 +128,7 @@ def state_build(args: argparse.Namespace) -> list[str]:
         running_sets.clear()
         return ClusterState.from_dict(data, cluster, model)
 
-    from envs import speed
+    from envs.cluster import speed
 
     def miss_loop():  # the running set new, its rates by the per-job loop (GANGSCHED_RATES_VECTOR=0)
         speed._RATES_VECTOR = False

@@ -9,12 +9,12 @@ on scenario Y" means one thing:
     num_jobs: null                    # the workload's own count unless set
     queue_window: 8
     max_checkpoint_s: 60
-    objective: {avg_jct: 0.0, weighted_jct: 1.0, slo_misses: 4.0, ...}   # envs.objective
+    objective: {avg_jct: 0.0, weighted_jct: 1.0, slo_misses: 4.0, ...}   # envs.sim.objective
     seeds: {test: 0-9, validation: 100-119}
     lookahead: {k: 3, preempt_k: 2, samples: 4, horizon_s: 10800}       # agents.lookahead
 
 Test seeds are for reported results only; validation seeds for model selection and tuning;
-training draws its workloads from seeds >= 1,000,000 (envs.env.TRAIN_SEEDS), so the three never
+training draws its workloads from seeds >= 1,000,000 (envs.gym.env.TRAIN_SEEDS), so the three never
 meet. Each scenario file says in a comment what it stresses and why a real cluster looks so.
 """
 
@@ -24,8 +24,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs.config import CONFIG_ROOT, ConfigError, Fields, parse_seeds, read_yaml, resolve_config
-from envs.objective import Objective, objective_from_dict
+from envs.cluster.config import CONFIG_ROOT, ConfigError, Fields, parse_seeds, read_yaml, resolve_config
+from envs.sim.objective import Objective, objective_from_dict
 
 TRAINING_SEEDS_FROM = 1_000_000
 
@@ -141,8 +141,8 @@ def load_scenario(name_or_path: str | Path | Scenario) -> Scenario:
         return name_or_path
     path = resolve_config(name_or_path, "scenarios")
     sc = scenario_from_dict(read_yaml(path), str(path))
-    from envs.config import load_cluster
-    from envs.workload import check_workload_fits, load_workload_spec
+    from envs.cluster.config import load_cluster
+    from envs.workload.generator import check_workload_fits, load_workload_spec
 
     for key, name, kind in (("cluster", sc.cluster, "clusters"), ("workload", sc.workload, "workloads")):
         try:

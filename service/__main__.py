@@ -126,7 +126,7 @@ def make_planner(args: argparse.Namespace):
 
     from agents.lookahead import StatePlanner, estimate_noise
     from envs.scenario import load_scenario
-    from envs.workload import load_workload_spec
+    from envs.workload.generator import load_workload_spec
 
     scenario = load_scenario(args.scenario or "default")
     overrides = {}
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from baselines import BASELINES
-    from envs.config import ConfigError, load_cluster
+    from envs.cluster.config import ConfigError, load_cluster
     from service.scoring import PolicyLoadError, Scorer, load_onnx_policy
 
     def fail(message: str) -> int:
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             return fail(str(e))
     guard = {}
     if args.wait_guard is not None:
-        from envs.candidates import wait_guard_of
+        from envs.decision.candidates import wait_guard_of
         try:
             guard = {"wait_guard": wait_guard_of(args.wait_guard, "--wait-guard")}
         except ValueError as e:

@@ -51,9 +51,9 @@ from prometheus_client import (
 )
 from pydantic import BaseModel, Field, ValidationError
 
-from envs.candidates import build_candidates
-from envs.state import ClusterState, StateError
-from envs.topology import Cluster
+from envs.cluster.topology import Cluster
+from envs.decision.candidates import build_candidates
+from envs.decision.state import ClusterState, StateError
 from service.k8s import Extender, ExtenderError
 from service.kube import KubeAPI
 from service.scoring import Scorer, describe
@@ -71,7 +71,7 @@ VERBS = {
 
 
 class ScoreRequest(BaseModel):
-    state: dict[str, Any] = Field(description="A cluster state in the plain-data form of envs.state (docs/state.md)")
+    state: dict[str, Any] = Field(description="A cluster state in the plain-data form of envs.decision.state (docs/state.md)")
     queue_window: int | None = Field(None, ge=1, le=MAX_QUEUE_WINDOW, description="Queued jobs considered (default: the service's)")
 
 

@@ -67,10 +67,10 @@ from typing import Any
 
 import numpy as np
 
-from envs.candidates import build_candidates
-from envs.placement import PREEMPT, PREEMPT_RULES
-from envs.state import ClusterState, StateError
-from envs.topology import Cluster
+from envs.cluster.topology import Cluster
+from envs.decision.candidates import build_candidates
+from envs.decision.placement import PREEMPT, PREEMPT_RULES
+from envs.decision.state import ClusterState, StateError
 from service.domains import CLIQUE_LABEL, DEFAULT_TOPOLOGY_LABELS, clique_conflicts, describe_key, level_key
 from service.kube import POD_GROUP_APIS, KubeAPI
 from service.scoring import Scorer

@@ -2,7 +2,7 @@
 
 Contract:
 * Candidates, the mask and the features come from the project's own decision-state code
-  (`envs.candidates.build_candidates`, `envs.features.candidate_features`), never a copy, so the
+  (`envs.decision.candidates.build_candidates`, `envs.decision.features.candidate_features`), never a copy, so the
   service ranks exactly the actions the env offers a policy and a baseline. `Scorer.wait_guard`
   is the bound on WAIT those masks apply (`build_candidates(..., wait_guard=scorer.wait_guard)`):
   the model's policy.json `wait_guard` unless the service was given another.
@@ -42,10 +42,10 @@ import numpy as np
 
 from agents.anchor_rule import anchored_choice
 from baselines import make_baseline
-from envs.candidates import CandidateSet, WaitGuard
-from envs.features import FEATURE_SCHEMA_VERSION, candidate_features
-from envs.placement import RULES
-from envs.state import ClusterState
+from envs.decision.candidates import CandidateSet, WaitGuard
+from envs.decision.features import FEATURE_SCHEMA_VERSION, candidate_features
+from envs.decision.placement import RULES
+from envs.decision.state import ClusterState
 
 log = logging.getLogger("gangsched.service")
 

@@ -13,7 +13,7 @@ Contract:
   or the largest of an init container if that is more (Kubernetes' effective request).
 * A node's GPUs: `status.allocatable[nvidia.com/gpu]`, else the GPU Feature Discovery label
   `nvidia.com/gpu.count`; its GPU type from `nvidia.com/gpu.product` (and `nvidia.com/gpu.memory`,
-  MiB) matched to the project's GPU catalogue (envs.topology.GPU_CATALOGUE).
+  MiB) matched to the project's GPU catalogue (envs.cluster.topology.GPU_CATALOGUE).
 * Request bodies are read by `loads` (any JSON) and `loads_extender_args` (ExtenderArgs whose
   Node objects are read only where the extender looks: a node's metadata name and labels and its
   status.allocatable; the rest is kept as the text received, `RawJSON`, and written back as is by
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Optional
 
+from envs.cluster.topology import GPU_CATALOGUE, GpuType
 from envs.jobs import JOB_KIND_BY_NAME, PRIORITY_BY_NAME
-from envs.topology import GPU_CATALOGUE, GpuType
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GFD_PRODUCT, GFD_COUNT, GFD_MEMORY = "nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory"

@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 
-from envs.config import cluster_from_dict, load_cluster
+from envs.cluster.config import cluster_from_dict, load_cluster
+from envs.cluster.topology import Cluster
 from envs.jobs import Job, JobKind
-from envs.topology import Cluster
 
 
 def toy_cluster(nodes: int = 2, gpus: int = 8, leaves: int = 1, oversubscription: float = 1.0, intra: str = "nvswitch") -> Cluster:
@@ -136,9 +136,9 @@ def trays(*ranges) -> list[int]:
 
 
 def count_event_loop_stops(monkeypatch) -> dict[int, int]:
-    """Count, by its stop reason (envs.kernels.EV_*), every call of the compiled event loop
+    """Count, by its stop reason (envs.core.kernels.EV_*), every call of the compiled event loop
     (Simulator._run_events) while `monkeypatch` holds: the returned dict fills as they run."""
-    from envs import simulator
+    from envs.sim import simulator
 
     stops: dict[int, int] = {}
     run_events = simulator.Simulator._run_events

@@ -42,7 +42,7 @@ def test_the_philly_replays_digest_is_the_schedule_on_both_paths(capsys):
     """`benchmarks.replay_philly --digest` ends with a digest of the schedule, the line the A/B
     tool compares: the same on the compiled and the reference path, another for another seed."""
     from benchmarks.replay_philly import main
-    from envs import jit
+    from envs.core import jit
 
     def digest(*args: str) -> str:
         main(["--max-jobs", "400", "--digest", *args])

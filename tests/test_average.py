@@ -28,7 +28,7 @@ def average_in_process(*args: str):
 
 def test_the_average_is_the_mean_of_the_kept_models_weights_and_a_model_that_acts(tiny_run_192, tmp_path):
     from agents.policy import load_model
-    from envs.env import GpuClusterEnv
+    from envs.gym.env import GpuClusterEnv
 
     out = run_copy(tiny_run_192, tmp_path)  # train.py's tiny run, 192 timesteps
     history = json.loads((out / "eval.json").read_text())

@@ -5,17 +5,17 @@ import numpy as np
 import pytest
 
 from baselines import BASELINES, make_baseline
-from envs.candidates import CandidateSet, build_candidates
-from envs.las import STARVATION_FACTOR, las_queue
-from envs.placement import PREEMPT, PREEMPT_LAS, RULES, choose_las_victims
-from envs.state import ClusterState
-from envs.window import can_place, las_fits
-from envs.config import cluster_from_dict, load_cluster
+from envs.cluster.config import cluster_from_dict, load_cluster
+from envs.decision.candidates import CandidateSet, build_candidates
+from envs.decision.las import STARVATION_FACTOR, las_queue
+from envs.decision.placement import PREEMPT, PREEMPT_LAS, RULES, choose_las_victims
+from envs.decision.state import ClusterState
+from envs.decision.window import can_place, las_fits
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, Job, JobKind
-from envs.metrics import episode_metrics
-from envs.replay import advance_to_decision, replay
-from envs.simulator import Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.metrics import episode_metrics
+from envs.sim.replay import advance_to_decision, replay
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 Q = 8
 

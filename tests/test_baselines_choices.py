@@ -16,13 +16,13 @@ import pytest
 from baselines import make_baseline
 from baselines.base import wait_or_any
 from baselines.easy import estimated_end_s, reservation
-from envs.candidates import CandidateSet
-from envs.config import cluster_from_dict
-from envs.jit import reference_path
+from envs.cluster.config import cluster_from_dict
+from envs.core.jit import reference_path
+from envs.decision.candidates import CandidateSet
+from envs.decision.placement import RULES
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, Job, JobKind
-from envs.placement import RULES
-from envs.replay import advance_to_decision
-from envs.simulator import Simulator
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import Simulator
 
 Q = 8
 TWO_SPEEDS = cluster_from_dict({

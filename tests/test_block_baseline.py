@@ -14,12 +14,12 @@ import pytest
 
 from baselines import make_baseline
 from baselines.block import block_level, blocks_of, inside_one_block
-from envs.candidates import build_candidates
-from envs.config import cluster_from_dict, load_cluster
-from envs.jit import reference_path
-from envs.memo import clear_cluster_memos
-from envs.placement import TOPOLOGY
-from envs.state import ClusterState
+from envs.cluster.config import cluster_from_dict, load_cluster
+from envs.cluster.memo import clear_cluster_memos
+from envs.core.jit import reference_path
+from envs.decision.candidates import build_candidates
+from envs.decision.placement import TOPOLOGY
+from envs.decision.state import ClusterState
 from tests.helpers import trays
 
 NVL72_4 = load_cluster("gb200-nvl72-4rack")

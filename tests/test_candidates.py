@@ -8,17 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.cache import clear_cluster_memos
-from envs.candidates import apply_candidate, build_candidates
-from envs.config import load_cluster
-from envs.features import _geometry_columns, fragmentation
-from envs.las import LAS_QUEUE_THRESHOLDS_GPU_S, STARVATION_FACTOR
-from envs.placement import BINPACK, PREEMPT, PREEMPT_LAS, RULES, SPREAD, TOPOLOGY, choose_las_victims, choose_victims, place
-from envs.window import aligned as _aligned
-from envs.window import las_fits
-from envs.replay import advance_to_decision
-from envs.simulator import Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.cluster.config import load_cluster
+from envs.decision.cache import clear_cluster_memos
+from envs.decision.candidates import apply_candidate, build_candidates
+from envs.decision.features import _geometry_columns, fragmentation
+from envs.decision.las import LAS_QUEUE_THRESHOLDS_GPU_S, STARVATION_FACTOR
+from envs.decision.placement import BINPACK, PREEMPT, PREEMPT_LAS, RULES, SPREAD, TOPOLOGY, choose_las_victims, choose_victims, place
+from envs.decision.window import aligned as _aligned
+from envs.decision.window import las_fits
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 
 def _random_states(cluster_name: str, workload: str, seed: int, data, steps: int = 40, num_jobs: int = 60):
@@ -200,11 +200,11 @@ def test_placement_columns_equal_a_recount_of_the_nodes(seed, data):
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_predicted_rate_is_the_profiles_rate_if_started(seed, data):
     """predicted_rate (from the state's incremental uplink demand and node pressure, once per
-    allocation) is the rate the speed model's reference (envs.speed.rates_of over the running
+    allocation) is the rate the speed model's reference (envs.cluster.speed.rates_of over the running
     jobs' profiles and the candidate's, docs/speed.md) gives the candidate's job if started now.
-    The expectation uses none of envs.features' helpers."""
-    from envs.features import predicted_rate
-    from envs.speed import rates_of
+    The expectation uses none of envs.decision.features' helpers."""
+    from envs.cluster.speed import rates_of
+    from envs.decision.features import predicted_rate
 
     checked = 0
     for _, state, cset in _random_states("hetero-64gpu", "llm-mix", seed, data):
@@ -226,7 +226,7 @@ def _toy_sim(jobs, leaves=1, oversubscription=1.0):
 def test_predicted_rate_next_to_seven_inference_replicas_by_hand():
     """docs/speed.md, Interference: a replica joining seven on one 8-GPU node runs at
     1 / (1 + 0.6 x 1.0 x 7/8) = 1 / 1.525; on the empty node at 1."""
-    from envs.features import predicted_rate
+    from envs.decision.features import predicted_rate
     from envs.jobs import JobKind
     from tests.helpers import job
 
@@ -258,7 +258,7 @@ def test_predicted_rate_across_a_congested_uplink_by_hand():
     GPU on each node: 4 GPUs x 0.1 (batch) / 8 = 0.05; the pretraining job's sensitivity 0.3:
     interference 1 / (1 + 0.6 x 0.3 x 0.05) = 1 / 1.009. H100 speed 1. Started, the simulator
     gives the job that rate too."""
-    from envs.features import predicted_rate
+    from envs.decision.features import predicted_rate
     from envs.jobs import JobKind
     from tests.helpers import job
 

@@ -8,8 +8,8 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401
-from envs.config import ConfigError, load_cluster
-from envs.workload import load_workload_spec
+from envs.cluster.config import ConfigError, load_cluster
+from envs.workload.generator import load_workload_spec
 
 CLUSTER = """\
 name: t
@@ -128,7 +128,7 @@ def test_a_cluster_file_loads_once_per_content(tmp_path):
 def test_a_train_config_in_a_subfolder_is_named_with_its_folder(tmp_path):
     """configs/train/research/X.yaml is `research/X` (as a --config name and as a `base:`); the bare
     `X` is an error that says which file it looked for and lists the subfolder's names too."""
-    from envs.config import CONFIG_ROOT, resolve_config
+    from envs.cluster.config import CONFIG_ROOT, resolve_config
     from agents.config import load_train_config
 
     research = CONFIG_ROOT / "train" / "research"

@@ -1,8 +1,8 @@
 """The native core (envs.core) against the plain-Python reference and against hand-worked answers.
 
 The placement rules' per-node counts, the GPUs picked inside a node and a placement's geometry
-must be bit for bit the reference's (envs/placement.py and envs/speed.py, run on
-`envs.jit.reference_path()`) on every shipped cluster, over random availability, gang sizes, TP
+must be bit for bit the reference's (envs/decision/placement.py and envs/cluster/speed.py, run on
+`envs.core.jit.reference_path()`) on every shipped cluster, over random availability, gang sizes, TP
 degrees and rules; the hand-worked cases state what
 each rule must give on small clusters without reading any of the code under test; bad input is a
 ValueError naming the argument.
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from envs import core
-from envs import placement as P
-from envs.config import cluster_from_dict, load_cluster
-from envs.jit import reference_path
-from envs.speed import SpeedModel, placement_geometry
+from envs.cluster.config import cluster_from_dict, load_cluster
+from envs.cluster.speed import SpeedModel, placement_geometry
+from envs.core.jit import reference_path
+from envs.decision import placement as P
 
 from tests.helpers import toy_cluster
 
@@ -159,7 +159,7 @@ def test_bad_input_names_the_argument(call, field):
 def _fields(c):
     """The dict envs.core.cluster_arrays passes, rebuilt here so that single fields can be broken."""
     core.cluster_arrays(c)  # builds it once
-    from envs.topology import INTRA_NVLINK_PAIRS, INTRA_NVSWITCH, NUM_JOB_KINDS, REFERENCE_NVLINK_GBPS
+    from envs.cluster.topology import INTRA_NVLINK_PAIRS, INTRA_NVSWITCH, NUM_JOB_KINDS, REFERENCE_NVLINK_GBPS
     i64 = lambda x: np.ascontiguousarray(x, dtype=np.int64)  # noqa: E731
     f64 = lambda x: np.ascontiguousarray(x, dtype=np.float64)  # noqa: E731
     return {"num_types": len(c.gpu_types), "num_kinds": NUM_JOB_KINDS, "speed_varies_by_kind": False,

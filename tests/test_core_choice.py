@@ -11,15 +11,15 @@ import pytest
 
 from baselines import make_baseline
 from envs import core
-from envs.config import load_cluster
-from envs.jit import reference_path
+from envs.cluster.config import load_cluster
+from envs.cluster.speed import SpeedModel
+from envs.core.jit import reference_path
+from envs.decision.placement import RULES
 from envs.jobs import PRIORITY_NORMAL, Job, JobKind
-from envs.placement import RULES
-from envs.replay import advance_to_decision, replay
 from envs.scenario import load_scenario, scenario_names
-from envs.simulator import Simulator
-from envs.speed import SpeedModel
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.replay import advance_to_decision, replay
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 from tests.helpers import toy_cluster
 

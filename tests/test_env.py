@@ -10,8 +10,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401  (registers the env)
-from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
-from envs.env import GpuClusterEnv
+from envs.decision.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
+from envs.gym.env import GpuClusterEnv
 
 
 def rollout(env, seed, policy_seed=0, max_steps=10_000):

@@ -11,8 +11,8 @@ import pytest
 
 import evaluate
 from agents.evaluation import mean_ci95, schema_errors, t_quantile, workload_sha256
-from envs.config import load_cluster
-from envs.workload import load_workload_spec, make_workload
+from envs.cluster.config import load_cluster
+from envs.workload.generator import load_workload_spec, make_workload
 
 REPO = Path(__file__).resolve().parent.parent
 

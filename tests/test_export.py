@@ -19,10 +19,10 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.policy import CANDIDATES_KEY, GLOBAL_KEY, MASK_KEY, CandidateScoringPolicy, load_model
-from envs.env import GpuClusterEnv
-from envs.features import CANDIDATE_FEATURES, FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES
-from envs.placement import RULES
-from envs.topology import GPU_CATALOGUE
+from envs.cluster.topology import GPU_CATALOGUE
+from envs.decision.features import CANDIDATE_FEATURES, FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES
+from envs.decision.placement import RULES
+from envs.gym.env import GpuClusterEnv
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")

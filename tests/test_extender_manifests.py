@@ -95,7 +95,7 @@ def test_the_service_is_reached_where_it_listens_with_flags_it_has():
     for f in (a.tls_cert, a.tls_key, a.tls_client_ca, a.cluster):
         assert any(f.startswith(m + "/") for m in mounts), f
     cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gangsched-cluster")
-    from envs.config import load_cluster
+    from envs.cluster.config import load_cluster
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         f.write(cm["data"]["cluster.yaml"])

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from envs.config import load_cluster
+from envs.cluster.config import load_cluster
 from service.testing import FakeAPIServer, ServiceProcess
 from tests.helpers import busy_state
 

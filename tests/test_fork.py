@@ -6,7 +6,7 @@ other as it was. `work` substitutes the true work of arrived jobs, `future_jobs`
 arrive. `advance_until` stops at a horizon between events.
 
 What a fork does not copy: its `timeline` and `segments` start at the fork. So of the metrics of
-envs.metrics only `fragmentation` (a time average over the timeline) differs between a fork run to
+envs.sim.metrics only `fragmentation` (a time average over the timeline) differs between a fork run to
 the end and its original; the fork's timeline and segments are exactly the original's from the
 fork on.
 """
@@ -21,21 +21,21 @@ import numpy as np
 import pytest
 
 from baselines import make_baseline
-from envs.candidates import apply_candidate, build_candidates
-from envs.config import load_cluster
+from envs.cluster.config import load_cluster
+from envs.cluster.speed import PlacementGeometry, PlacementProfile, SpeedModel
+from envs.cluster.topology import Cluster
+from envs.decision.candidates import apply_candidate, build_candidates
+from envs.decision.state import JobLists
+from envs.decision.window import feasible_queue
 from envs.jobs import Job
-from envs.ledger import AllocationLedger
-from envs.load import LoadModel, Placed
-from envs.metrics import episode_metrics
-from envs.power import PowerMeter
-from envs.replay import advance_to_decision, replay
-from envs.sim_queue import JobQueue
-from envs.simulator import JOB_ARRAYS, JobState, SimConfig, Simulator, _job_arrays
-from envs.speed import PlacementGeometry, PlacementProfile, SpeedModel
-from envs.state import JobLists
-from envs.topology import Cluster
-from envs.window import feasible_queue
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.ledger import AllocationLedger
+from envs.sim.load import LoadModel, Placed
+from envs.sim.metrics import episode_metrics
+from envs.sim.power import PowerMeter
+from envs.sim.queue import JobQueue
+from envs.sim.replay import advance_to_decision, replay
+from envs.sim.simulator import JOB_ARRAYS, JobState, SimConfig, Simulator, _job_arrays
+from envs.workload.generator import load_workload_spec, make_workload
 
 Q = 8  # queue window
 TIMELINE_METRICS = {"fragmentation"}  # read sim.timeline, which a fork starts afresh
@@ -479,7 +479,7 @@ def test_fork_future_jobs_errors():
 def test_a_world_made_in_the_core_is_the_fork_it_stands_for(as_slice):
     """`native_world(work, future_jobs)` rolls out exactly as the fork with that work and those
     future jobs does, other shapes among them, and leaves the simulator as it was."""
-    from envs.simulator import JobSlice
+    from envs.sim.simulator import JobSlice
     sim = to_decision(new_sim(), "sect", lambda s, step: step >= 60 and len(s.running) > 2)
     arrived, now = sim._next_arrival, sim.now
     other = make_workload(load_workload_spec("llm-mix"), sim.cluster, 1)[:40]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from envs.hostlist import expand_hostlist
+from envs.cluster.hostlist import expand_hostlist
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
-"""The compiled kernels (envs.kernels) against the plain-Python reference they mirror: kernel by
+"""The compiled kernels (envs.core.kernels) against the plain-Python reference they mirror: kernel by
 kernel on random inputs, and whole episodes (observations, masks, rewards, metrics) on every
-shipped cluster, the two paths run in one process with `envs.jit.reference_path()`."""
+shipped cluster, the two paths run in one process with `envs.core.jit.reference_path()`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from contextlib import nullcontext as _nullcontext
 import numpy as np
 import pytest
 
-from envs import jit, kernels
-from envs.env import GpuClusterEnv
-from envs.metrics import episode_metrics
+from envs.core import jit, kernels
+from envs.gym.env import GpuClusterEnv
+from envs.sim.metrics import episode_metrics
 
 pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason="numba is not installed")
 
@@ -57,8 +57,8 @@ def test_preemptible_gpus_are_the_references():
     random allocations (free GPUs, running and checkpointing owners, preemptible or not)."""
     from types import SimpleNamespace
 
-    from envs.cache import per_alloc
-    from envs.window import _preemptible_gpus
+    from envs.decision.cache import per_alloc
+    from envs.decision.window import _preemptible_gpus
 
     rng = np.random.default_rng(7)
     for _ in range(300):
@@ -79,9 +79,9 @@ def test_preemptible_gpus_are_the_references():
 def test_las_only_queue_is_the_references():
     """The queued jobs only preempt-las places (in LAS queue order), kernel against reference, at
     every event of preemption-heavy episodes, decision or not."""
-    from envs.cache import per_state
-    from envs.candidates import apply_candidate, build_candidates
-    from envs.window import las_only_queue
+    from envs.decision.cache import per_state
+    from envs.decision.candidates import apply_candidate, build_candidates
+    from envs.decision.window import las_only_queue
 
     nonempty = 0
     for seed in (0, 1):
@@ -137,7 +137,7 @@ def test_advance_running_is_the_references_integration_and_finish_test():
     jobs that finish exactly, within float slack, or not at all."""
     from types import SimpleNamespace
 
-    from envs.simulator import Simulator
+    from envs.sim.simulator import Simulator
 
     rng = np.random.default_rng(9)
     finished_some = finished_none = 0
@@ -190,7 +190,7 @@ def test_queue_removal_is_the_references():
     """The queue kept by pushes and removals (a job's positions by binary search over the sort
     keys and over enqueue ranks), kernel against reference: the same FIFO and sorted ids, and
     the sorted ids are in the order of (remaining estimate, enqueue rank) after every step."""
-    from envs.sim_queue import JobQueue
+    from envs.sim.queue import JobQueue
 
     n = 400
     rng = np.random.default_rng(5)
@@ -224,17 +224,17 @@ def test_queue_removal_is_the_references():
                                                           ("mixed-64gpu", "llm-mix-bursty", "spread"),
                                                           ("philly-sized", "philly-full", "topology")])
 def test_rate_update_is_the_references(cluster_name, workload, policy):
-    """LoadModel.update_rates on the compiled path (envs.kernels.update_rates over the placed
+    """LoadModel.update_rates on the compiled path (envs.core.kernels.update_rates over the placed
     records' table) against its reference path, from copies of one load model: at decision points
     of an episode, random running jobs stop and start again on each copy alike, and the rates and
     interference come out bit for bit the same; on clusters whose jobs span nodes and cross
     uplinks (the test counts both), and on Philly's single-node jobs."""
     from baselines import make_baseline
-    from envs.candidates import apply_candidate
-    from envs.config import load_cluster
-    from envs.replay import advance_to_decision
-    from envs.simulator import Simulator
-    from envs.workload import load_workload_spec, make_workload
+    from envs.cluster.config import load_cluster
+    from envs.decision.candidates import apply_candidate
+    from envs.sim.replay import advance_to_decision
+    from envs.sim.simulator import Simulator
+    from envs.workload.generator import load_workload_spec, make_workload
 
     cluster = load_cluster(cluster_name)
     sim = Simulator(cluster, make_workload(load_workload_spec(workload), cluster, 3, num_jobs=200))
@@ -278,12 +278,12 @@ def test_a_full_memo_renews_the_table_and_changes_nothing(monkeypatch):
     """When the load model's memo of placed records is full it starts a new memo and a new table
     holding only its placed jobs' records (LoadModel._renew): the episode is the same bit for
     bit, the table stays bounded, and a fork made before a renewal goes on with its own table."""
-    import envs.load
+    import envs.sim.load
     from baselines import make_baseline
-    from envs.config import load_cluster
-    from envs.replay import replay
-    from envs.simulator import Simulator
-    from envs.workload import load_workload_spec, make_workload
+    from envs.cluster.config import load_cluster
+    from envs.sim.replay import replay
+    from envs.sim.simulator import Simulator
+    from envs.workload.generator import load_workload_spec, make_workload
 
     cluster = load_cluster("topo-stress-128gpu")
     jobs = make_workload(load_workload_spec("topology-stress"), cluster, 2, num_jobs=150)
@@ -306,7 +306,7 @@ def test_a_full_memo_renews_the_table_and_changes_nothing(monkeypatch):
 
     full = run()
     assert full[1] > 20  # without a renewal the table keeps every record made
-    monkeypatch.setattr(envs.load, "PLACED_MEMO_LIMIT", 3)
+    monkeypatch.setattr(envs.sim.load, "PLACED_MEMO_LIMIT", 3)
     small = run()
     assert small[0] == full[0]
     assert small[1] <= 3 + 1 + small[2] + 1  # the memo's records, the one added after it filled, the placed jobs'
@@ -394,8 +394,8 @@ def test_episodes_are_bit_identical_to_the_reference(env_kwargs, max_steps):
 def test_node_take_is_the_reference_rule(cluster_name):
     """Every placement rule's per-node take (nodes in the reference dict's order) on random
     availability, kernel against reference."""
-    from envs.config import load_cluster
-    from envs.placement import RULES, _node_take
+    from envs.cluster.config import load_cluster
+    from envs.decision.placement import RULES, _node_take
 
     c = load_cluster(cluster_name)
     rng = np.random.default_rng(2)
@@ -422,10 +422,10 @@ def _windows_match_the_reference(queued: list[dict]) -> list[list[str]]:
     """select_window on h100-4node (8 of its 32 GPUs busy) with `queued` waiting, compiled and
     reference, for 3, 8 and 16 slots: asserts they are equal and full; returns the windows'
     job names."""
-    from envs.cache import clear_cluster_memos
-    from envs.config import load_cluster
-    from envs.state import ClusterState
-    from envs.window import select_window
+    from envs.cluster.config import load_cluster
+    from envs.decision.cache import clear_cluster_memos
+    from envs.decision.state import ClusterState
+    from envs.decision.window import select_window
 
     cluster = load_cluster("h100-4node")
     running = {**_queued(0, 8, 1e5, "high", 0.0), "preemptible": False, "gpus": list(range(8))}
@@ -486,7 +486,7 @@ def _in_fresh_process(code: str, **env) -> str:
 
 _DIGEST_CODE = """
 import numpy as np
-from envs import jit
+from envs.core import jit
 from tests.test_kernels import _episode_digest
 print(jit.AVAILABLE, jit.ENABLED, _episode_digest({"scenario": "default", "num_jobs": 40}, 0, 200)[0])
 """
@@ -505,11 +505,11 @@ def _replay_record(cluster_name: str, workload: str, rule: str, seed: int, num_j
     timeline, the finished order, the integrals and version counters, and the metrics."""
     from baselines import make_baseline
     from benchmarks.replay_philly import schedule_digest
-    from envs.cache import clear_cluster_memos
-    from envs.config import load_cluster
-    from envs.replay import replay
-    from envs.simulator import Simulator
-    from envs.workload import load_workload_spec, make_workload
+    from envs.cluster.config import load_cluster
+    from envs.decision.cache import clear_cluster_memos
+    from envs.sim.replay import replay
+    from envs.sim.simulator import Simulator
+    from envs.workload.generator import load_workload_spec, make_workload
 
     cluster = load_cluster(cluster_name)
     clear_cluster_memos(cluster)  # start from no job classes, as a fresh process would (a test counts their stops)
@@ -539,14 +539,14 @@ REPLAYS = [  # every shipped cluster; `priority` preempts, so restores are owed 
 @pytest.mark.parametrize("cluster_name,workload,rule,num_jobs", REPLAYS, ids=[f"{r[0]}-{r[2]}" for r in REPLAYS])
 def test_events_between_decisions_in_one_compiled_call_are_the_references(cluster_name, workload, rule, num_jobs,
                                                                           monkeypatch):
-    """The events between decisions run in Simulator.run_events (envs.kernels.run_events):
+    """The events between decisions run in Simulator.run_events (envs.core.kernels.run_events):
     completions, arrivals and restores, until a queued job fits (for a rule that may take
     preempt-las, `tiresias`: until some queued job has a valid placement, preempt-las's
     included); a start it chooses is carried out in the same call (Simulator.start_and_run).
     The replay is the reference path's, bit for bit; with buffers of 3 events the calls also
     stop to be emptied (EV_ROOM), and jobs of a shape not yet registered stop them too
     (EV_NEW_CLASS)."""
-    from envs import simulator
+    from envs.sim import simulator
 
     stops: dict[int, int] = {}
     starts = [0]
@@ -570,13 +570,13 @@ def test_events_between_decisions_in_one_compiled_call_are_the_references(cluste
 
 
 def test_env_steps_run_the_compiled_event_loop_with_the_preempt_las_test(monkeypatch):
-    """The env (every rule, preempt-las included) steps through envs.replay.decide: a start, or a
+    """The env (every rule, preempt-las included) steps through envs.sim.replay.decide: a start, or a
     WAIT, and the events after it are one compiled call whose stop test is the decision loop's
     can_place, so it also stops where preempt-las is a queued job's only valid placement. The
     episodes are bit for bit the reference path's (test_episodes_are_bit_identical_to_the_reference);
     here: those calls happen, with starts, WAITs and stops made by the preempt-las test alone."""
-    from envs import replay, simulator
-    from envs.window import any_feasible
+    from envs.decision.window import any_feasible
+    from envs.sim import replay, simulator
 
     counts = {"starts": 0, "las_only": 0, "waits": 0, "waits_in_python": 0}
     run_events, decide, apply_candidate = simulator.Simulator._run_events, replay.decide, replay.apply_candidate
@@ -600,7 +600,7 @@ def test_env_steps_run_the_compiled_event_loop_with_the_preempt_las_test(monkeyp
         return apply_candidate(sim, cset, action)
 
     monkeypatch.setattr(simulator.Simulator, "_run_events", counted)
-    monkeypatch.setattr("envs.env.decide", counted_decide)
+    monkeypatch.setattr("envs.gym.env.decide", counted_decide)
     monkeypatch.setattr(replay, "apply_candidate", counted_apply)
     for env_kwargs in ({"scenario": "slo-preempt", "num_jobs": 80}, {"scenario": "philly", "num_jobs": 150}):
         fast = _episode_digest(env_kwargs, 0, 400)
@@ -617,9 +617,9 @@ def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
     checks that one)."""
     import agents.lookahead as L
     from agents.lookahead import run_lookahead
-    from envs.config import load_cluster
+    from envs.cluster.config import load_cluster
     from envs.scenario import load_scenario
-    from envs.workload import load_workload_spec, make_workload
+    from envs.workload.generator import load_workload_spec, make_workload
     from tests.helpers import count_event_loop_stops
 
     sc = load_scenario("default")
@@ -643,10 +643,10 @@ def test_run_events_stops_at_a_lookaheads_horizon_as_the_reference():
                                         {"scenario": "topology-stress", "num_jobs": 120}, {"scenario": "philly", "num_jobs": 200}],
                          ids=lambda kw: kw["scenario"])
 def test_candidate_features_kernel_is_the_reference(env_kwargs):
-    """envs.kernels.candidate_rows (the job and placement blocks of candidate_features) writes
+    """envs.core.kernels.candidate_rows (the job and placement blocks of candidate_features) writes
     bit for bit what the reference path writes, on the same candidate set, over random-action
     episodes that reach rows with victims and window jobs that owe a restore."""
-    from envs.features import candidate_features
+    from envs.decision.features import candidate_features
 
     env = GpuClusterEnv(**env_kwargs)
     rng = np.random.default_rng(0)
@@ -669,7 +669,7 @@ def test_candidate_features_kernel_is_the_reference(env_kwargs):
 
 
 def test_log_scale_kernel_is_the_reference():
-    from envs.features import log_scale
+    from envs.decision.features import log_scale
 
     xs = np.concatenate([[0.0, -0.0, -5.0, 1e-300, 1.0, 3600.0, 1e6, 1e12], np.random.default_rng(0).exponential(5e4, 500)])
     assert [kernels.log_scale(x) for x in xs] == [log_scale(float(x)) for x in xs]

@@ -1,8 +1,8 @@
-"""The compiled feasibility kernels (envs.kernels: `class_fits`, `las_totals`, `las_can_place`
+"""The compiled feasibility kernels (envs.core.kernels: `class_fits`, `las_totals`, `las_can_place`
 inside `run_events`) count TP groups that span trays (rack-scale NVLink domains, the `nvl72`
-scenario) as the plain-Python reference does (envs.window `_spanning_totals`: whole TP groups of
+scenario) as the plain-Python reference does (envs.decision.window `_spanning_totals`: whole TP groups of
 free GPUs on nodes with the memory level, plus, per domain that hosts a spanning TP degree, its
-fully available trays in whole groups of trays). The reference path (`envs.jit.reference_path()`)
+fully available trays in whole groups of trays). The reference path (`envs.core.jit.reference_path()`)
 is the specification: every expected value here is what it gives, in the same process.
 
 * random states on clusters with spanning domains: the feasibility rows of every class, the
@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs import jit, kernels
-from envs.cache import clear_cluster_memos
-from envs.config import cluster_from_dict, load_cluster
-from envs.state import ClusterState
+from envs.cluster.config import cluster_from_dict, load_cluster
+from envs.core import jit, kernels
+from envs.decision.cache import clear_cluster_memos
+from envs.decision.state import ClusterState
 from tests.helpers import count_event_loop_stops
 from tests.test_kernels import _episode_digest, _replay_record
 
@@ -90,7 +90,7 @@ def _random_state(cluster, rng: np.random.Generator) -> dict:
 
 def _views(data: dict, cluster) -> tuple:
     """What the window shows of a fresh state from `data` on the current path."""
-    from envs.window import class_fits, feasible_queue, job_classes, las_fits, las_only_queue
+    from envs.decision.window import class_fits, feasible_queue, job_classes, las_fits, las_only_queue
 
     state = ClusterState.from_dict(data, cluster)
     fits = class_fits(state)
@@ -105,7 +105,7 @@ def test_feasibility_on_random_states_is_the_references(cluster_name):
     validity per queued job and the jobs only it places; compiled against reference on 300
     random states. The states are checked to need the spanning count: classes whose TP degree
     spans trays are found feasible often, and infeasible often."""
-    from envs.window import _classes
+    from envs.decision.window import _classes
 
     cluster = MIXED if cluster_name == "spanning-mix" else load_cluster(cluster_name)
     clear_cluster_memos(cluster)
@@ -133,7 +133,7 @@ def test_class_fits_kernel_adds_whole_groups_of_trays_by_hand():
     pair), tray 21 with 3 GPUs free (no whole tray). Row 0 (no preemption) per class, by hand:
     TP 16 -> 2 groups = 32 GPUs, TP 8 -> 5 pairs = 40, TP 12 -> three trays a group: 3 + 1 = 4
     groups = 48, TP 4 -> 12 trays = 48 (one group per whole tray; tray 21 has no 4)."""
-    from envs.window import _class_index
+    from envs.decision.window import _class_index
 
     c = load_cluster("gb200-nvl72-4rack")
     clear_cluster_memos(c)
@@ -142,7 +142,7 @@ def test_class_fits_kernel_adds_whole_groups_of_trays_by_hand():
          "estimate_s": 60.0, "arrival_s": 0.0}
         for k, (tp, need) in enumerate([(16, 32), (16, 48), (8, 40), (8, 48), (12, 48), (12, 60), (4, 48), (4, 52)])]}
     state = ClusterState.from_dict(data, c)
-    from envs.window import class_fits
+    from envs.decision.window import class_fits
 
     class_fits(state)  # registers the classes
     index = _class_index(state)
@@ -162,7 +162,7 @@ def test_nvl72_episodes_are_bit_identical_to_the_reference(env_kwargs, max_steps
     """Random-action env episodes of nvl72: every observation, mask, reward, end flag and the
     final metrics as the reference path's; the events between decisions ran in the compiled
     loop with the spanning rows in its class index (no fallback to the reference path)."""
-    from envs import simulator
+    from envs.sim import simulator
 
     calls = {"spanning": 0, "feasible": 0}
     run_events = simulator.Simulator._run_events
@@ -193,7 +193,7 @@ def test_nvl72_replays_in_the_compiled_event_loop_are_the_references(rule, monke
     finished order, version counters, integrals and metrics are the reference path's; the events
     between decisions ran in the compiled loop, with buffers of 3 events so that its calls also
     stop to be emptied (EV_ROOM)."""
-    from envs import simulator
+    from envs.sim import simulator
 
     stops = count_event_loop_stops(monkeypatch)
     monkeypatch.setattr(simulator._EventBuffers, "ROWS", 3)

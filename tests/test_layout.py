@@ -110,20 +110,51 @@ def cycles_report(graph: nx.DiGraph) -> list[str]:
 def test_envs_import_graph_is_acyclic() -> None:
     graph = import_graph(ROOT)
     # The scan sees the edges it must see (a vacuous graph would pass trivially).
-    assert graph.has_edge("envs.workload", "envs.traces")
-    assert graph.has_edge("envs.traces.replay_options", "envs.capacity")
+    assert graph.has_edge("envs.workload.generator", "envs.workload.traces")
+    assert graph.has_edge("envs.workload.traces.replay_options", "envs.workload.capacity")
     cycle = find_cycle(graph)
     if cycle:
         print("import cycle:", " -> ".join(cycle))
     assert not cycle, f"import cycle in envs/: {' -> '.join(cycle)}"
 
 
-def test_traces_never_import_workload() -> None:
-    """The direction chosen: envs.workload replays traces through envs.traces, never the reverse."""
+# The layers of envs/ (a sub-package each, or a top-level module) and the layers each may import.
+LAYERS = {
+    "jobs": set(),
+    "core": {"jobs", "cluster"},  # the compiled hot path reads the cluster's arrays
+    "cluster": {"jobs", "core"},  # the speed model's compiled twins
+    "workload": {"jobs", "cluster"},
+    "decision": {"jobs", "cluster", "core"},
+    "sim": {"jobs", "cluster", "core", "decision"},
+    "scenario": {"jobs", "cluster", "workload", "sim"},
+    "gym": {"jobs", "cluster", "core", "workload", "decision", "sim", "scenario"},
+}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "envs"
+
+
+def test_each_layer_of_envs_imports_only_the_layers_below_it() -> None:
+    """envs/ is cut into layers (envs/__init__.py): the cluster and the workload know nothing of
+    decisions or simulation, the decision layer nothing of the simulator, the workload or the
+    envs, the simulator nothing of Gymnasium. Every module lives in a known layer."""
     graph = import_graph(ROOT)
-    trace_modules = [m for m in graph if m == "envs.traces" or m.startswith("envs.traces.")]
+    assert graph.has_edge("envs.sim.simulator", "envs.decision.state")  # the scan sees the layers' edges
+    unknown = sorted(m for m in graph if _layer(m) not in LAYERS and m != "envs")
+    assert not unknown, f"modules outside every layer of envs/: {unknown}"
+    offenders = sorted((a, b) for a, b in graph.edges
+                       if a != "envs" and b != "envs" and _layer(b) != _layer(a) and _layer(b) not in LAYERS[_layer(a)])
+    assert not offenders, "imports against the layers: " + ", ".join(f"{a} -> {b}" for a, b in offenders)
+
+
+def test_traces_never_import_workload() -> None:
+    """The direction chosen: envs.workload.generator replays traces through envs.workload.traces, never the reverse."""
+    graph = import_graph(ROOT)
+    trace_modules = [m for m in graph if m == "envs.workload.traces" or m.startswith("envs.workload.traces.")]
     assert len(trace_modules) > 1
-    assert not [m for m in trace_modules if nx.has_path(graph, m, "envs.workload")]
+    assert not [m for m in trace_modules if nx.has_path(graph, m, "envs.workload.generator")]
 
 
 def test_scan_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
@@ -142,13 +173,13 @@ def test_decisions_are_made_from_the_state_alone() -> None:
     """The candidate layer and the baselines import neither the simulator nor the env: they
     can only see what the decision state holds."""
     graph = import_graph(ROOT)
-    for module in ("envs.state", "envs.cache", "envs.placement", "envs.window", "envs.candidates", "envs.features"):
+    for module in ("envs.decision.state", "envs.decision.cache", "envs.decision.placement", "envs.decision.window", "envs.decision.candidates", "envs.decision.features"):
         reachable = nx.descendants(graph, module)
-        assert not reachable & {"envs.simulator", "envs.env", "envs.workload", "envs.traces"}, (module, sorted(reachable))
+        assert not reachable & {"envs.sim.simulator", "envs.gym.env", "envs.workload.generator", "envs.workload.traces"}, (module, sorted(reachable))
     for path in sorted((ROOT / "baselines").glob("*.py")):
         tree = ast.parse(path.read_text())
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-        assert not imported & {"envs.simulator", "envs.env"}, (path.name, sorted(imported))
+        assert not imported & {"envs.sim.simulator", "envs.gym.env"}, (path.name, sorted(imported))
 
 
 def test_simulator_and_candidate_layer_import_without_gymnasium_or_torch() -> None:
@@ -156,7 +187,7 @@ def test_simulator_and_candidate_layer_import_without_gymnasium_or_torch() -> No
     import sys
 
     code = ("import sys; sys.modules['gymnasium'] = None; sys.modules['torch'] = None\n"
-            "import envs.simulator, envs.candidates, envs.features, envs.replay, envs.workload, baselines")
+            "import envs.sim.simulator, envs.decision.candidates, envs.decision.features, envs.sim.replay, envs.workload.generator, baselines")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 

@@ -13,14 +13,14 @@ import pytest
 from agents.evaluation import run_baseline
 from agents.lookahead import FutureSampler, Lookahead, run_lookahead, shortlist, unfinished_ids
 from baselines import make_baseline
-from envs.candidates import apply_candidate
-from envs.config import load_cluster
-from envs.metrics import episode_metrics
-from envs.objective import Objective, objective_total
-from envs.replay import advance_to_decision, replay
+from envs.cluster.config import load_cluster
+from envs.decision.candidates import apply_candidate
 from envs.scenario import LookaheadConfig, load_scenario
-from envs.simulator import SimConfig, Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.metrics import episode_metrics
+from envs.sim.objective import Objective, objective_total
+from envs.sim.replay import advance_to_decision, replay
+from envs.sim.simulator import SimConfig, Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 from tests.helpers import history, seen_until
 
 FULL = LookaheadConfig(k=3, preempt_k=2, samples=1, horizon_s=math.inf)

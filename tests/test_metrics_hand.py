@@ -1,4 +1,4 @@
-"""The objective (envs/objective.py) and the metrics (envs/metrics.py) on tiny schedules worked by
+"""The objective (envs/sim/objective.py) and the metrics (envs/sim/metrics.py) on tiny schedules worked by
 hand: every expected value below is computed in the comments from the jobs' arrivals, starts,
 ends and GPUs, the formulas of docs/metrics.md and the objective's docstring, and the power
 figures of the GPU catalogue (H100: 700 W busy, 100 W idle per GPU; 800 W per powered-on
@@ -18,10 +18,10 @@ import warnings
 import numpy as np
 import pytest
 
-from envs.config import ConfigError, cluster_from_dict
+from envs.cluster.config import ConfigError, cluster_from_dict
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, JobKind
-from envs.metrics import METRICS, _time_average, episode_metrics, job_records
-from envs.objective import (
+from envs.sim.metrics import METRICS, _time_average, episode_metrics, job_records
+from envs.sim.objective import (
     DEFAULT_SLOS,
     OBJECTIVE_TERMS,
     Objective,
@@ -36,8 +36,8 @@ from envs.objective import (
     weighted_jct_s,
     weighted_total,
 )
-from envs.simulator import SimConfig, Simulator
-from envs.speed import SpeedModel
+from envs.cluster.speed import SpeedModel
+from envs.sim.simulator import SimConfig, Simulator
 from tests.helpers import job, toy_cluster
 
 NO_INTERFERENCE = SimConfig(speed_model=SpeedModel(interference_coeff=0.0))

@@ -33,7 +33,7 @@ def test_a_score_under_the_minimum_fails():
 
 def test_a_survivor_is_named_without_mutmuts_running_number():
     assert _function("baselines.easy.x_reservation__mutmut_12") == "baselines.easy.x_reservation"
-    assert _function("envs.placement.xǁCandidateǁgpus__mutmut_3") == "envs.placement.xǁCandidateǁgpus"
+    assert _function("envs.decision.placement.xǁCandidateǁgpus__mutmut_3") == "envs.decision.placement.xǁCandidateǁgpus"
 
 
 def test_the_recorded_survivors_are_reviewed_and_belong_to_known_groups():

@@ -1,6 +1,6 @@
 """The candidate set worked out in the native core (Simulator.native_candidates, envs.core's
-`candidates`) against the Python reference (envs.candidates.build_candidates, each candidate
-resolved by envs.placement): the same window, mask, GPUs and victims, on the decision states of
+`candidates`) against the Python reference (envs.decision.candidates.build_candidates, each candidate
+resolved by envs.decision.placement): the same window, mask, GPUs and victims, on the decision states of
 random-action episodes of every scenario, with and without `preempt-las`, with a wait guard and
 a small window."""
 
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the env)
-from envs.candidates import WaitGuard, build_candidates
 from envs.core import _core
+from envs.decision.candidates import WaitGuard, build_candidates
+from envs.decision.placement import PREEMPT, PREEMPT_LAS, RULES
+from envs.decision.window import any_feasible, can_place
 from envs.jobs import PRIORITY_HIGH
-from envs.placement import PREEMPT, PREEMPT_LAS, RULES
 from envs.scenario import load_scenario, scenario_names
-from envs.simulator import Simulator
-from envs.window import any_feasible, can_place
+from envs.sim.simulator import Simulator
 
 R = len(RULES)
 
@@ -47,7 +47,7 @@ def _compare(sim: Simulator, queue_window: int, preempt_las: bool, guard) -> lis
 
 
 def _compare_can_place(sim: Simulator, events: int) -> int:
-    """Native can_place and any_feasible against envs.window's over `events` events from here;
+    """Native can_place and any_feasible against envs.decision.window's over `events` events from here;
     the states where a queued job can be placed."""
     found = 0
     for _ in range(events):
@@ -121,7 +121,7 @@ def test_bad_arguments_name_the_argument():
         view.candidates(alloc, *state, 8, PRIORITY_HIGH, True, [], [], 4.0)
     with pytest.raises(ValueError, match="las_thresholds"):
         view.can_place(alloc, *state, PRIORITY_HIGH, True, [], 4.0)
-    from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
+    from envs.decision.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
     K = 8 * R + 1
     for feats, glob, name in ((np.zeros((K - 1, NUM_CANDIDATE_FEATURES), np.float32), np.zeros(NUM_GLOBAL_FEATURES, np.float32), "out_candidates"),
                               (np.zeros((K, NUM_CANDIDATE_FEATURES)), np.zeros(NUM_GLOBAL_FEATURES, np.float32), "out_candidates"),

@@ -1,5 +1,5 @@
-"""The native core's features (envs.core.candidate_features, envs.features.
-native_candidate_features) against the Python reference `envs.features.candidate_features`: the
+"""The native core's features (envs.core.candidate_features, envs.decision.features.
+native_candidate_features) against the Python reference `envs.decision.features.candidate_features`: the
 same float32 arrays bit for bit, on many decision states of every shipped scenario (random-action
 episodes of the env, preempting often, so that candidates with victims, checkpointing and
 reserved jobs, invalid WAITs and spanning TP groups on nvl72 all occur), on states rebuilt from
@@ -16,9 +16,9 @@ import pytest
 
 import envs  # noqa: F401 - registers the env
 from envs import core as _core
-from envs import jit as _jit
-from envs.candidates import build_candidates
-from envs.features import (
+from envs.core import jit as _jit
+from envs.decision.candidates import build_candidates
+from envs.decision.features import (
     CANDIDATE_FEATURES,
     GLOBAL_FEATURES,
     NUM_CANDIDATE_FEATURES,
@@ -27,9 +27,9 @@ from envs.features import (
     check_native_schema,
     native_candidate_features,
 )
-from envs.placement import PREEMPT_RULES, RULES
+from envs.decision.placement import PREEMPT_RULES, RULES
+from envs.decision.state import ClusterState
 from envs.scenario import scenario_names
-from envs.state import ClusterState
 
 ENV_ID = "gangsched/GpuCluster-v0"
 STEPS = 300  # decisions compared per scenario (over as many episodes as that takes)
@@ -186,7 +186,7 @@ def test_empty_windows_and_states_between_decisions():
 
 
 class _Float64Numpy:
-    """numpy with float32 standing for float64: envs.features' reference path then keeps the
+    """numpy with float32 standing for float64: envs.decision.features' reference path then keeps the
     float64 values its float32 features are cast from."""
 
     float32 = np.float64
@@ -199,7 +199,7 @@ class _Float64Numpy:
 def test_the_float64_values_before_the_cast(scenario, monkeypatch):
     """Finer than the float32 features: the float64 values they are cast from, equal to the
     reference path's (on fresh states, whose tables the float64 reference makes)."""
-    import envs.features as features
+    import envs.decision.features as features
 
     n = 0
     for u, cset in episode_states(scenario, 150, seed=9, num_jobs=400 if scenario == "nvl72" else 100):
@@ -225,7 +225,7 @@ def test_the_schema_is_the_cores():
 
 
 def test_a_changed_schema_is_refused(monkeypatch):
-    import envs.features as features
+    import envs.decision.features as features
 
     swapped = list(CANDIDATE_FEATURES)
     swapped[5], swapped[6] = swapped[6], swapped[5]

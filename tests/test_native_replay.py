@@ -1,4 +1,4 @@
-"""A whole replay in the native core (Simulator.replay_native, and envs.replay.replay for the
+"""A whole replay in the native core (Simulator.replay_native, and envs.sim.replay.replay for the
 rules the core carries out) against the Python decision loop over the same rule: the same
 decisions, floats, segments with their GPUs, timeline rows, placements and metrics, bit for bit,
 from a fresh simulator and from the middle of an episode with checkpoints and reservations in
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from baselines import make_baseline
-from envs.config import load_cluster
-from envs.metrics import episode_metrics, job_records
-from envs.replay import replay
+from envs.cluster.config import load_cluster
 from envs.scenario import load_scenario, scenario_names
-from envs.simulator import NATIVE_REPLAY_POLICIES, SchedulingError, Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.metrics import episode_metrics, job_records
+from envs.sim.replay import replay
+from envs.sim.simulator import NATIVE_REPLAY_POLICIES, SchedulingError, Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 NATIVE = sorted(NATIVE_REPLAY_POLICIES)
 
@@ -30,7 +30,7 @@ def _sim(scenario: str, seed: int, jobs: int | None) -> tuple[Simulator, int]:
 
 
 def _python_loop(rule):
-    """The rule's select without its object: envs.replay.replay runs its Python loop."""
+    """The rule's select without its object: envs.sim.replay.replay runs its Python loop."""
     return lambda state, cset: rule.select(state, cset)
 
 
@@ -130,7 +130,7 @@ def test_a_replayed_simulator_cannot_go_on_and_bad_calls_are_named(monkeypatch):
     sim, window = _sim("default", 0, 40)
     with pytest.raises(ValueError, match="queue_window: at least 1"):
         sim.replay_native("topology", 0)
-    monkeypatch.setattr("envs.jit.ENABLED", False)
+    monkeypatch.setattr("envs.core.jit.ENABLED", False)
     sim, window = _sim("default", 0, 40)
     with pytest.raises(ValueError, match="compiled path"):
         sim.replay_native("topology", window)

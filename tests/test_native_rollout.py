@@ -13,12 +13,12 @@ import pytest
 
 import agents.lookahead as L
 from agents.lookahead import run_lookahead
-from envs.config import load_cluster
-from envs.replay import advance_to_decision
+from envs.cluster.config import load_cluster
 from envs.scenario import load_scenario
-from envs.objective import objective_config
-from envs.simulator import _ROLLOUT_JOB_ARRAYS, Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.objective import objective_config
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import _ROLLOUT_JOB_ARRAYS, Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 SCALARS = ("now", "jobs_in_system_s", "energy_j", "allocated_gpu_s", "useful_work_s", "num_done", "jobs_in_system",
            "_next_arrival", "_num_needs_restore", "preemption_gpu_s", "num_preemptions")
@@ -182,8 +182,8 @@ def test_native_rollouts_from_states_of_a_preempting_rule(workload, driver, monk
     of sect to the horizon gives the same on both paths, checkpoints in flight and reservations
     waiting for them included."""
     from baselines import make_baseline
-    from envs.replay import replay
-    from envs.window import feasible_queue
+    from envs.decision.window import feasible_queue
+    from envs.sim.replay import replay
     from tests.helpers import toy_cluster
 
     sc = load_scenario("slo-preempt")

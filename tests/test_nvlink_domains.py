@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from envs import core
-from envs import placement as P
-from envs.config import ConfigError, load_cluster
-from envs.jit import reference_path
+from envs.cluster.config import ConfigError, load_cluster
+from envs.cluster.speed import SpeedModel, placement_profile, rates_of
+from envs.cluster.topology import GPU_CATALOGUE
+from envs.core.jit import reference_path
+from envs.decision import placement as P
 from envs.jobs import JobKind
-from envs.speed import SpeedModel, placement_profile, rates_of
-from envs.topology import GPU_CATALOGUE
 from tests.helpers import job
 
 MODEL = SpeedModel()

@@ -228,8 +228,8 @@ def test_a_model_of_another_feature_schema_refuses_to_load(tmp_path):
     from sb3_contrib import MaskablePPO
 
     from agents.policy import CandidateScoringPolicy, load_model
-    from envs.env import GpuClusterEnv
-    from envs.features import FEATURE_SCHEMA_VERSION
+    from envs.decision.features import FEATURE_SCHEMA_VERSION
+    from envs.gym.env import GpuClusterEnv
 
     env = GpuClusterEnv(cluster="h100-4node", workload="llm-mix", num_jobs=10)
     current = MaskablePPO(CandidateScoringPolicy, env, n_steps=16, batch_size=16,

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from agents.config import train_config_from_dict
-from envs.config import ConfigError
+from envs.cluster.config import ConfigError
 from tests.helpers import run_copy, run_main
 from tests.test_train import REPO
 

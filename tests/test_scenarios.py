@@ -14,14 +14,14 @@ import pytest
 
 from agents.evaluation import run_baseline
 from baselines import make_baseline
-from envs.config import CONFIG_ROOT, ConfigError, load_cluster
-from envs.env import GpuClusterEnv
+from envs.cluster.config import CONFIG_ROOT, ConfigError, load_cluster
+from envs.gym.env import GpuClusterEnv
 from envs.jobs import JobKind
-from envs.metrics import episode_metrics
-from envs.objective import Objective, Slo, objective_from_dict, objective_value, slo_miss_flags
 from envs.scenario import load_scenario, scenario_names
-from envs.simulator import Simulator
-from envs.workload import load_workload_spec
+from envs.sim.metrics import episode_metrics
+from envs.sim.objective import Objective, Slo, objective_from_dict, objective_value, slo_miss_flags
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec
 from tests.helpers import job, toy_cluster
 
 ROOT = Path(__file__).resolve().parent.parent

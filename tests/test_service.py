@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from baselines import make_baseline
-from envs.candidates import apply_candidate
-from envs.config import load_cluster
-from envs.replay import advance_to_decision
-from envs.simulator import Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.cluster.config import load_cluster
+from envs.decision.candidates import apply_candidate
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 from service.testing import REPO_ROOT, ServiceProcess
 from tests.helpers import needs_service
 

@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-from envs.config import load_cluster
+from envs.cluster.config import load_cluster
 from service.testing import FakeAPIServer, ServiceProcess
 from tests.helpers import busy_state, needs_service
 
@@ -347,12 +347,12 @@ def test_a_pending_job_added_to_a_state_is_what_from_dict_gives():
     import numpy as np
 
     from baselines import BASELINES, make_baseline
-    from envs.candidates import apply_candidate, build_candidates
-    from envs.features import candidate_features
-    from envs.replay import advance_to_decision
-    from envs.simulator import Simulator
-    from envs.state import ClusterState
-    from envs.workload import load_workload_spec, make_workload
+    from envs.decision.candidates import apply_candidate, build_candidates
+    from envs.decision.features import candidate_features
+    from envs.decision.state import ClusterState
+    from envs.sim.replay import advance_to_decision
+    from envs.sim.simulator import Simulator
+    from envs.workload.generator import load_workload_spec, make_workload
 
     cluster = load_cluster("mixed-64gpu")
     sim = Simulator(cluster, make_workload(load_workload_spec("llm-mix-bursty"), cluster, 1, num_jobs=80))

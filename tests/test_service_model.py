@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs.features import FEATURE_SCHEMA_VERSION
+from envs.decision.features import FEATURE_SCHEMA_VERSION
 from service.testing import REPO_ROOT, ServiceProcess
 
 from tests.helpers import needs_service, run_main

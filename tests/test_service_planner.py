@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from agents.lookahead import Lookahead, StatePlanner, estimate_noise, simulator_from_state
-from envs.candidates import apply_candidate, build_candidates
-from envs.config import load_cluster
+from envs.cluster.config import load_cluster
+from envs.decision.candidates import apply_candidate, build_candidates
+from envs.decision.state import ClusterState
 from envs.jobs import Job, JobKind
-from envs.replay import advance_to_decision
 from envs.scenario import load_scenario
-from envs.simulator import Simulator
-from envs.state import ClusterState
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 from service.__main__ import main, make_planner, parse_args
 from service.testing import ServiceProcess
 from tests.helpers import needs_service

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.candidates import apply_candidate
-from envs.placement import PREEMPT, TOPOLOGY
+from envs.cluster.config import load_cluster
+from envs.cluster.speed import SpeedModel, rates_of, running_rates
+from envs.decision.candidates import apply_candidate
+from envs.decision.placement import PREEMPT, TOPOLOGY
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW
-from envs.replay import advance_to_decision
-from envs.simulator import JobState, SchedulingError, SimConfig, Simulator
-from envs.speed import SpeedModel, rates_of, running_rates
-from envs.workload import load_workload_spec, make_workload
-from envs.config import load_cluster
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import JobState, SchedulingError, SimConfig, Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 from tests.helpers import job, toy_cluster
 
 NO_INTERFERENCE = SimConfig(speed_model=SpeedModel(interference_coeff=0.0))
@@ -233,7 +233,7 @@ def test_rates_of_many_multi_node_jobs_equal_the_reference(seed, data):
 
 def _window_by_full_sort(sim, q):
     """Reference for select_window: round-robin over four fully sorted orders."""
-    from envs.window import feasible_queue
+    from envs.decision.window import feasible_queue
 
     feasible = feasible_queue(sim.decision_state())
     if len(feasible) <= q:
@@ -257,8 +257,8 @@ def _window_by_full_sort(sim, q):
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), steps=st.integers(0, 30))
 def test_window_equals_round_robin_over_full_sorts(seed, steps):
-    from envs.window import feasible_queue, select_window
-    from envs.window import shortest_head as _shortest_head
+    from envs.decision.window import feasible_queue, select_window
+    from envs.decision.window import shortest_head as _shortest_head
 
     cluster = load_cluster("h100-4node")
     jobs = make_workload(load_workload_spec("llm-mix"), cluster, seed, num_jobs=80)
@@ -281,7 +281,7 @@ def test_window_equals_round_robin_over_full_sorts(seed, steps):
 
 def _fit_by_job(sim):
     """Reference for fit_status: each queued job on its own, by GPU counts."""
-    from envs.window import aligned as _aligned
+    from envs.decision.window import aligned as _aligned
 
     c = sim.cluster
     q = sim.queue_ids()
@@ -304,7 +304,7 @@ def _fit_by_job(sim):
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_fit_status_by_job_class_equals_each_job_on_its_own(seed, data):
-    from envs.window import fit_status
+    from envs.decision.window import fit_status
 
     cluster = load_cluster("mixed-64gpu")
     jobs = make_workload(load_workload_spec("llm-mix-bursty"), cluster, seed, num_jobs=60)

@@ -11,14 +11,14 @@ import pytest
 
 from baselines import make_baseline
 from envs import core
-from envs import placement as P
-from envs.config import load_cluster
-from envs.jit import reference_path
-from envs.memo import clear_cluster_memos
-from envs.replay import replay
+from envs.cluster.config import load_cluster
+from envs.cluster.memo import clear_cluster_memos
+from envs.core.jit import reference_path
+from envs.decision import placement as P
 from envs.scenario import load_scenario
-from envs.simulator import Simulator
-from envs.workload import load_workload_spec, make_workload
+from envs.sim.replay import replay
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 
 @pytest.mark.parametrize("cluster", ["gb200-nvl72-4rack", "gb200-nvl72-8rack"])

@@ -1,7 +1,7 @@
 """TP groups larger than a tray (GB200 NVL72-class racks): a group of tp GPUs takes tp / 4 whole
 trays of one rack's NVLink domain (`Cluster.spanning_domains`); elsewhere a TP group sits on one
 node. Every expected value is worked by hand from that rule and the rules' statements in
-envs/placement.py and envs/window.py:
+envs/decision/placement.py and envs/decision/window.py:
 
 * a rack offers floor(its fully free trays / trays per group) groups (memory permitting);
 * binpack gives the groups to the rack with the fewest groups that holds them all, else the one
@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs import placement as P
-from envs.config import cluster_from_dict, load_cluster
-from envs.jit import reference_path
+from envs.cluster.config import cluster_from_dict, load_cluster
+from envs.core.jit import reference_path
+from envs.decision import placement as P
 from tests.helpers import trays
 
 NVL72 = load_cluster("gb200-nvl72-4rack")

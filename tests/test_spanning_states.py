@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs import placement as P
-from envs.config import load_cluster
-from envs.jit import reference_path
+from envs.cluster.config import load_cluster
+from envs.cluster.memo import clear_cluster_memos
+from envs.cluster.speed import SpeedModel, placement_profile, rates_of
+from envs.core.jit import reference_path
+from envs.decision import placement as P
+from envs.decision.state import ClusterState, StateError
+from envs.decision.window import fit_status
 from envs.jobs import JobKind
-from envs.memo import clear_cluster_memos
-from envs.speed import SpeedModel, placement_profile, rates_of
-from envs.state import ClusterState, StateError
-from envs.window import fit_status
 from tests.helpers import job, trays
 
 NVL72 = load_cluster("gb200-nvl72-4rack")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.config import ConfigError, load_cluster
+from envs.cluster.config import ConfigError, load_cluster
+from envs.cluster.speed import SpeedModel, placement_profile, rates_of
+from envs.cluster.topology import GPU_CATALOGUE, GpuType
 from envs.jobs import JobKind
-from envs.speed import SpeedModel, placement_profile, rates_of
-from envs.topology import GPU_CATALOGUE, GpuType
 from tests.helpers import job, toy_cluster
 
 MODEL = SpeedModel()
@@ -226,7 +226,7 @@ def test_features_use_the_job_kinds_speed_on_the_hetero_cluster():
     import gymnasium as gym
 
     import envs  # noqa: F401
-    from envs.features import CANDIDATE_COLUMNS, predicted_rate
+    from envs.decision.features import CANDIDATE_COLUMNS, predicted_rate
 
     env = gym.make("gangsched/GpuCluster-v0", cluster="hetero-64gpu", workload="llm-mix", num_jobs=60)
     u = env.unwrapped

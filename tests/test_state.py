@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from baselines import BASELINES, make_baseline
-from envs.candidates import apply_candidate, build_candidates
-from envs.config import load_cluster
-from envs.env import GpuClusterEnv
-from envs.features import candidate_features
-from envs.replay import advance_to_decision
-from envs.simulator import Simulator
-from envs.state import ClusterState, StateError
-from envs.workload import load_workload_spec, make_workload
+from envs.cluster.config import load_cluster
+from envs.decision.candidates import apply_candidate, build_candidates
+from envs.decision.features import candidate_features
+from envs.decision.state import ClusterState, StateError
+from envs.gym.env import GpuClusterEnv
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 from tests.helpers import history, seen_until
 
 
@@ -165,7 +165,7 @@ def test_bad_plain_data_is_refused_with_the_field_named():
 def test_the_docs_show_the_feature_schema_as_declared():
     from pathlib import Path
 
-    from envs.features import schema_table
+    from envs.decision.features import schema_table
 
     assert schema_table() in (Path(__file__).parent.parent / "docs" / "state.md").read_text()
 
@@ -190,7 +190,7 @@ def _decisions(workload: str, num_jobs: int, seed: int = 0):
 def test_preemption_rows_show_the_victims_remaining_work_service_and_class():
     """On a row with victims: the shortest estimated remaining runtime among them, their attained
     GPU-s per GPU and their highest class, each as the schema scales it; 0 on rows without."""
-    from envs.features import CANDIDATE_COLUMNS as C, log_scale
+    from envs.decision.features import CANDIDATE_COLUMNS as C, log_scale
 
     seen = 0
     for state, cset, feats in _decisions("slo-preempt", 120):
@@ -214,7 +214,7 @@ def test_preemption_rows_show_the_victims_remaining_work_service_and_class():
 def test_the_wait_row_shows_when_the_first_window_job_s_gpus_are_free():
     """head_fit_est_log: 0 when the first window job's GPU count is free now; otherwise the
     estimated end, among running and checkpointing jobs, after which enough GPUs are free."""
-    from envs.features import CANDIDATE_COLUMNS as C, log_scale
+    from envs.decision.features import CANDIDATE_COLUMNS as C, log_scale
 
     waiting = fitting = 0
     for state, cset, feats in _decisions("llm-mix-bursty", 150):

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 from baselines import make_baseline
-from envs.candidates import apply_candidate
-from envs.config import load_cluster
-from envs.replay import advance_to_decision
-from envs.simulator import Simulator
-from envs.speed import SpeedModel
-from envs.state import STATE_SECTIONS, ClusterState
-from envs.workload import load_workload_spec, make_workload
+from envs.cluster.config import load_cluster
+from envs.cluster.speed import SpeedModel
+from envs.decision.candidates import apply_candidate
+from envs.decision.state import STATE_SECTIONS, ClusterState
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import Simulator
+from envs.workload.generator import load_workload_spec, make_workload
 
 # Values tried in every field: wrong types, missing (None), negative, zero, NaN, infinities, huge.
 ODD_VALUES = [None, "x", "", True, False, -1, -0.5, 0, 0.0, -0.0, 0.5, 1, 1.0, 1.5, 2, 3, 7, 8, 9, 65, 1e9, 10**30,
@@ -213,7 +213,7 @@ def refused_variants():
 
 
 def _reference_and_fast():
-    from envs.state import _from_dict_fast, _from_dict_reference
+    from envs.decision.state import _from_dict_fast, _from_dict_reference
 
     def reference(data, cluster, speed_model=None, max_checkpoint_s=60.0):
         return _from_dict_reference(data, cluster, speed_model or SpeedModel(), max_checkpoint_s)
@@ -295,7 +295,7 @@ def _random_running_set(cluster, rng, model, jobs: int, one_node: bool = False):
     dividing them, every kind, random communication shares; placed compactly (GPUs in id order
     from a random start, so whole nodes, leaves and NVLink domains) or scattered over the cluster.
     `one_node`: every job inside one node."""
-    from envs.speed import job_constants_of, job_profile_of, placement_geometry
+    from envs.cluster.speed import job_constants_of, job_profile_of, placement_geometry
 
     free = np.ones(cluster.num_gpus, dtype=bool)
     profiles = []
@@ -327,7 +327,7 @@ def _random_running_set(cluster, rng, model, jobs: int, one_node: bool = False):
 def _rates_cases():
     """(label, cluster, profiles, demand, pressure, model): random running sets on every shipped
     cluster under two speed models, with the demand and pressure they make."""
-    from envs.speed import node_pressure, uplink_demand
+    from envs.cluster.speed import node_pressure, uplink_demand
 
     rng = np.random.default_rng(20261207)
     models = [SpeedModel(), SpeedModel(cross_tier_efficiency=0.6, interference_coeff=1.7, pressure_by_kind=(0.5, 0.1, 2.0, 0.0))]
@@ -348,7 +348,7 @@ def test_running_rates_vectorised_is_the_loop_bit_for_bit_on_random_running_sets
     """Every shipped cluster, random running sets (compact and scattered, single- and multi-node,
     crossing uplinks and NVLink domains): the vectorised rates and interference factors are the
     loop's, bit for bit, and the vectorised path answers every one of them itself."""
-    from envs import speed
+    from envs.cluster import speed
 
     cases = multi = crossing = 0
     for label, cluster, profiles, demand, pressure, model in _rates_cases():
@@ -387,7 +387,7 @@ def test_running_rates_vectorised_is_the_loop_on_nan_inf_and_zero_divisors():
     running_rates gives the loop's results bit for bit or raises its error, and the vectorised
     path itself answers most of them (declining only a zero divisor or a NaN among a multi-node
     job's nodes)."""
-    from envs import speed
+    from envs.cluster import speed
 
     rng = np.random.default_rng(7)
     odd = np.array([math.nan, math.inf, -math.inf, 0.0, -0.0, -5.0, 1e-300, 1e300])
@@ -416,7 +416,7 @@ def test_running_rates_vectorised_is_the_loop_on_nan_inf_and_zero_divisors():
 def test_running_rates_on_the_services_loaded_state():
     """The benchmark's h100-1024gpu state (72 running jobs): the state's rates are the loop's."""
     from benchmarks.service_latency import loaded_state
-    from envs import speed
+    from envs.cluster import speed
 
     cluster, model = load_cluster("h100-1024gpu"), SpeedModel()
     state = ClusterState.from_dict(json.loads(json.dumps(loaded_state("h100-1024gpu", "llm-mix-large", 600))), cluster, model)
@@ -433,7 +433,7 @@ def test_running_rates_vectorised_keeps_python_max_of_a_nan_bandwidth():
     it itself (np.maximum would give NaN and hand it back to the loop) with the loop's bits."""
     import dataclasses
 
-    from envs import speed
+    from envs.cluster import speed
 
     cluster, model = load_cluster("h100-1024gpu"), SpeedModel()
     profiles = _random_running_set(cluster, np.random.default_rng(3), model, 72)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import yaml
 
-from envs.config import cluster_from_dict, load_cluster
-from envs.topology import INTRA_NVSWITCH, NodeType
-from envs.topology_import import (
+from envs.cluster.config import cluster_from_dict, load_cluster
+from envs.cluster.topology import INTRA_NVSWITCH, NodeType
+from envs.cluster.topology_import import (
     alibaba_cluster_dict,
     cluster_dict_from_slurm,
     main,

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from envs.config import ConfigError, load_cluster, read_yaml
+from envs.cluster.config import ConfigError, load_cluster, read_yaml
 from envs.jobs import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, JobKind
-from envs.traces import read_alibaba, read_csv_trace, read_philly, workload_from_trace
-from envs.workload import offered_load
+from envs.workload.generator import offered_load
+from envs.workload.traces import read_alibaba, read_csv_trace, read_philly, workload_from_trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -150,7 +150,7 @@ def test_shipped_philly_trace_loads_every_row() -> None:
 
 @pytest.mark.parametrize("workload, cluster", [("philly-busy-vc", "mixed-64gpu"), ("philly-full", "philly-sized")])
 def test_shipped_replay_configs(workload: str, cluster: str) -> None:
-    from envs.workload import load_workload_spec
+    from envs.workload.generator import load_workload_spec
 
     spec = load_workload_spec(workload)
     target = load_cluster(cluster)

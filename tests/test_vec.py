@@ -8,8 +8,8 @@ import pytest
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from envs.env import GpuClusterEnv
-from envs.vec import BatchedClusterEnv
+from envs.gym.env import GpuClusterEnv
+from envs.gym.vec import BatchedClusterEnv
 
 # Short episodes, one of them cut by max_steps, so that auto-reset and truncation both happen.
 KWARGS = {"cluster": "mixed-64gpu", "workload": "llm-mix", "num_jobs": 24, "max_steps": 30}
@@ -166,7 +166,7 @@ def test_gymnasium_vector_env_matches_sync_vector_env_same_step(workers):
     import gymnasium as gym
     from gymnasium.vector import AutoresetMode
 
-    from envs.vec import BatchedClusterVectorEnv
+    from envs.gym.vec import BatchedClusterVectorEnv
 
     n, steps = 3, 100
     ref = gym.vector.SyncVectorEnv([lambda: GpuClusterEnv(**KWARGS) for _ in range(n)], autoreset_mode=AutoresetMode.SAME_STEP)

@@ -1,4 +1,4 @@
-"""The bound on WAIT (envs.candidates.WaitGuard): WAIT is invalid exactly while a window job that
+"""The bound on WAIT (envs.decision.candidates.WaitGuard): WAIT is invalid exactly while a window job that
 could start without preempting has waited longer than max(overdue_factor x estimate,
 min_wait_s); off by default (masks unchanged); one implementation that the env, evaluation, a
 policy file and the scoring service all apply; bad values rejected with the field named."""
@@ -20,13 +20,13 @@ from agents.evaluation import (
     with_wait_guards,
 )
 from agents.evaluation.policies import run_config_wait_guard
-from envs.candidates import WaitGuard, build_candidates, wait_guard_of, wait_valid
-from envs.config import load_cluster
-from envs.env import GpuClusterEnv
-from envs.metrics import episode_metrics
-from envs.placement import PREEMPT, RULES
-from envs.state import ClusterState
-from envs.workload import load_workload_spec
+from envs.cluster.config import load_cluster
+from envs.decision.candidates import WaitGuard, build_candidates, wait_guard_of, wait_valid
+from envs.decision.placement import PREEMPT, RULES
+from envs.decision.state import ClusterState
+from envs.gym.env import GpuClusterEnv
+from envs.sim.metrics import episode_metrics
+from envs.workload.generator import load_workload_spec
 
 CLUSTER = load_cluster("h100-4node")  # 4 x 8 H100 under one leaf
 H = 3600.0
@@ -180,7 +180,7 @@ def test_evaluation_takes_the_flag_or_the_models_training_config(tmp_path, capsy
 
 def _policy_dir(tmp_path, wait_guard) -> object:
     from agents.policy_file import FORMAT, FORMAT_VERSION
-    from envs.features import (
+    from envs.decision.features import (
         CANDIDATE_FEATURES,
         FEATURE_SCHEMA_VERSION,
         GLOBAL_FEATURES,

@@ -1,5 +1,5 @@
-"""Hand-worked states for the queue window (envs.window) and the candidate set and mask
-(envs.candidates), for the mutation check's `window` group (tests/mutation.py). Every expected
+"""Hand-worked states for the queue window (envs.decision.window) and the candidate set and mask
+(envs.decision.candidates), for the mutation check's `window` group (tests/mutation.py). Every expected
 value is worked out here from the modules' rules, never by the functions under test:
 
 * a job class fits when the nodes' free GPUs usable in whole TP groups (free // tp * tp per node,
@@ -19,7 +19,7 @@ value is worked out here from the modules' rules, never by the functions under t
 
 Clusters: TWO8 is two 8-GPU H100 nodes (GPUs 0-7 on n0, 8-15 on n1); MIXED one 8-GPU A100-40GB
 node (GPUs 0-7) and one 8-GPU H100-80GB node (8-15). Every test runs on both paths: the compiled
-one and the plain-Python reference (envs.jit.reference_path).
+one and the plain-Python reference (envs.core.jit.reference_path).
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs import candidates as _candidates
-from envs import window as _window
-from envs.candidates import WaitGuard, apply_candidate, build_candidates, num_candidates, wait_guard_of, wait_valid
-from envs.config import cluster_from_dict
-from envs.jit import reference_path
-from envs.memo import clear_cluster_memos
-from envs.placement import BINPACK, PREEMPT, PREEMPT_LAS, RULES, SPREAD, TOPOLOGY
-from envs.replay import advance_to_decision
-from envs.simulator import Simulator
-from envs.state import ClusterState
-from envs.window import (
+from envs.cluster.config import cluster_from_dict
+from envs.cluster.memo import clear_cluster_memos
+from envs.core.jit import reference_path
+from envs.decision import candidates as _candidates
+from envs.decision import window as _window
+from envs.decision.candidates import WaitGuard, apply_candidate, build_candidates, num_candidates, wait_guard_of, wait_valid
+from envs.decision.placement import BINPACK, PREEMPT, PREEMPT_LAS, RULES, SPREAD, TOPOLOGY
+from envs.decision.state import ClusterState
+from envs.sim.replay import advance_to_decision
+from envs.sim.simulator import Simulator
+from envs.decision.window import (
     aligned,
     can_place,
     candidate_window,

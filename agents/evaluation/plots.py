@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.cluster.topology import Cluster
 from envs.jobs import JOB_KIND_NAMES
-from envs.topology import Cluster
 
 
 def write_plots(out: Path, cluster: Cluster, reference: str, seed: int, jcts: dict[str, list[float]], traces: dict[str, dict]) -> list[Path]:

@@ -5,7 +5,7 @@ A `PolicySpec` is checked when parsed (unknown names, missing model files raise 
 with one line) but nothing is loaded then: a loader imports its framework (torch,
 stable-baselines3) only in `load`, once per worker process.
 
-A spec may carry a bound on WAIT (`wait_guard`, envs.candidates.WaitGuard) that the masks of its
+A spec may carry a bound on WAIT (`wait_guard`, envs.decision.candidates.WaitGuard) that the masks of its
 episodes apply: `with_wait_guards` sets it, from evaluate.py's --wait-guard or, for a `ppo=`
 model, from its run's config.yaml (`env: wait_guard:`), so a model is evaluated with the mask it
 was trained with.
@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from agents.lookahead import LOOKAHEAD_POLICIES
 from baselines import BASELINES
-from envs.candidates import WaitGuard
+from envs.decision.candidates import WaitGuard
 
 
 class UsageError(ValueError):

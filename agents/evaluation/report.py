@@ -19,7 +19,7 @@ import numpy as np
 from agents.evaluation.results import KIND_COLUMNS, TABLE_COLUMNS
 from agents.evaluation.results import _cell as summary_cell
 from agents.evaluation.stats import paired_rel_diffs
-from envs.objective import OBJECTIVE_TERMS
+from envs.sim.objective import OBJECTIVE_TERMS
 
 REPORT_NAME = "report.html"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

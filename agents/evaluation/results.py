@@ -18,8 +18,8 @@ from typing import Any
 
 from agents.evaluation.stats import mean_ci95, paired_rel_diff
 from envs.jobs import JOB_KIND_NAMES
-from envs.metrics import METRICS
-from envs.objective import OBJECTIVE_TERMS
+from envs.sim.metrics import METRICS
+from envs.sim.objective import OBJECTIVE_TERMS
 
 SCHEMA_VERSION = 2  # 2: scenario, objective, paired_metric; paired entries name their metric
 
@@ -255,7 +255,7 @@ def results_markdown(doc: dict) -> str:
     lines = [
         title,
         "",
-        f"Objective (lower is better; envs/objective.py): {weights or 'avg_jct 1'} per job.",
+        f"Objective (lower is better; envs/sim/objective.py): {weights or 'avg_jct 1'} per job.",
         "",
         f"{n} paired seeds ({', '.join(map(str, doc['seeds']))}); mean ± 95% t-interval half-width over seeds. "
         f"Lower bound on avg JCT (ideal runtimes, no queueing): {lb / 3600:.2f} h." if lb is not None else "",

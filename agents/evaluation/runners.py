@@ -24,16 +24,16 @@ import numpy as np
 from agents.evaluation.policies import POLICY_LOADERS, SIMULATING, Actor, PolicySpec
 from baselines import make_baseline
 from envs import ENV_ID
-from envs.candidates import WaitGuard
-from envs.config import load_cluster
+from envs.cluster.config import load_cluster
+from envs.cluster.topology import Cluster
+from envs.decision.candidates import WaitGuard
 from envs.jobs import JOB_KIND_NAMES, Job
-from envs.metrics import episode_metrics
-from envs.objective import Objective
-from envs.replay import replay
 from envs.scenario import Scenario, load_scenario, lookahead_search
-from envs.simulator import SimConfig, Simulator
-from envs.topology import Cluster
-from envs.workload import WorkloadSpec, load_workload_spec, make_workload
+from envs.sim.metrics import episode_metrics
+from envs.sim.objective import Objective
+from envs.sim.replay import replay
+from envs.sim.simulator import SimConfig, Simulator
+from envs.workload.generator import WorkloadSpec, load_workload_spec, make_workload
 
 EPISODE_STEP_CAP = 10_000_000  # learned policies run to the end; no truncation in evaluation
 

@@ -4,7 +4,7 @@ The core is built from `envs/core/src` by `pip install -e .` (scikit-build-core 
 bindings are nanobind's) into `envs.core._core`. Its contract:
 
 * It computes exactly what the plain-Python reference computes, bit for bit: the same per-node
-  counts in the same order, the same GPUs. The reference stays in Python (`envs.jit.
+  counts in the same order, the same GPUs. The reference stays in Python (`envs.core.jit.
   reference_path()` runs it) and tests/test_core.py compares the two on every shipped cluster.
 * It reads the cluster once, as `ClusterArrays` (`cluster_arrays`), and never reads a
   simulator: its inputs are what the decision state holds.
@@ -13,21 +13,25 @@ bindings are nanobind's) into `envs.core._core`. Its contract:
   UndefinedBehaviorSanitizer.
 
 What is native so far: the placement rules' per-node counts (`node_take`) and the choice of GPUs
-inside a node (`pick_in_node`), as envs/placement.py states them; a placement's geometry
-(`placement_geometry`), as envs/speed.py states it; `sect`'s choice among a decision's
+inside a node (`pick_in_node`), as envs/decision/placement.py states them; a placement's geometry
+(`placement_geometry`), as envs/cluster/speed.py states it; `sect`'s choice among a decision's
 candidates (`choose_sect`: each candidate's placement on the free GPUs, the rate its job would
-get there now, as envs/features.py's `rate_if_started` states it, and baselines/sect.py's key);
+get there now, as envs/decision/features.py's `rate_if_started` states it, and baselines/sect.py's key);
 and a lookahead's whole rollout of `sect` over a simulator's arrays (`rollout_sect`, which
-envs.simulator.Simulator.rollout_sect calls: the decisions, the starts, the preemptions, the
+envs.sim.simulator.Simulator.rollout_sect calls: the decisions, the starts, the preemptions, the
 checkpoints and the events), in place or on the core's own copy of a sampled world (`World`, made
 by Simulator.native_world: a fork is a copy of arrays); and a whole replay of `sect`, `sjf` or a
 FIFO rule to the workload's end (`replay`, which Simulator.replay_native calls), its segments and
 timeline recorded; a decision's whole candidate set (`SimView.candidates` over a simulator's
 arrays parsed once, which Simulator.native_candidates calls: the window with `preempt-las`'s
 jobs, the mask, every valid candidate's placement and victims, as
-envs.candidates.build_candidates states them); and a decision's features (`candidate_features`:
-the candidate and global columns of envs/features.py's schema, which
-envs.features.native_candidate_features calls).
+envs.decision.candidates.build_candidates states them); and a decision's features (`candidate_features`:
+the candidate and global columns of envs/decision/features.py's schema, which
+envs.decision.features.native_candidate_features calls).
+
+Beside the C++ core, this package holds the rest of the compiled hot path: `kernels`, the numba
+twins of inner loops the core does not carry yet, and `jit`, the switch between the compiled path
+and the plain-Python reference (`GANGSCHED_JIT=0`).
 """
 
 from __future__ import annotations
@@ -53,10 +57,10 @@ World = _core.World
 
 
 def cluster_arrays(cluster) -> ClusterArrays:
-    """The core's view of an `envs.topology.Cluster`, built once per cluster object."""
+    """The core's view of an `envs.cluster.topology.Cluster`, built once per cluster object."""
     arrays = cluster.__dict__.get("_core_arrays")
     if arrays is None:
-        from envs.topology import INTRA_NVLINK_PAIRS, INTRA_NVSWITCH, NUM_JOB_KINDS, REFERENCE_NVLINK_GBPS
+        from envs.cluster.topology import INTRA_NVLINK_PAIRS, INTRA_NVSWITCH, NUM_JOB_KINDS, REFERENCE_NVLINK_GBPS
 
         def i64(a):
             return np.ascontiguousarray(a, dtype=np.int64)
@@ -87,10 +91,10 @@ _RATE_MODELS: dict = {}
 
 
 def rate_model(model) -> RateModel:
-    """The core's view of an `envs.speed.SpeedModel` (frozen, so kept per model)."""
+    """The core's view of an `envs.cluster.speed.SpeedModel` (frozen, so kept per model)."""
     hit = _RATE_MODELS.get(model)
     if hit is None:
-        from envs.topology import REFERENCE_NET_PER_GPU_GBPS
+        from envs.cluster.topology import REFERENCE_NET_PER_GPU_GBPS
 
         if len(_RATE_MODELS) > 64:
             _RATE_MODELS.clear()
@@ -141,7 +145,7 @@ def feature_inputs(state) -> tuple:
 def candidate_features(state, window, mask: np.ndarray, gpus: np.ndarray, gpus_end: np.ndarray, victims: np.ndarray,
                        victims_end: np.ndarray, clip: bool = False, out: tuple | None = None,
                        memo: ArrayMemo | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """envs.features.candidate_features' (K, candidate columns) and (global columns,) float32 of
+    """envs.decision.features.candidate_features' (K, candidate columns) and (global columns,) float32 of
     a decision state (`ClusterState`) and its candidate set as plain arrays: the window's jobs,
     the mask (K entries, WAIT last), and for each valid candidate other than WAIT, in index order,
     its GPUs `gpus[gpus_end[v - 1]:gpus_end[v]]` and victims `victims[victims_end[v - 1]:
