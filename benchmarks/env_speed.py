@@ -45,7 +45,7 @@ def random_steps_per_s(cluster: str, workload: str, steps: int, num_jobs: int | 
         if done:
             env.reset(seed=seed)
             seed += 1
-        valid = np.flatnonzero(u.cset.mask)  # the mask action_masks() returns, without its copy
+        valid = np.flatnonzero(u.mask)  # the mask action_masks() returns, without its copy
         a = int(valid[rng.integers(len(valid))])
         _, _, term, trunc, _ = env.step(a)
         done = term or trunc

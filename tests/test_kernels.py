@@ -327,12 +327,16 @@ def test_queue_benchmark_times_both_paths(capsys):
     assert all("push" in line and "remove" in line for line in lines)
 
 
-def _episode_digest(env_kwargs: dict, seed: int, max_steps: int) -> tuple[str, dict, int]:
+def _episode_digest(env_kwargs: dict, seed: int, max_steps: int, python_loop: bool = False) -> tuple[str, dict, int]:
     """A digest of everything an episode shows the agent under random valid actions: every
-    observation array, mask, reward and end flag; and the final metrics."""
+    observation array, mask, reward and end flag; and the final metrics. With `python_loop` the
+    env's episode runs in the Python decision loop (its candidate set read after the reset moves
+    it there from the native core)."""
     env = GpuClusterEnv(**env_kwargs)
     rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=seed)
+    if python_loop:
+        assert env.cset is not None
     h = hashlib.sha256()
     steps = 0
     done = False
@@ -569,12 +573,13 @@ def test_events_between_decisions_in_one_compiled_call_are_the_references(cluste
     assert starts[0] > 10
 
 
-def test_env_steps_run_the_compiled_event_loop_with_the_preempt_las_test(monkeypatch):
-    """The env (every rule, preempt-las included) steps through envs.sim.replay.decide: a start, or a
-    WAIT, and the events after it are one compiled call whose stop test is the decision loop's
-    can_place, so it also stops where preempt-las is a queued job's only valid placement. The
-    episodes are bit for bit the reference path's (test_episodes_are_bit_identical_to_the_reference);
-    here: those calls happen, with starts, WAITs and stops made by the preempt-las test alone."""
+def test_python_loop_runs_the_compiled_event_loop_with_the_preempt_las_test(monkeypatch):
+    """The Python decision loop on the compiled path (the env's, once its Python state is read;
+    every replay with a rule that is not native) steps through envs.sim.replay.decide: a start,
+    or a WAIT, and the events after it are one compiled call whose stop test is the decision
+    loop's can_place, so it also stops where preempt-las is a queued job's only valid placement.
+    The episodes are bit for bit the reference path's; here: those calls happen, with starts,
+    WAITs and stops made by the preempt-las test alone."""
     from envs.decision.window import any_feasible
     from envs.sim import replay, simulator
 
@@ -603,7 +608,7 @@ def test_env_steps_run_the_compiled_event_loop_with_the_preempt_las_test(monkeyp
     monkeypatch.setattr("envs.gym.env.decide", counted_decide)
     monkeypatch.setattr(replay, "apply_candidate", counted_apply)
     for env_kwargs in ({"scenario": "slo-preempt", "num_jobs": 80}, {"scenario": "philly", "num_jobs": 150}):
-        fast = _episode_digest(env_kwargs, 0, 400)
+        fast = _episode_digest(env_kwargs, 0, 400, python_loop=True)
         ref = _reference_digest_of(env_kwargs, 0, 400)  # the reference path does not reach the counters above
         assert fast[0] == ref[0]
     assert counts["starts"] > 50 and counts["las_only"] > 10 and counts["waits"] > 20, counts

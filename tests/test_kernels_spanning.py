@@ -159,9 +159,11 @@ EPISODES = [({"scenario": "nvl72", "num_jobs": 150}, 400), ({"scenario": "nvl72"
 
 @pytest.mark.parametrize("env_kwargs,max_steps", EPISODES, ids=["nvl72-150", "nvl72-400"])
 def test_nvl72_episodes_are_bit_identical_to_the_reference(env_kwargs, max_steps, monkeypatch):
-    """Random-action env episodes of nvl72: every observation, mask, reward, end flag and the
-    final metrics as the reference path's; the events between decisions ran in the compiled
-    loop with the spanning rows in its class index (no fallback to the reference path)."""
+    """Random-action env episodes of nvl72 in the Python decision loop on the compiled path (the
+    env's once its Python state is read; tests/test_native_episode.py has the native episode's):
+    every observation, mask, reward, end flag and the final metrics as the reference path's; the
+    events between decisions ran in the compiled loop with the spanning rows in its class index
+    (no fallback to the reference path)."""
     from envs.sim import simulator
 
     calls = {"spanning": 0, "feasible": 0}
@@ -175,7 +177,7 @@ def test_nvl72_episodes_are_bit_identical_to_the_reference(env_kwargs, max_steps
 
     monkeypatch.setattr(simulator.Simulator, "_run_events", counted)
     for seed in (0, 1):
-        fast = _episode_digest(env_kwargs, seed, max_steps)
+        fast = _episode_digest(env_kwargs, seed, max_steps, python_loop=True)
         with jit.reference_path():
             ref = _episode_digest(env_kwargs, seed, max_steps)
         assert fast[2] == ref[2] and fast[2] > 100

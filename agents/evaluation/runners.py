@@ -92,7 +92,7 @@ def run_actor(act: Actor, cluster: Cluster, spec: WorkloadSpec, seed: int, num_j
     env = gym.make(ENV_ID, cluster=cluster, workload=spec, num_jobs=num_jobs, queue_window=queue_window, max_steps=EPISODE_STEP_CAP,
                    objective=objective, max_checkpoint_s=max_checkpoint_s, wait_guard=wait_guard)
     obs, _ = env.reset(seed=seed)
-    steps, done = 0, env.unwrapped.sim.done
+    steps, done = 0, env.unwrapped.done
     while not done:
         obs, _, terminated, truncated, _ = env.step(act(env, obs))
         steps += 1

@@ -27,7 +27,11 @@ arrays parsed once, which Simulator.native_candidates calls: the window with `pr
 jobs, the mask, every valid candidate's placement and victims, as
 envs.decision.candidates.build_candidates states them); and a decision's features (`candidate_features`:
 the candidate and global columns of envs/decision/features.py's schema, which
-envs.decision.features.native_candidate_features calls).
+envs.decision.features.native_candidate_features calls); and the env's whole episode
+(`Episode`, which Simulator.native_episode makes and the Gymnasium env steps: each call carries
+out a candidate, runs the events to the next decision and writes that decision's candidate set
+and features, as envs.sim.replay.decide and candidates_now do, recording the segments and the
+timeline for the simulator's records at the episode's end).
 
 Beside the C++ core, this package holds the rest of the compiled hot path: `kernels`, the numba
 twins of inner loops the core does not carry yet, and `jit`, the switch between the compiled path
@@ -54,6 +58,7 @@ rollout_sect = _core.rollout_sect
 replay = _core.replay
 SimView = _core.SimView
 World = _core.World
+Episode = _core.Episode
 
 
 def cluster_arrays(cluster) -> ClusterArrays:

@@ -20,7 +20,8 @@ from envs.jobs import Job
 from envs.sim.metrics import episode_metrics
 from envs.sim.objective import Objective, RewardTracker, objective_config
 from envs.sim.replay import advance_to_decision, decide
-from envs.sim.simulator import JobState, SimConfig, Simulator
+from envs.core import jit as _jit
+from envs.sim.simulator import JobState, NativeEpisode, SimConfig, Simulator
 from envs.workload.generator import WorkloadSpec, check_workload_fits, load_workload_spec, make_workload
 
 TRAIN_SEEDS = (1_000_000, 2**31 - 1)  # resets without a seed draw workloads from here
@@ -102,6 +103,14 @@ class GpuClusterEnv(gym.Env):
     without preempting has waited longer than max(overdue_factor x its estimate, min_wait_s).
     render_mode: "ansi" (returns text) or "human" (prints it).
 
+    ## Where it runs
+    On the compiled path (envs.core) the whole episode runs in the native core, one call per
+    decision (`Simulator.native_episode`): bit for bit the Python decision loop, which runs it on
+    the reference path (`GANGSCHED_JIT=0`). Reading the env's Python state mid-episode (`sim`,
+    `cset`, `state`, `render`; an invalid action, whose observation is the last one again) rebuilds
+    it from the actions taken, and the episode goes on in the Python loop, unchanged; `mask`,
+    `done` and `action_masks()` never need it.
+
     ## Version History
     v0: initial release.
     """
@@ -172,8 +181,13 @@ class GpuClusterEnv(gym.Env):
                 "action_mask": spaces.MultiBinary(K),
             }
         )
-        self.sim: Simulator | None = None
-        self.cset: CandidateSet | None = None
+        self._sim: Simulator | None = None
+        self._cset: CandidateSet | None = None
+        self._episode: NativeEpisode | None = None  # the episode carried on by the native core (envs.core)
+        self._jobs: list[Job] = []
+        self._actions: list[int] = []  # the valid actions taken this episode, to rebuild the Python state
+        self._mask: np.ndarray | None = None
+        self._features: tuple[np.ndarray, np.ndarray] | None = None  # the core's last observation arrays
         self.workload_seed: int | None = None
         self._tracker = RewardTracker(self.objective)
         self._steps = 0
@@ -190,26 +204,40 @@ class GpuClusterEnv(gym.Env):
         else:
             self.workload_seed = int(self.np_random.integers(*TRAIN_SEEDS))
         jobs = self.fixed_jobs if self.fixed_jobs is not None else make_workload(self.workload_spec, self.cluster, self.workload_seed, self.num_jobs)
-        self.sim = Simulator(self.cluster, jobs, self.sim_config)
-        self._tracker.reset(self.sim)
+        self._jobs, self._actions = jobs, []
+        sim = self._sim = Simulator(self.cluster, jobs, self.sim_config)
+        self._cset = self._episode = None
+        self._tracker.reset(sim)
         self._steps = 0
-        self._advance_to_decision()
-        self._tracker.reset(self.sim)  # time before the first decision is no agent's doing
+        if _jit.ENABLED:  # the episode in the native core: one call per decision
+            self._episode = sim.native_episode(self.queue_window, self.preempt_las, self.wait_guard)
+            self._features = self._feature_arrays()
+            self._mask = self._episode.step(-1, self._features)
+        else:
+            self._advance_to_decision()
+        self._tracker.reset(sim)  # time before the first decision is no agent's doing
         return self._observation(), self._info()
 
     def step(self, action):
-        if self.sim is None:
+        sim = self._sim
+        if sim is None:
             raise RuntimeError("call reset() before step()")
-        if self.sim.done:
+        if sim.done:
             raise RuntimeError("the episode has ended; call reset()")
         action = int(action)
         self._steps += 1
-        invalid = not (0 <= action < len(self.cset.mask) and self.cset.mask[action])
-        if not invalid:  # apply, then on to the next decision (a start and the events after it: one compiled call)
-            self.cset = decide(self.sim, self.cset, action, self.queue_window, preempt_las=self.preempt_las,
-                               wait_guard=self.wait_guard, features=self._feature_arrays())
-        reward = self._tracker.step(self.sim)
-        terminated = self.sim.done
+        invalid = not (0 <= action < len(self._mask) and self._mask[action])
+        if not invalid:
+            self._actions.append(action)
+            if self._episode is not None:  # apply, the events to the next decision, its candidates and features: one native call
+                self._features = self._feature_arrays()
+                self._mask = self._episode.step(action, self._features)
+            else:  # apply, then on to the next decision
+                self._cset = decide(sim, self._cset, action, self.queue_window, preempt_las=self.preempt_las,
+                                    wait_guard=self.wait_guard, features=self._feature_arrays())
+                self._took_cset()
+        reward = self._tracker.step(sim)
+        terminated = sim.done
         truncated = not terminated and self._steps >= self.max_steps
         info = self._info()
         if invalid:
@@ -221,13 +249,40 @@ class GpuClusterEnv(gym.Env):
         return self._observation(), float(reward), terminated, truncated, info
 
     @property
+    def sim(self) -> Simulator | None:
+        """The episode's simulator. While the native core carries the episode on, reading it
+        first rebuilds the simulator's Python state (the same episode replayed through the Python
+        decision loop, from the actions taken), and the episode goes on there."""
+        if self._episode is not None and not self._episode.finished:
+            self._to_python()
+        return self._sim
+
+    @property
+    def cset(self) -> CandidateSet | None:
+        """The current decision's candidate set (see `sim` for the native episode's case)."""
+        if self._episode is not None:
+            self._to_python()
+        return self._cset
+
+    @property
     def state(self) -> ClusterState:
         """The decision state the current candidates were built from (what the scheduler knows)."""
         return self.cset.state
 
+    @property
+    def done(self) -> bool:
+        """Every job of the episode's workload has finished (the simulator's `done`, read without
+        rebuilding a native episode's Python state)."""
+        return self._sim.done
+
+    @property
+    def mask(self) -> np.ndarray:
+        """(K,) bool mask of the valid actions now (read-only; `action_masks()` gives a copy)."""
+        return self._mask
+
     def action_masks(self) -> np.ndarray:
         """(K,) bool mask of valid actions (sb3-contrib's MaskablePPO reads this)."""
-        return self.cset.mask.copy()
+        return self._mask.copy()
 
     def render(self):
         text = self.render_text()
@@ -239,8 +294,28 @@ class GpuClusterEnv(gym.Env):
     # ------------------------------------------------------------------ internals
 
     def _advance_to_decision(self) -> None:
-        self.cset = advance_to_decision(self.sim, self.queue_window, preempt_las=self.preempt_las, wait_guard=self.wait_guard,
-                                        features=self._feature_arrays())
+        self._cset = advance_to_decision(self._sim, self.queue_window, preempt_las=self.preempt_las, wait_guard=self.wait_guard,
+                                         features=self._feature_arrays())
+        self._took_cset()
+
+    def _took_cset(self) -> None:
+        """The Python loop's new candidate set: its mask, and its features where the core wrote them."""
+        cset = self._cset
+        self._mask = cset.mask
+        self._features, cset.observed = cset.observed, None
+
+    def _to_python(self) -> None:
+        """The native episode's state rebuilt in a Python simulator: the same workload, the
+        actions taken replayed through the Python decision loop (bit for bit the core's episode),
+        which then carries the episode on. The reward tracker's integrals are the same floats."""
+        self._episode = None
+        sim = self._sim = Simulator(self.cluster, self._jobs, self.sim_config)
+        cset = advance_to_decision(sim, self.queue_window, preempt_las=self.preempt_las, wait_guard=self.wait_guard)
+        for action in self._actions:
+            cset = decide(sim, cset, action, self.queue_window, preempt_las=self.preempt_las, wait_guard=self.wait_guard)
+        self._cset = cset
+        self._mask = cset.mask
+        self._features = None  # the observation handed out is the core's, the same values
 
     def _feature_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """New arrays for the next observation's features (the native core writes them with the
@@ -249,21 +324,21 @@ class GpuClusterEnv(gym.Env):
                 np.empty(NUM_GLOBAL_FEATURES, dtype=np.float32))
 
     def _observation(self) -> dict[str, np.ndarray]:
-        cset = self.cset
-        if cset.observed is not None:  # written with the candidates, clipped: handed out once
-            (feats, glob), cset.observed = cset.observed, None
+        if self._features is not None:  # written by the core with the candidates, clipped: handed out once
+            (feats, glob), self._features = self._features, None
         else:
-            feats, glob = candidate_features(cset)
+            feats, glob = candidate_features(self.cset)
             for x in (feats, glob):  # clip to [-1, 1] in place (np.clip's dispatch costs more than these two calls)
                 np.minimum(np.maximum(x, -1.0, out=x), 1.0, out=x)
-        mask = cset.mask.astype(np.int8)
+        mask = self._mask.astype(np.int8)
         if not mask.any():  # terminal state: keep the mask non-empty for vectorised wrappers
             mask[-1] = 1
         return {"candidates": feats, "global": glob, "action_mask": mask}
 
     def _info(self) -> dict[str, Any]:
-        sim = self.sim
-        return {"time_s": sim.now, "queued": sim.queue_len, "running": len(sim.running), "finished": sim.num_done, "workload_seed": self.workload_seed}
+        sim, episode = self._sim, self._episode
+        queued, running = (episode.queued, episode.running) if episode is not None else (sim.queue_len, len(sim.running))
+        return {"time_s": sim.now, "queued": queued, "running": running, "finished": sim.num_done, "workload_seed": self.workload_seed}
 
     def render_text(self) -> str:
         """Node occupancy as text: one row per node, one cell per GPU.

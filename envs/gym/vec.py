@@ -87,7 +87,7 @@ class _Episodes:
         buf["candidates"][i] = obs["candidates"]
         buf["global"][i] = obs["global"]
         buf["action_mask"][i] = obs["action_mask"]
-        buf["mask"][i] = self.envs[i].cset.mask
+        buf["mask"][i] = self.envs[i].mask
 
     def _begin(self, i: int) -> None:
         self._rewards[i], self._started[i] = [], time.time()

@@ -903,17 +903,45 @@ class Simulator:
             raise ValueError(f"{name} needs the compiled path")
         if self._spent:
             raise ValueError("this simulator was consumed by a native rollout")
-        ledger, power, q = self.ledger, self.power, self.job_queue
         state = self._native_state()
         self._spent = True
-        fl, it, running, self.checkpointing, self.reserved, *rest = call(*state, *args)
+        fl, it, running, checkpointing, reserved, *rest = call(*state, *args)
+        self._take_native_scalars(fl, it, running, checkpointing, reserved)
+        return rest
+
+    def _take_native_scalars(self, fl, it, running, checkpointing, reserved) -> None:
+        """A native call's scalars and lists (as `_native_state` orders them) into this simulator's."""
+        ledger, power, q = self.ledger, self.power, self.job_queue
+        self.checkpointing, self.reserved = checkpointing, reserved
         (self.now, self.jobs_in_system_s, self.energy_j, self.allocated_gpu_s, self.useful_work_s, power.power_w,
          self.preemption_gpu_s) = fl
         (ledger.num_free, ledger.fragmented, ledger.alloc_version, self.num_done, self.jobs_in_system,
          self._next_arrival, q.length, q._enqueued, q.queued_gpus, q.queued_high_priority, self._num_needs_restore,
          self.num_preemptions) = it
         self.running = np.array(running, dtype=np.int64)
-        return rest
+
+    def native_episode(self, queue_window: int, preempt_las: bool = True, wait_guard=None) -> NativeEpisode:
+        """The rest of this simulator's episode carried on by the native core (envs.core's
+        `Episode`), one call per decision: `NativeEpisode.step` carries out a candidate of the last
+        decision, runs the events to the next decision and writes its candidate set's features,
+        as `envs.sim.replay.decide` and `candidates_now` do with the same `queue_window`,
+        `preempt_las` and `wait_guard`, bit for bit. It works on this simulator's arrays in place:
+        the simulator is spent (no longer stepped, forked or read for its decision state) until the
+        episode's end, when its scalars and records (segments, placements, finished order, timeline)
+        are written back, as after `replay_native`; its per-job arrays and the scalars the reward
+        reads are the core's after every step. Needs the compiled path (ValueError)."""
+        if not _jit.ENABLED:
+            raise ValueError("native_episode needs the compiled path")
+        if self._spent:
+            raise ValueError("this simulator was consumed by a native rollout")
+        from envs.decision.features import ensure_native_schema
+        ensure_native_schema()  # the core's columns are the schema's (RuntimeError naming the first that is not)
+        guard = [] if wait_guard is None else [wait_guard.overdue_factor, wait_guard.min_wait_s]
+        state = self._native_state()
+        episode = _core.Episode(*state, PRIORITY_HIGH, int(queue_window), bool(preempt_las), guard, _LAS_THRESHOLDS,
+                                STARVATION_FACTOR)
+        self._spent = True
+        return NativeEpisode(self, episode)
 
     def _write_records(self, seg_job, seg_start, seg_end, seg_preempted, seg_gpu_end, seg_gpus, timeline) -> None:
         """A native replay's records into this simulator's: its segments (GPUs as views of
@@ -1347,6 +1375,51 @@ class Simulator:
         self.timeline.append(
             (self.now, ledger.allocated_gpus, self.job_queue.length, len(self.running), ledger.fragmented, self.power.power_w)
         )
+
+
+class NativeEpisode:
+    """A simulator's episode carried on by the native core (`Simulator.native_episode`).
+
+    `step(action, features)`: candidate `action` of the last candidate set carried out (-1 on
+    the first call: none, only the events to the first decision), the events to the next
+    decision, and its candidate set's features written into `features` (two float32 arrays,
+    clipped to [-1, 1]); returns the new set's (K,) bool mask. After each step the simulator's
+    time, the integrals the objective reads, its finished and arrived counts and its per-job
+    arrays are the episode's; `queued` and `running` hold the queue's length and the running
+    jobs' count. At the episode's end the simulator's records are written back (`finish`).
+    SchedulingError where nothing is left to happen, as `Simulator.advance`; ValueError for an
+    action the mask does not allow."""
+
+    def __init__(self, sim: Simulator, episode):
+        self.sim = sim
+        self._episode = episode
+        self.queued = self.running = 0
+        self.finished = False
+
+    def step(self, action: int, features: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        if self.finished:
+            raise ValueError("the episode has ended")
+        sim = self.sim
+        (mask, ok, sim.now, sim.jobs_in_system_s, sim.energy_j, sim.preemption_gpu_s, sim.num_done, sim._next_arrival,
+         self.queued, self.running, done) = self._episode.step(int(action), *features)
+        if not ok:
+            self.finish()
+            raise SchedulingError("nothing left to wait for: no job is running or arriving")
+        if done:
+            self.finish()
+        return mask.view(bool)
+
+    def finish(self) -> None:
+        """The core's scalars, lists and records written back into the simulator (its segments,
+        placements, finished order and timeline), as after `Simulator.replay_native`."""
+        if self.finished:
+            return
+        self.finished = True
+        sim = self.sim
+        fl, it, running, checkpointing, reserved, _ = self._episode.state()
+        sim._take_native_scalars(fl, it, running, checkpointing, reserved)
+        sim._write_records(*self._episode.records())
+        sim.profiles.clear()
 
 
 class RolloutOutcome:

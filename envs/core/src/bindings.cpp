@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <memory>
 #include <type_traits>
 
 #include "choice.hpp"
@@ -307,6 +308,40 @@ ViewCall view_call(const SimView& v, const nb::tuple& allocation, const std::vec
     return call;
 }
 
+
+// A candidate set's features (envs.decision.features.candidate_features; with `clip`, clipped to
+// [-1, 1] as the env's observation) into a K x CANDIDATE_COLUMNS and a GLOBAL_COLUMNS float32 array.
+void write_features(const Cluster& c, const RateModel& model, SimArrays& a, SimScalars& s, View<const double> requested,
+                    const CandidateSet& out, float* feats, float* glob, bool clip) {
+    std::vector<int64_t> gpus, gpus_end, victims, victims_end;
+    for (size_t k = 0; k < out.index.size(); ++k) {
+        gpus.insert(gpus.end(), out.gpus[k].begin(), out.gpus[k].end());
+        gpus_end.push_back(static_cast<int64_t>(gpus.size()));
+        victims.insert(victims.end(), out.victims[k].begin(), out.victims[k].end());
+        victims_end.push_back(static_cast<int64_t>(victims.size()));
+    }
+    CandidateArrays cs;
+    cs.window = View<const int64_t>{out.window.data(), out.window.size()};
+    cs.mask = View<const uint8_t>{out.mask.data(), out.mask.size()};
+    cs.gpus = View<const int64_t>{gpus.data(), gpus.size()};
+    cs.gpus_end = View<const int64_t>{gpus_end.data(), gpus_end.size()};
+    cs.victims = View<const int64_t>{victims.data(), victims.size()};
+    cs.victims_end = View<const int64_t>{victims_end.data(), victims_end.size()};
+    const auto known = static_cast<size_t>(s.next_arrival);
+    const PastArrivals past{View<const double>{a.arrival.data, known}, View<const double>{requested.data, known}};
+    candidate_features(c, model, a, s, past, cs, feats, glob, clip);
+}
+
+// A core-owned episode (Episode) with what its features read besides its arrays, and the dict of
+// the simulator's arrays it works on in place (held, so none of them goes away).
+struct EpisodeBox {
+    std::unique_ptr<Episode> ep;
+    const Cluster* c;
+    const RateModel* model;
+    nb::object arrays;
+    View<const double> requested;
+    size_t K;
+};
 
 // What one call's arrays were, for the next call on the same state (envs.core.ArrayMemo): each
 // named array held (so its data stay where they are) with its view. An array that is the same
@@ -693,26 +728,7 @@ NB_MODULE(_core, m) {
                     nb::gil_scoped_release release;
                     build_candidates(*v.c, *v.model, a, call.s, queue_window, priority_high, preempt_las, call.guard, call.las,
                                      out);
-                    if (features) {
-                        std::vector<int64_t> gpus, gpus_end, victims, victims_end;
-                        for (size_t k = 0; k < out.index.size(); ++k) {
-                            gpus.insert(gpus.end(), out.gpus[k].begin(), out.gpus[k].end());
-                            gpus_end.push_back(static_cast<int64_t>(gpus.size()));
-                            victims.insert(victims.end(), out.victims[k].begin(), out.victims[k].end());
-                            victims_end.push_back(static_cast<int64_t>(victims.size()));
-                        }
-                        CandidateArrays cs;
-                        cs.window = View<const int64_t>{out.window.data(), out.window.size()};
-                        cs.mask = View<const uint8_t>{out.mask.data(), out.mask.size()};
-                        cs.gpus = View<const int64_t>{gpus.data(), gpus.size()};
-                        cs.gpus_end = View<const int64_t>{gpus_end.data(), gpus_end.size()};
-                        cs.victims = View<const int64_t>{victims.data(), victims.size()};
-                        cs.victims_end = View<const int64_t>{victims_end.data(), victims_end.size()};
-                        const auto known = static_cast<size_t>(call.s.next_arrival);
-                        const PastArrivals past{View<const double>{a.arrival.data, known},
-                                                View<const double>{v.requested.data, known}};
-                        candidate_features(*v.c, *v.model, a, call.s, past, cs, feats, glob, clip);
-                    }
+                    if (features) write_features(*v.c, *v.model, a, call.s, v.requested, out, feats, glob, clip);
                 }
                 return nb::make_tuple(out.window, as_numpy<uint8_t>(std::move(out.mask)), out.index, out.gpus, out.victims);
             },
@@ -741,6 +757,85 @@ NB_MODULE(_core, m) {
             nb::arg("las_thresholds"), nb::arg("starvation_factor"),
             "envs.window.can_place (preempt_las) or any_feasible over the simulator's state: some queued job has a "
             "valid placement.");
+
+    nb::class_<EpisodeBox>(m, "Episode",
+                           "A whole episode owned by the core: the env's decision loop over a simulator's arrays (changed "
+                           "in place), its segments and timeline recorded.")
+        .def(
+            "__init__",
+            [](EpisodeBox* self, const Cluster& c, const RateModel& model, const nb::dict& f, const std::vector<int64_t>& running,
+               const std::vector<int64_t>& checkpointing, const std::vector<int64_t>& reserved,
+               const std::vector<std::vector<int64_t>>& reserved_gpus, const std::vector<double>& fscal,
+               const std::vector<int64_t>& iscal, int64_t priority_high, int64_t queue_window, bool preempt_las,
+               const std::vector<double>& wait_guard, const std::vector<double>& las_thresholds, double starvation_factor) {
+                SimArrays a;
+                SimScalars s;
+                parse_sim(c, model, f, running, checkpointing, reserved, reserved_gpus, fscal, iscal, a, s);
+                WaitGuardSpec guard;
+                if (!wait_guard.empty()) {
+                    if (wait_guard.size() != 2) throw BadInput("wait_guard: (overdue_factor, min_wait_s) or empty");
+                    guard = WaitGuardSpec{true, wait_guard[0], wait_guard[1]};
+                }
+                if (queue_window < 1) throw BadInput("queue_window: at least 1");
+                const View<const double> requested = view<const double, double>(f, "requested_gpu_s", a.arrival.size);
+                auto ep = std::make_unique<Episode>(c, model, std::move(a), s, priority_high, queue_window, preempt_las, guard,
+                                                    LasSpec{las_thresholds, starvation_factor});
+                new (self) EpisodeBox{std::move(ep), &c, &model, nb::borrow(f), requested,
+                                      static_cast<size_t>(queue_window) * NUM_FEATURE_RULES + 1};
+            },
+            nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"),
+            nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"), nb::arg("reserved_gpus"), nb::arg("floats"),
+            nb::arg("ints"), nb::arg("priority_high"), nb::arg("queue_window"), nb::arg("preempt_las"), nb::arg("wait_guard"),
+            nb::arg("las_thresholds"), nb::arg("starvation_factor"))
+        .def(
+            "step",
+            [](EpisodeBox& b, int64_t action, nb::handle out_candidates, nb::handle out_global) {
+                float* feats = out_arg<float, 2>(out_candidates, "out_candidates", b.K, NUM_CANDIDATE_COLUMNS);
+                float* glob = out_arg<float, 1>(out_global, "out_global", NUM_GLOBAL_COLUMNS, 0);
+                Episode& e = *b.ep;
+                bool ok = true;
+                const CandidateSet* cs;
+                {
+                    nb::gil_scoped_release release;
+                    if (action >= 0) ok = e.apply(action);
+                    if (ok) ok = e.advance();
+                    cs = &e.candidates();
+                    write_features(*b.c, *b.model, e.arrays(), e.scalars(), b.requested, *cs, feats, glob, true);
+                }
+                const SimScalars& s = e.scalars();
+                std::vector<uint8_t> mask(cs->mask);
+                return nb::make_tuple(as_numpy<uint8_t>(std::move(mask)), ok, s.now, s.jobs_in_system_s, s.energy_j,
+                                      s.preemption_gpu_s, s.num_done, s.next_arrival, s.qlen, e.arrays().running.size(), e.done());
+            },
+            nb::arg("action"), nb::arg("out_candidates"), nb::arg("out_global"),
+            "Carry out candidate `action` of the last candidate set (-1: none, the episode's first call), then the events "
+            "to the next decision (or the end), its candidate set and its features, clipped, written into out_candidates "
+            "(K x CANDIDATE_COLUMNS float32) and out_global: (mask, False when nothing was left to happen, now, "
+            "jobs_in_system_s, energy_j, preemption_gpu_s, num_done, arrived, queued, running, done).")
+        .def(
+            "state",
+            [](EpisodeBox& b) {
+                const SimScalars& s = b.ep->scalars();
+                const SimArrays& a = b.ep->arrays();
+                return nb::make_tuple(
+                    nb::make_tuple(s.now, s.jobs_in_system_s, s.energy_j, s.allocated_gpu_s, s.useful_work_s, s.power_w,
+                                   s.preemption_gpu_s),
+                    nb::make_tuple(s.num_free, s.fragmented, s.alloc_version, s.num_done, s.jobs_in_system, s.next_arrival,
+                                   s.qlen, s.enqueued, s.queued_gpus, s.queued_high, s.num_needs_restore, s.num_preemptions),
+                    a.running, a.checkpointing, a.reserved, b.ep->events());
+            },
+            "The scalars and lists as replay's result: ((floats), (ints), running, checkpointing, reserved, events).")
+        .def(
+            "records",
+            [](EpisodeBox& b) {
+                Recording rec;
+                std::swap(rec, b.ep->recording());
+                return nb::make_tuple(as_numpy<int64_t>(std::move(rec.seg_job)), as_numpy<double>(std::move(rec.seg_start)),
+                                      as_numpy<double>(std::move(rec.seg_end)), as_numpy<uint8_t>(std::move(rec.seg_preempted)),
+                                      as_numpy<int64_t>(std::move(rec.seg_gpu_end)), as_numpy<int64_t>(std::move(rec.seg_gpus)),
+                                      as_numpy<double>(std::move(rec.timeline)));
+            },
+            "The segments and timeline rows recorded since the last call (as replay's), handed over.");
 
     m.def(
         "replay",

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "placement.hpp"
 
@@ -1283,6 +1285,75 @@ void check_las(const LasSpec& las) {
 }
 
 }  // namespace
+
+struct Episode::Impl {
+    SimArrays a;
+    SimScalars s;
+    Recording rec;
+    Rollout sim;
+    int64_t queue_window;
+    bool preempt_las;
+    WaitGuardSpec guard;
+    LasSpec las;
+    CandidateSet cs;
+
+    Impl(const Cluster& c, const RateModel& m, SimArrays&& a0, const SimScalars& s0, int64_t priority_high, int64_t q,
+         bool pl, const WaitGuardSpec& g, const LasSpec& l)
+        : a(std::move(a0)), s(s0), sim(c, m, a, s, priority_high, &rec), queue_window(q), preempt_las(pl), guard(g), las(l) {}
+};
+
+Episode::Episode(const Cluster& c, const RateModel& m, SimArrays a, SimScalars s, int64_t priority_high, int64_t queue_window,
+                 bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las)
+    : c_(c), m_(m), impl_(nullptr) {
+    if (queue_window < 1) throw BadInput("queue_window: at least 1");
+    check_las(las);
+    impl_ = new Impl(c, m, std::move(a), s, priority_high, queue_window, preempt_las, guard, las);
+}
+
+Episode::~Episode() { delete impl_; }
+
+bool Episode::advance() {  // envs.sim.replay.advance_to_decision without `until`
+    Impl& e = *impl_;
+    while (!e.sim.done()) {
+        if (e.s.qlen && e.sim.can_place(e.preempt_las, e.las)) return true;
+        if (e.sim.event(INF) == NO_EVENT) return false;  // Simulator.advance: nothing left to wait for
+    }
+    return true;
+}
+
+const CandidateSet& Episode::candidates() {
+    Impl& e = *impl_;
+    e.sim.candidates(e.queue_window, e.preempt_las, e.guard, e.las, e.cs);
+    return e.cs;
+}
+
+bool Episode::apply(int64_t action) {  // envs.decision.candidates.apply_candidate
+    Impl& e = *impl_;
+    const CandidateSet& cs = e.cs;
+    const auto K = static_cast<int64_t>(cs.mask.size());
+    if (action < 0 || action >= K || !cs.mask[static_cast<size_t>(action)]) throw BadInput("action: not a valid candidate");
+    if (action == K - 1) return e.sim.event(INF) != NO_EVENT;  // WAIT: Simulator.advance
+    const auto at = std::lower_bound(cs.index.begin(), cs.index.end(), action);
+    const auto p = static_cast<size_t>(at - cs.index.begin());
+    const int64_t j = cs.window[static_cast<size_t>(action / NUM_RULES)];
+    const std::vector<int64_t>& gpus = cs.gpus[p];
+    if (gpus.empty())  // the reference's Candidate raises the same for a candidate valid by count without a placement
+        throw std::runtime_error("candidate " + std::to_string(action) + " is valid by GPU counts but has no placement");
+    if (!cs.victims[p].empty()) {
+        e.sim.preempt_and_start(j, gpus, cs.victims[p]);
+    } else {
+        Geometry g;
+        placement_geometry(c_, gpus, e.a.tp_degree[static_cast<size_t>(j)], m_.geometry, g);
+        e.sim.start(j, gpus, g);
+    }
+    return true;
+}
+
+bool Episode::done() const { return impl_->sim.done(); }
+int64_t Episode::events() const { return impl_->sim.events_; }
+SimArrays& Episode::arrays() { return impl_->a; }
+SimScalars& Episode::scalars() { return impl_->s; }
+Recording& Episode::recording() { return impl_->rec; }
 
 bool can_place(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high, bool preempt_las,
                const LasSpec& las) {

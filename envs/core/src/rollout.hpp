@@ -147,6 +147,43 @@ void build_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimSca
                       int64_t priority_high, bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las,
                       CandidateSet& out);
 
+// A whole episode owned by the core (the Gymnasium env's decision loop, envs.gym.env): the
+// simulator's arrays (changed in place, as a replay changes them), its scalars, and the records
+// (segments and timeline rows) of everything that happens after it is made. At each decision:
+// the candidate set (`candidates`: envs.decision.candidates.build_candidates with the episode's
+// window, preempt-las and wait guard), one of them carried out (`apply`: envs.decision.candidates.
+// apply_candidate), then the events to the next decision (`advance`: envs.sim.replay.
+// advance_to_decision), bit for bit the Python decision loop.
+class Episode {
+  public:
+    Episode(const Cluster& c, const RateModel& m, SimArrays a, SimScalars s, int64_t priority_high, int64_t queue_window,
+            bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las);
+    ~Episode();
+    Episode(const Episode&) = delete;
+    Episode& operator=(const Episode&) = delete;
+
+    // To the next decision state (a queued job can be placed) or the workload's end; false when
+    // nothing is left to happen before that (the simulator's SchedulingError).
+    bool advance();
+    // The candidate set of the decision state now, kept for `apply`.
+    const CandidateSet& candidates();
+    // Carry out candidate `action` of the last candidate set (WAIT: the next event); false when
+    // WAIT has nothing left to wait for. BadInput for an action the mask does not allow.
+    bool apply(int64_t action);
+    bool done() const;
+    int64_t events() const;
+
+    SimArrays& arrays();
+    SimScalars& scalars();
+    Recording& recording();
+
+  private:
+    struct Impl;
+    const Cluster& c_;
+    const RateModel& m_;
+    Impl* impl_;
+};
+
 // envs.window.can_place (with `preempt_las`; else any_feasible) over a simulator's arrays (read).
 bool can_place(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high, bool preempt_las,
                const LasSpec& las);
