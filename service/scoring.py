@@ -42,8 +42,9 @@ import numpy as np
 
 from agents.anchor_rule import anchored_choice
 from baselines import make_baseline
+from envs import jit as _jit
 from envs.candidates import CandidateSet, WaitGuard
-from envs.features import FEATURE_SCHEMA_VERSION, candidate_features
+from envs.features import FEATURE_SCHEMA_VERSION, candidate_features, ensure_native_schema, native_candidate_features
 from envs.placement import RULES
 from envs.state import ClusterState
 
@@ -147,6 +148,8 @@ class Scorer:
         self.planner = planner
         if planner is not None:
             planner.wait_guard = self.wait_guard
+        if model is not None and _jit.ENABLED:
+            ensure_native_schema()  # the core's feature columns are the schema's, else RuntimeError at start-up
 
     @property
     def policy_name(self) -> str:
@@ -156,8 +159,15 @@ class Scorer:
             return "planner:lookahead"
         return f"baseline:{self.baseline_name}"
 
+    @staticmethod
+    def features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
+        """The features the model scores: `envs.features.candidate_features(cset)`, computed by the
+        native core (`native_candidate_features`, bit for bit the same arrays) on the compiled
+        path, by the plain-Python reference with GANGSCHED_JIT=0."""
+        return native_candidate_features(cset) if _jit.ENABLED else candidate_features(cset)
+
     def _infer(self, cset: CandidateSet) -> tuple[np.ndarray, float | None]:
-        feats, glob = candidate_features(cset)
+        feats, glob = self.features(cset)
         K = len(cset.candidates)
         out = self.model.score(feats[None], glob[None], cset.mask[None])
         logits, value = out[0], out[1] if len(out) > 1 else None
