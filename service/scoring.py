@@ -3,7 +3,9 @@
 Contract:
 * Candidates, the mask and the features come from the project's own decision-state code
   (`envs.candidates.build_candidates`, `envs.features.candidate_features`), never a copy, so the
-  service ranks exactly the actions the env offers a policy and a baseline. `Scorer.wait_guard`
+  service ranks exactly the actions the env offers a policy and a baseline. On the compiled path
+  the native core works out the valid candidates' placements in one call (`Scorer.candidates`)
+  and a model's features (`Scorer.features`), bit for bit the same (tests/test_service_native.py). `Scorer.wait_guard`
   is the bound on WAIT those masks apply (`build_candidates(..., wait_guard=scorer.wait_guard)`):
   the model's policy.json `wait_guard` unless the service was given another.
 * `Scorer.decide(state, cset)` ranks the valid candidates:
@@ -43,7 +45,7 @@ import numpy as np
 from agents.anchor_rule import anchored_choice
 from baselines import make_baseline
 from envs import jit as _jit
-from envs.candidates import CandidateSet, WaitGuard
+from envs.candidates import CandidateSet, WaitGuard, build_candidates, placed_natively
 from envs.features import FEATURE_SCHEMA_VERSION, candidate_features, ensure_native_schema, native_candidate_features
 from envs.placement import RULES
 from envs.state import ClusterState
@@ -158,6 +160,14 @@ class Scorer:
         if self.planner is not None:
             return "planner:lookahead"
         return f"baseline:{self.baseline_name}"
+
+    def candidates(self, state: ClusterState, queue_window: int) -> CandidateSet:
+        """`build_candidates(state, queue_window, wait_guard=self.wait_guard)`, for an answer that
+        lists every valid candidate: on the compiled path their placements are worked out by the
+        native core in one call (`envs.candidates.placed_natively`, bit for bit the same), with
+        GANGSCHED_JIT=0 one by one in Python on first access."""
+        cset = build_candidates(state, queue_window, wait_guard=self.wait_guard)
+        return placed_natively(cset) if _jit.ENABLED else cset
 
     @staticmethod
     def features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:

@@ -1,11 +1,13 @@
 """`POST /v1/score` on the native core against the plain-Python reference: the same answers.
 
-The service computes a model's features with the native core (`Scorer.features`:
-`envs.features.native_candidate_features`) on the compiled path. Two real service processes on
-127.0.0.1 serve the shipped model `models/generalist`, one as it runs in production and one on the
-plain-Python reference (`GANGSCHED_JIT=0`: `candidate_features`' Python blocks, the Python
-candidates, sect's Python loop for the anchor); every state of random-action episodes (victims,
-checkpointing and reserved jobs, invalid WAITs included) gets the same answer text from both:
+On the compiled path the service works out the placements of a request's valid candidates in
+one native call (`Scorer.candidates`: `envs.candidates.placed_natively`) and a model's features
+with the native core (`Scorer.features`: `envs.features.native_candidate_features`). Two real
+service processes on 127.0.0.1 serve the shipped model `models/generalist`, one as it runs in
+production and one on the plain-Python reference (`GANGSCHED_JIT=0`: each placement by
+envs.placement, `candidate_features`' Python blocks, sect's Python loop for the anchor); every
+state of random-action episodes (victims, checkpointing and reserved jobs, invalid WAITs
+included) gets the same answer text from both:
 ranks, candidates, GPUs, victims, logits, probabilities and value. In process, the scorer's
 features of the same states are the reference's bit for bit, and a served answer is the one the
 reference's own objects give (`Scorer.decide` and `describe` under `envs.jit.reference_path`).
@@ -101,8 +103,9 @@ def test_native_answers_are_the_reference_answers(scenario, cluster, steps, num_
 
 def test_the_scorers_features_are_the_references_in_process():
     """Scorer.features (the native core) against candidate_features on the plain-Python path, bit
-    for bit, on states rebuilt from plain data; and the answer of the native path is the one the
-    reference's own objects give."""
+    for bit, on states rebuilt from plain data; and the answer of the native path (its candidates
+    by Scorer.candidates) is the one the reference's own objects give (build_candidates, each
+    placement in Python)."""
     from agents.policy_file import OnnxPolicy  # noqa: F401 - onnxruntime present (importorskip above)
     from service.scoring import Scorer, describe, load_onnx_policy
 
@@ -113,7 +116,7 @@ def test_the_scorers_features_are_the_references_in_process():
     for state in states_of("slo-preempt", 150, seed=11) + states_of("default", 90, seed=3):
         assert _jit.ENABLED
         st = ClusterState.from_dict(state, cluster)
-        cset = build_candidates(st, 8, wait_guard=scorer.wait_guard)
+        cset = scorer.candidates(st, 8)
         feats, glob = scorer.features(cset)
         answer = describe(st, cset, scorer.decide(st, cset))
         with _jit.reference_path():
