@@ -712,10 +712,9 @@ NB_MODULE(_core, m) {
             sc.now = now;
             const LasSpec las{las_thresholds, starvation_factor};
             CandidateSet out;
-            {
-                nb::gil_scoped_release release;
-                place_candidates(c, model, a, sc, win, m.data, las, out);
-            }
+            // with the GIL held: tens of microseconds, and a service's event loop that took the GIL
+            // meanwhile would keep this thread waiting for the interpreter's switch interval
+            place_candidates(c, model, a, sc, win, m.data, las, out);
             return nb::make_tuple(out.index, out.gpus, out.victims);
         },
         nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("now"),
