@@ -26,6 +26,9 @@ and measures, from this process, on loopback:
   benchmark did before, and that encoding shares the machine's cores with the service. With
   `--base-root DIR` the service of another checkout (the code before a change; its native core
   built) runs beside this tree's, the two measured in turn (A B, B A, ...) for each figure.
+  Each row also gives the service process's CPU time per request (user + system of all its
+  threads, from /proc, Linux): the least and the median over the runs; unlike requests/s it
+  does not count time spent waiting for a core the client or other work holds.
 * filter and prioritize on `--nodes` full Node objects, as kube-scheduler sends them with
   `nodeCacheCapable: false`: a v1 NodeList whose nodes carry what a GPU node's kubelet, GPU
   Feature Discovery and Node Feature Discovery report (35 labels, annotations, taints,
@@ -105,6 +108,15 @@ def score_bodies(state: dict) -> dict:
     return {"same state": same_body, "distinct states": distinct_body, "distinct running sets": new_running_body}
 
 
+def process_cpu_s(pid: int) -> float:
+    """A process's CPU time so far (user + system, all its threads), from /proc (Linux); NaN elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pooled(make, n: int = BODY_POOL):
     """`make`'s first `n` bodies encoded now, then sent in turn: body k is body k % n. A body
     comes back after n - 1 others, long after the service's 256 kept answers and 64 running sets
@@ -138,16 +150,19 @@ def score_throughput(args: argparse.Namespace) -> list[str]:
                     for r in range(args.runs):  # the sides interleaved: A B, B A, A B, ...
                         order = list(zip(sides, procs))
                         for (name, _), svc in (order if r % 2 == 0 else order[::-1]):
+                            cpu = process_cpu_s(svc.proc.pid)
                             n, err, elapsed, lat = asyncio.run(drive(svc.port, "/v1/score", bodies, args.seconds, c))
+                            cpu = (process_cpu_s(svc.proc.pid) - cpu) / max(n, 1) * 1000.0
                             ms = np.array(lat) * 1000.0
-                            runs[name].append((n / elapsed, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), err))
+                            runs[name].append((n / elapsed, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), err, cpu))
                     load.append(load_average())
                     for name, side in runs.items():
                         best = max(side)
                         median = sorted(side)[len(side) // 2]
+                        cpu = sorted(x[4] for x in side)
                         rows.append(f"| {cluster} | {policy} | {mode} | {c} | {name} | {best[0]:.0f} ({best[1]:.1f} / {best[2]:.1f}) "
-                                    f"| {median[0]:.0f} ({median[1]:.1f} / {median[2]:.1f}) | {sum(x[3] for x in side)} "
-                                    f"| {load[0]} -> {load[1]} |")
+                                    f"| {median[0]:.0f} ({median[1]:.1f} / {median[2]:.1f}) | {cpu[0]:.2f} / {cpu[len(cpu) // 2]:.2f} "
+                                    f"| {sum(x[3] for x in side)} | {load[0]} -> {load[1]} |")
             assert all(svc.alive() for svc in procs)
         finally:
             for svc in procs:
@@ -159,8 +174,8 @@ def score_throughput(args: argparse.Namespace) -> list[str]:
     head += [f"{args.runs} runs of {args.seconds:g} s each per side; best and median run by req/s; {encoding}"
              + (f"; base: the service of {args.base_root}, runs interleaved with this tree's" if args.base_root else ""),
              "| cluster | policy | bodies | connections | service | best: req/s (p50 / p99 ms) | median: req/s (p50 / p99 ms) "
-             "| errors | load average (1, 5, 15 min) before -> after |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| service CPU ms per request: least / median run | errors | load average (1, 5, 15 min) before -> after |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     return head + rows
 
 

@@ -163,11 +163,15 @@ class Scorer:
 
     def candidates(self, state: ClusterState, queue_window: int) -> CandidateSet:
         """`build_candidates(state, queue_window, wait_guard=self.wait_guard)`, for an answer that
-        lists every valid candidate: on the compiled path their placements are worked out by the
-        native core in one call (`envs.candidates.placed_natively`, bit for bit the same), with
-        GANGSCHED_JIT=0 one by one in Python on first access."""
+        lists every valid candidate. On the compiled path, where a preempting candidate is valid,
+        every valid candidate's placement is worked out by the native core in one call
+        (`envs.candidates.placed_natively`, bit for bit the same): choosing victims in Python is
+        most of a large cluster's decision, and it is new for each state. Otherwise (and with
+        GANGSCHED_JIT=0) each placement is worked out in Python on first access, where the
+        placement rules' per-cluster memos answer a free-GPU placement seen before in less time
+        than the native call takes."""
         cset = build_candidates(state, queue_window, wait_guard=self.wait_guard)
-        return placed_natively(cset) if _jit.ENABLED else cset
+        return placed_natively(cset) if _jit.ENABLED and cset.valid_placements(preempting=True) else cset
 
     @staticmethod
     def features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
