@@ -51,8 +51,9 @@ and measures, from this process, on loopback:
   (`--only stages`): reading the JSON, the request model, `ClusterState.from_dict`, the candidate
   set (`Scorer.candidates`), the decision, the answer's form (`describe`) and its encoding, on
   `--stage-calls` distinct states of each of `--clusters`, served by `--model` or sect; mean ms
-  per stage. Run as `python PATH/benchmarks/service_speed.py` from another checkout (its root
-  first on PYTHONPATH), it measures that checkout's code.
+  per stage. Each request is timed two ways in turn: as served (the native core's placements and
+  features where the service takes them) and with every placement and the features in Python
+  over the compiled kernels, as the service ran before; the two share the machine's load.
 
 With GANGSCHED_STATE_BULK=0 the service runs the reference alone, with GANGSCHED_RATES_VECTOR=0
 `running_rates` by its per-job loop alone (the "before" of the same machine and load). Prints `uptime`'s load average before and after each part: on a shared machine the figures
@@ -182,48 +183,64 @@ def score_throughput(args: argparse.Namespace) -> list[str]:
 def score_stages(args: argparse.Namespace) -> list[str]:
     """In this process, the stages of a /v1/score request as the service runs them
     (service.app's score handler without HTTP), on `--stage-calls` distinct states of each of
-    `--clusters`, the policy of `--model` or sect: per stage, the mean ms."""
+    `--clusters`, the policy of `--model` or sect: per stage, the mean ms. Two ways, request by
+    request in turn: as the service runs (`Scorer.candidates`, `Scorer.features`: the native
+    core where it serves), and with every placement and the features in Python over the compiled
+    kernels (`build_candidates`, `candidate_features`: the service before the native core took them)."""
     from benchmarks.service_latency import loaded_state
     from envs.candidates import build_candidates
     from envs.config import load_cluster
+    from envs.features import candidate_features
     from envs.state import ClusterState
     from service.app import ScoreRequest
     from service.scoring import Scorer, describe, load_onnx_policy
     from service.wire import dumps, loads
 
     rows = ["/v1/score's stages in process (the service's own calls, no HTTP), distinct states (each `time_s` differs), "
-            f"{args.stage_calls} requests after 100 untimed; mean ms per request",
-            "| cluster | policy | read JSON | request model | from_dict | candidates | decide | describe | encode | total |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            f"{args.stage_calls} requests after 100 untimed, the two ways in turn; mean ms per request; load average "
+            f"{load_average()} at the start",
+            "| cluster | policy | placements and features | read JSON | request model | from_dict | candidates | decide "
+            "| describe | encode | total |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for cluster_name in args.clusters:
         workload, jobs = SCORE_CASES[cluster_name]
         cluster = load_cluster(cluster_name)
         bodies = score_bodies(loaded_state(cluster_name, workload, jobs))["distinct states"]
-        scorer = Scorer("sect", *load_onnx_policy(args.model)) if args.model else Scorer("sect")
-        candidates = getattr(scorer, "candidates", None) or (lambda st, q: build_candidates(st, q, wait_guard=scorer.wait_guard))
-        sums = np.zeros(7)
+
+        def scorer() -> Scorer:
+            return Scorer("sect", *load_onnx_policy(args.model)) if args.model else Scorer("sect")
+
+        native, python = scorer(), scorer()
+        python.features = candidate_features  # the instance's, over the class's native path
+        ways = [("as served", native, getattr(native, "candidates", None)),
+                ("Python (compiled kernels)", python, lambda st, q, s=python: build_candidates(st, q, wait_guard=s.wait_guard))]
+        ways = [w for w in ways if w[2] is not None]  # a checkout without Scorer.candidates: its own way only
+        sums = {name: np.zeros(7) for name, _, _ in ways}
         n = args.stage_calls + 100
         encoded = [bodies(k) for k in range(n)]
         for k, body in enumerate(encoded):
-            t = [time.perf_counter()]
-            data = loads(body)
-            t.append(time.perf_counter())
-            req = ScoreRequest.model_validate(data)
-            t.append(time.perf_counter())
-            state = ClusterState.from_dict(req.state, cluster)
-            t.append(time.perf_counter())
-            cset = candidates(state, 8)
-            t.append(time.perf_counter())
-            decision = scorer.decide(state, cset)
-            t.append(time.perf_counter())
-            answer = describe(state, cset, decision)
-            t.append(time.perf_counter())
-            dumps(answer)
-            t.append(time.perf_counter())
-            if k >= 100:
-                sums += np.diff(t)
-        ms = sums / args.stage_calls * 1000.0
-        rows.append(f"| {cluster_name} | {scorer.policy_name} | " + " | ".join(f"{x:.3f}" for x in ms) + f" | {ms.sum():.3f} |")
+            for name, sc, candidates in (ways if k % 2 == 0 else ways[::-1]):
+                t = [time.perf_counter()]
+                data = loads(body)
+                t.append(time.perf_counter())
+                req = ScoreRequest.model_validate(data)
+                t.append(time.perf_counter())
+                state = ClusterState.from_dict(req.state, cluster)
+                t.append(time.perf_counter())
+                cset = candidates(state, 8)
+                t.append(time.perf_counter())
+                decision = sc.decide(state, cset)
+                t.append(time.perf_counter())
+                answer = describe(state, cset, decision)
+                t.append(time.perf_counter())
+                dumps(answer)
+                t.append(time.perf_counter())
+                if k >= 100:
+                    sums[name] += np.diff(t)
+        for name, total in sums.items():
+            ms = total / args.stage_calls * 1000.0
+            rows.append(f"| {cluster_name} | {native.policy_name} | {name} | " + " | ".join(f"{x:.3f}" for x in ms)
+                        + f" | {ms.sum():.3f} |")
     return rows
 
 
