@@ -27,7 +27,9 @@ arrays parsed once, which Simulator.native_candidates calls: the window with `pr
 jobs, the mask, every valid candidate's placement and victims, as
 envs.candidates.build_candidates states them); and a decision's features (`candidate_features`:
 the candidate and global columns of envs/features.py's schema, which
-envs.features.native_candidate_features calls).
+envs.features.native_candidate_features calls); and the placements of a decision state's valid
+candidates, for any `ClusterState` (`state_placements`, which envs.candidates.placed_natively
+calls: the scoring service's, on states rebuilt from plain data).
 """
 
 from __future__ import annotations
