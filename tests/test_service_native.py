@@ -112,11 +112,14 @@ def test_the_scorers_features_are_the_references_in_process():
     cluster = load_cluster("mixed-64gpu")
     policy, info = load_onnx_policy(MODEL)
     scorer = Scorer("sect", policy, info)
-    n = with_victims = 0
+    n = with_victims = native = 0
     for state in states_of("slo-preempt", 150, seed=11) + states_of("default", 90, seed=3):
         assert _jit.ENABLED
         st = ClusterState.from_dict(state, cluster)
         cset = scorer.candidates(st, 8)
+        placed_by_core = type(cset.candidates._placer).__name__ == "_Placed"  # envs.candidates.placed_natively's
+        assert placed_by_core == bool(cset.valid_placements(preempting=True))
+        native += placed_by_core
         feats, glob = scorer.features(cset)
         answer = describe(st, cset, scorer.decide(st, cset))
         with _jit.reference_path():
@@ -130,4 +133,4 @@ def test_the_scorers_features_are_the_references_in_process():
         assert json.dumps(answer) == json.dumps(ref_answer)
         n += 1
         with_victims += any(c["victims"] for c in answer["candidates"])
-    assert n >= 80 and with_victims > 0, (n, with_victims)
+    assert n >= 80 and with_victims > 0 and native >= with_victims, (n, with_victims, native)
