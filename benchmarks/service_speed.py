@@ -3,21 +3,32 @@ full Node objects (a benchmark printing figures, not a timed test).
 
     python -m benchmarks.service_speed [--seconds 10] [--concurrency 4 8] [--runs 3] [--nodes 2000]
                                        [--node-requests 20] [--images 0 10] [--state-calls 500]
-                                       [--only score|nodes|state]
+                                       [--only score|nodes|state|stages] [--clusters h100-1024gpu mixed-64gpu]
+                                       [--bodies KIND ...] [--model DIR] [--base-root DIR] [--encode-per-request]
 
 It starts `python -m service` as a real process on 127.0.0.1 (service.testing.ServiceProcess)
 and measures, from this process, on loopback:
 
-* `/v1/score` on h100-1024gpu with a loaded state (benchmarks.service_latency.loaded_state: 72
-  running jobs, one pending 8-GPU job, 44 KiB): `--concurrency` keep-alive connections send for
-  `--seconds`; requests/s, and p50 / p99 latency (request written to response read) over every
-  request of the run. Three times: "same state" (every request the same bytes, as a client asking
-  again about an unchanged cluster), "distinct states" (each request's `time_s` differs, so
-  the service parses and decides every one afresh; its running jobs are those of the last
-  request, whose derived terms it keeps) and "distinct running sets" (also one running job's
-  `comm_fraction` differs, so the speed model's terms of the running jobs are made afresh, as
-  when jobs start or end between requests). Each `--runs` times; the best and the median
-  run are printed.
+* `/v1/score` on each of `--clusters` (default h100-1024gpu) with a loaded state
+  (benchmarks.service_latency.loaded_state; on h100-1024gpu 72 running jobs, one pending 8-GPU
+  job, 44 KiB), served by the sect baseline or by `--model`: `--concurrency` keep-alive
+  connections send for `--seconds`; requests/s, and p50 / p99 latency (request written to
+  response read) over every request of the run. For each of `--bodies`: "same state" (every
+  request the same bytes, as a client asking again about an unchanged cluster), "distinct
+  states" (each request's `time_s` differs, so the service parses and decides every one afresh;
+  its running jobs are those of the last request, whose derived terms it keeps) and "distinct
+  running sets" (also one running job's `comm_fraction` differs, so the speed model's terms of
+  the running jobs are made afresh, as when jobs start or end between requests). Each `--runs`
+  times; the best and the median run are printed. The distinct bodies are encoded before the
+  runs (2,048 of each kind, sent in turn: a body comes back long after the service has let its
+  answer go), so the client's own work per request is writing and reading bytes; with
+  `--encode-per-request` the client encodes each body (44 KiB of JSON) as it sends it, as this
+  benchmark did before, and that encoding shares the machine's cores with the service. With
+  `--base-root DIR` the service of another checkout (the code before a change; its native core
+  built) runs beside this tree's, the two measured in turn (A B, B A, ...) for each figure.
+  Each row also gives the service process's CPU time per request (user + system of all its
+  threads, from /proc, Linux): the least and the median over the runs; unlike requests/s it
+  does not count time spent waiting for a core the client or other work holds.
 * filter and prioritize on `--nodes` full Node objects, as kube-scheduler sends them with
   `nodeCacheCapable: false`: a v1 NodeList whose nodes carry what a GPU node's kubelet, GPU
   Feature Discovery and Node Feature Discovery report (35 labels, annotations, taints,
@@ -35,6 +46,14 @@ and measures, from this process, on loopback:
   emptied before each call; and so with the speed model's running_rates by its per-job loop);
   and `envs.cluster.speed.running_rates` alone on that state's 72 running jobs, the loop and the
   vectorised path; median and p99 ms.
+
+* in this process, the stages of a `/v1/score` request as the service runs them, without HTTP
+  (`--only stages`): reading the JSON, the request model, `ClusterState.from_dict`, the candidate
+  set (`Scorer.candidates`), the decision, the answer's form (`describe`) and its encoding, on
+  `--stage-calls` distinct states of each of `--clusters`, served by `--model` or sect; mean ms
+  per stage. Each request is timed two ways in turn: as served (the native core's placements and
+  features where the service takes them) and with every placement and the features in Python
+  over the compiled kernels, as the service ran before; the two share the machine's load.
 
 With GANGSCHED_STATE_BULK=0 the service runs the reference alone, with GANGSCHED_RATES_VECTOR=0
 `running_rates` by its per-job loop alone (the "before" of the same machine and load). Prints `uptime`'s load average before and after each part: on a shared machine the figures
@@ -65,12 +84,16 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def score_throughput(args: argparse.Namespace) -> list[str]:
-    from benchmarks.service_latency import loaded_state
+SCORE_CASES = {"h100-1024gpu": ("llm-mix-large", 600), "mixed-64gpu": ("llm-mix", 200)}
+BODY_POOL = 2048  # distinct bodies per kind, encoded before the runs and sent in turn
 
-    state = loaded_state(SCORE_CLUSTER, SCORE_WORKLOAD, SCORE_JOBS)
+
+def score_bodies(state: dict) -> dict:
+    """The three kinds of /v1/score body (`k`: the request's number): the same state, distinct
+    states and distinct running sets (the module docstring)."""
     same = json.dumps({"state": state}).encode()
     t0 = float(state["time_s"])
+    running = state["running"]
 
     def same_body(k: int) -> bytes:
         return same
@@ -78,39 +101,147 @@ def score_throughput(args: argparse.Namespace) -> list[str]:
     def distinct_body(k: int) -> bytes:  # the same cluster a moment later: a state never seen before
         return json.dumps({"state": dict(state, time_s=t0 + k * 1e-3)}).encode()
 
-    running = state["running"]
-
     def new_running_body(k: int) -> bytes:  # and one running job's profile changed: a running set never seen before
         i = k % len(running)
         changed = dict(running[i], comm_fraction=min(1.0, running[i]["comm_fraction"] + (k + 1) * 1e-9))
         return json.dumps({"state": dict(state, time_s=t0 + k * 1e-3, running=running[:i] + [changed] + running[i + 1:])}).encode()
 
-    rows = []
-    with ServiceProcess(["--cluster", SCORE_CLUSTER]) as svc:
-        policy = svc.get("/v1/info")[1]["policy"]
-        asyncio.run(drive(svc.port, "/v1/score", distinct_body, 1.0, 2))  # warm-up
-        for mode, bodies in (("same state", same_body), ("distinct states", distinct_body),
-                             ("distinct running sets", new_running_body)):
-            for c in args.concurrency:
-                runs = []
-                load = [load_average()]
-                for _ in range(args.runs):
-                    n, err, elapsed, lat = asyncio.run(drive(svc.port, "/v1/score", bodies, args.seconds, c))
-                    ms = np.array(lat) * 1000.0
-                    runs.append((n / elapsed, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), err))
-                load.append(load_average())
-                best = max(runs)
-                median = sorted(runs)[len(runs) // 2]
-                rows.append(f"| {SCORE_CLUSTER} | {policy} | {mode} | {c} | {best[0]:.0f} ({best[1]:.1f} / {best[2]:.1f}) "
-                            f"| {median[0]:.0f} ({median[1]:.1f} / {median[2]:.1f}) | {sum(r[3] for r in runs)} "
-                            f"| {load[0]} -> {load[1]} |")
-        assert svc.alive()
-    head = [f"POST /v1/score, {len(same) / 1024:.0f} KiB state ({len(state['running'])} running jobs), "
-            f"{args.runs} runs of {args.seconds:g} s each; best and median run by req/s",
-            "| cluster | policy | bodies | connections | best: req/s (p50 / p99 ms) | median: req/s (p50 / p99 ms) | errors "
-            "| load average (1, 5, 15 min) before -> after |",
-            "|---|---|---|---|---|---|---|---|"]
+    return {"same state": same_body, "distinct states": distinct_body, "distinct running sets": new_running_body}
+
+
+def process_cpu_s(pid: int) -> float:
+    """A process's CPU time so far (user + system, all its threads), from /proc (Linux); NaN elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pooled(make, n: int = BODY_POOL):
+    """`make`'s first `n` bodies encoded now, then sent in turn: body k is body k % n. A body
+    comes back after n - 1 others, long after the service's 256 kept answers and 64 running sets
+    have let it go, so every request is still decided afresh."""
+    pool = [make(k) for k in range(n)]
+    return lambda k: pool[k % n]
+
+
+def score_throughput(args: argparse.Namespace) -> list[str]:
+    from benchmarks.service_latency import loaded_state
+
+    rows, head = [], []
+    for cluster in args.clusters:
+        workload, jobs = SCORE_CASES[cluster]
+        state = loaded_state(cluster, workload, jobs)
+        kinds = {name: make for name, make in score_bodies(state).items() if name in args.bodies}
+        if not args.encode_per_request:
+            kinds = {name: (make if name == "same state" else pooled(make)) for name, make in kinds.items()}
+        service_args = ["--cluster", cluster] + (["--model", args.model] if args.model else [])
+        sides = [("this tree", None)] + ([("base", args.base_root)] if args.base_root else [])
+        procs = [ServiceProcess(service_args, root=root, startup_timeout_s=300.0) for _, root in sides]
+        try:
+            for svc in procs:
+                svc.__enter__()
+                asyncio.run(drive(svc.port, "/v1/score", kinds.get("distinct states", next(iter(kinds.values()))), 1.0, 2))  # warm-up
+            policy = procs[0].get("/v1/info")[1]["policy"]
+            for mode, bodies in kinds.items():
+                for c in args.concurrency:
+                    runs: dict[str, list] = {name: [] for name, _ in sides}
+                    load = [load_average()]
+                    for r in range(args.runs):  # the sides interleaved: A B, B A, A B, ...
+                        order = list(zip(sides, procs))
+                        for (name, _), svc in (order if r % 2 == 0 else order[::-1]):
+                            cpu = process_cpu_s(svc.proc.pid)
+                            n, err, elapsed, lat = asyncio.run(drive(svc.port, "/v1/score", bodies, args.seconds, c))
+                            cpu = (process_cpu_s(svc.proc.pid) - cpu) / max(n, 1) * 1000.0
+                            ms = np.array(lat) * 1000.0
+                            runs[name].append((n / elapsed, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), err, cpu))
+                    load.append(load_average())
+                    for name, side in runs.items():
+                        best = max(side)
+                        median = sorted(side)[len(side) // 2]
+                        cpu = sorted(x[4] for x in side)
+                        rows.append(f"| {cluster} | {policy} | {mode} | {c} | {name} | {best[0]:.0f} ({best[1]:.1f} / {best[2]:.1f}) "
+                                    f"| {median[0]:.0f} ({median[1]:.1f} / {median[2]:.1f}) | {cpu[0]:.2f} / {cpu[len(cpu) // 2]:.2f} "
+                                    f"| {sum(x[3] for x in side)} | {load[0]} -> {load[1]} |")
+            assert all(svc.alive() for svc in procs)
+        finally:
+            for svc in procs:
+                svc.__exit__(None, None, None)
+        head.append(f"POST /v1/score on {cluster}, {len(json.dumps({'state': state}).encode()) / 1024:.0f} KiB state "
+                    f"({len(state['running'])} running jobs)")
+    encoding = ("each body encoded by the client as it is sent (--encode-per-request)" if args.encode_per_request
+                else f"bodies encoded before the runs ({BODY_POOL} distinct ones of each kind, sent in turn)")
+    head += [f"{args.runs} runs of {args.seconds:g} s each per side; best and median run by req/s; {encoding}"
+             + (f"; base: the service of {args.base_root}, runs interleaved with this tree's" if args.base_root else ""),
+             "| cluster | policy | bodies | connections | service | best: req/s (p50 / p99 ms) | median: req/s (p50 / p99 ms) "
+             "| service CPU ms per request: least / median run | errors | load average (1, 5, 15 min) before -> after |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     return head + rows
+
+
+def score_stages(args: argparse.Namespace) -> list[str]:
+    """In this process, the stages of a /v1/score request as the service runs them
+    (service.app's score handler without HTTP), on `--stage-calls` distinct states of each of
+    `--clusters`, the policy of `--model` or sect: per stage, the mean ms. Two ways, request by
+    request in turn: as the service runs (`Scorer.candidates`, `Scorer.features`: the native
+    core where it serves), and with every placement and the features in Python over the compiled
+    kernels (`build_candidates`, `candidate_features`: the service before the native core took them)."""
+    from benchmarks.service_latency import loaded_state
+    from envs.cluster.config import load_cluster
+    from envs.decision.candidates import build_candidates
+    from envs.decision.features import candidate_features
+    from envs.decision.state import ClusterState
+    from service.app import ScoreRequest
+    from service.scoring import Scorer, describe, load_onnx_policy
+    from service.wire import dumps, loads
+
+    rows = ["/v1/score's stages in process (the service's own calls, no HTTP), distinct states (each `time_s` differs), "
+            f"{args.stage_calls} requests after 100 untimed, the two ways in turn; mean ms per request; load average "
+            f"{load_average()} at the start",
+            "| cluster | policy | placements and features | read JSON | request model | from_dict | candidates | decide "
+            "| describe | encode | total |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for cluster_name in args.clusters:
+        workload, jobs = SCORE_CASES[cluster_name]
+        cluster = load_cluster(cluster_name)
+        bodies = score_bodies(loaded_state(cluster_name, workload, jobs))["distinct states"]
+
+        def scorer() -> Scorer:
+            return Scorer("sect", *load_onnx_policy(args.model)) if args.model else Scorer("sect")
+
+        native, python = scorer(), scorer()
+        python.features = candidate_features  # the instance's, over the class's native path
+        ways = [("as served", native, getattr(native, "candidates", None)),
+                ("Python (compiled kernels)", python, lambda st, q, s=python: build_candidates(st, q, wait_guard=s.wait_guard))]
+        ways = [w for w in ways if w[2] is not None]  # a checkout without Scorer.candidates: its own way only
+        sums = {name: np.zeros(7) for name, _, _ in ways}
+        n = args.stage_calls + 100
+        encoded = [bodies(k) for k in range(n)]
+        for k, body in enumerate(encoded):
+            for name, sc, candidates in (ways if k % 2 == 0 else ways[::-1]):
+                t = [time.perf_counter()]
+                data = loads(body)
+                t.append(time.perf_counter())
+                req = ScoreRequest.model_validate(data)
+                t.append(time.perf_counter())
+                state = ClusterState.from_dict(req.state, cluster)
+                t.append(time.perf_counter())
+                cset = candidates(state, 8)
+                t.append(time.perf_counter())
+                decision = sc.decide(state, cset)
+                t.append(time.perf_counter())
+                answer = describe(state, cset, decision)
+                t.append(time.perf_counter())
+                dumps(answer)
+                t.append(time.perf_counter())
+                if k >= 100:
+                    sums[name] += np.diff(t)
+        for name, total in sums.items():
+            ms = total / args.stage_calls * 1000.0
+            rows.append(f"| {cluster_name} | {native.policy_name} | {name} | " + " | ".join(f"{x:.3f}" for x in ms)
+                        + f" | {ms.sum():.3f} |")
+    return rows
 
 
 def state_build(args: argparse.Namespace) -> list[str]:
@@ -317,7 +448,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--node-requests", type=int, default=20, help="filter and prioritize requests per figure")
     p.add_argument("--images", type=int, nargs="+", default=[0, 10], help="image entries per Node (the kubelet reports up to 50)")
     p.add_argument("--state-calls", type=int, default=500, help="in-process from_dict calls of each path")
-    p.add_argument("--only", choices=("score", "nodes", "state"))
+    p.add_argument("--only", choices=("score", "nodes", "state", "stages"))
+    p.add_argument("--stage-calls", type=int, default=1000, help="with --only stages: timed requests per cluster")
+    p.add_argument("--clusters", nargs="+", default=["h100-1024gpu"], choices=sorted(SCORE_CASES),
+                   help="clusters whose /v1/score is measured")
+    p.add_argument("--bodies", nargs="+", default=["same state", "distinct states", "distinct running sets"],
+                   choices=("same state", "distinct states", "distinct running sets"), help="/v1/score body kinds measured")
+    p.add_argument("--model", help="exported policy the service serves (default: the sect baseline)")
+    p.add_argument("--base-root", help="also run the service of this checkout (another version of the code), its "
+                                       "/v1/score runs interleaved with this tree's")
+    p.add_argument("--encode-per-request", action="store_true",
+                   help="the client encodes each /v1/score body as it sends it (as this benchmark did before)")
     args = p.parse_args(argv)
     print("command: python -m benchmarks.service_speed " + " ".join(argv if argv is not None else sys.argv[1:]))
     print(f"cpus: {os.cpu_count()}, load average at start: {load_average()}")
@@ -327,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(node_verbs(args)))
     if args.only in (None, "state"):
         print("\n".join(state_build(args)))
+    if args.only in (None, "stages"):
+        print("\n".join(score_stages(args)))
     return 0
 
 

@@ -3,7 +3,7 @@
 - `envs.jobs`: the job record and the vocabulary every layer shares (kinds, priorities).
 - `envs.cluster`: the hardware: topology, GPU and node types, the speed model, cluster configs
   and importers of real topology descriptions.
-- `envs.workload`: what arrives: the synthetic generator, trace readers, capacity and load.
+- `envs.workload.generator`: what arrives: the synthetic generator, trace readers, capacity and load.
 - `envs.decision`: the decision layer: the decision state (what a scheduler knows), the queue
   window, the placement rules, the candidate set with its one action mask, and the features.
 - `envs.sim`: the discrete-event simulator and its records, the objective and the metrics, and

@@ -52,7 +52,6 @@ from prometheus_client import (
 from pydantic import BaseModel, Field, ValidationError
 
 from envs.cluster.topology import Cluster
-from envs.decision.candidates import build_candidates
 from envs.decision.state import ClusterState, StateError
 from service.k8s import Extender, ExtenderError
 from service.kube import KubeAPI
@@ -309,7 +308,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
     async def warm_up() -> None:
         def decide_once():
             state = ClusterState.from_dict({"time_s": 0.0, "queued": [{"id": "warm-up", "num_gpus": 1, "estimate_s": 60.0}]}, cluster)
-            cset = build_candidates(state, queue_window, wait_guard=scorer.wait_guard)
+            cset = scorer.candidates(state, queue_window)
             scorer.decide(state, cset)
         try:
             await run(decide_once)
@@ -395,7 +394,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
             return 422, {"detail": f"body.{msg}" if msg.startswith("state") else f"body.state.{msg}"}
         except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
             return 422, {"detail": f"body.state: cannot be read ({type(e).__name__}: {e})"}
-        cset = build_candidates(state, qw, wait_guard=scorer.wait_guard)
+        cset = scorer.candidates(state, qw)
         return 200, describe(state, cset, scorer.decide(state, cset))
 
     def score_body_sync(body: bytes) -> tuple[int, dict]:

@@ -3,7 +3,9 @@
 Contract:
 * Candidates, the mask and the features come from the project's own decision-state code
   (`envs.decision.candidates.build_candidates`, `envs.decision.features.candidate_features`), never a copy, so the
-  service ranks exactly the actions the env offers a policy and a baseline. `Scorer.wait_guard`
+  service ranks exactly the actions the env offers a policy and a baseline. On the compiled path
+  the native core works out the valid candidates' placements in one call (`Scorer.candidates`)
+  and a model's features (`Scorer.features`), bit for bit the same (tests/test_service_native.py). `Scorer.wait_guard`
   is the bound on WAIT those masks apply (`build_candidates(..., wait_guard=scorer.wait_guard)`):
   the model's policy.json `wait_guard` unless the service was given another.
 * `Scorer.decide(state, cset)` ranks the valid candidates:
@@ -42,8 +44,9 @@ import numpy as np
 
 from agents.anchor_rule import anchored_choice
 from baselines import make_baseline
-from envs.decision.candidates import CandidateSet, WaitGuard
-from envs.decision.features import FEATURE_SCHEMA_VERSION, candidate_features
+from envs.core import jit as _jit
+from envs.decision.candidates import CandidateSet, WaitGuard, build_candidates, placed_natively
+from envs.decision.features import FEATURE_SCHEMA_VERSION, candidate_features, ensure_native_schema, native_candidate_features
 from envs.decision.placement import RULES
 from envs.decision.state import ClusterState
 
@@ -147,6 +150,8 @@ class Scorer:
         self.planner = planner
         if planner is not None:
             planner.wait_guard = self.wait_guard
+        if model is not None and _jit.ENABLED:
+            ensure_native_schema()  # the core's feature columns are the schema's, else RuntimeError at start-up
 
     @property
     def policy_name(self) -> str:
@@ -156,8 +161,27 @@ class Scorer:
             return "planner:lookahead"
         return f"baseline:{self.baseline_name}"
 
+    def candidates(self, state: ClusterState, queue_window: int) -> CandidateSet:
+        """`build_candidates(state, queue_window, wait_guard=self.wait_guard)`, for an answer that
+        lists every valid candidate. On the compiled path, where a preempting candidate is valid,
+        every valid candidate's placement is worked out by the native core in one call
+        (`envs.decision.candidates.placed_natively`, bit for bit the same): choosing victims in Python is
+        most of a large cluster's decision, and it is new for each state. Otherwise (and with
+        GANGSCHED_JIT=0) each placement is worked out in Python on first access, where the
+        placement rules' per-cluster memos answer a free-GPU placement seen before in less time
+        than the native call takes."""
+        cset = build_candidates(state, queue_window, wait_guard=self.wait_guard)
+        return placed_natively(cset) if _jit.ENABLED and cset.valid_placements(preempting=True) else cset
+
+    @staticmethod
+    def features(cset: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
+        """The features the model scores: `envs.decision.features.candidate_features(cset)`, computed by the
+        native core (`native_candidate_features`, bit for bit the same arrays) on the compiled
+        path, by the plain-Python reference with GANGSCHED_JIT=0."""
+        return native_candidate_features(cset) if _jit.ENABLED else candidate_features(cset)
+
     def _infer(self, cset: CandidateSet) -> tuple[np.ndarray, float | None]:
-        feats, glob = candidate_features(cset)
+        feats, glob = self.features(cset)
         K = len(cset.candidates)
         out = self.model.score(feats[None], glob[None], cset.mask[None])
         logits, value = out[0], out[1] if len(out) > 1 else None

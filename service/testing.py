@@ -41,8 +41,9 @@ def free_port() -> int:
 
 class ServiceProcess:
     def __init__(self, args: list[str], startup_timeout_s: float = 60.0, secure: bool = False, env: dict | None = None,
-                 ready_path: str = "/readyz"):
+                 ready_path: str = "/readyz", root: str | Path | None = None):
         self.args = list(args)
+        self.root = Path(root) if root is not None else REPO_ROOT  # the checkout whose `python -m service` runs
         if not secure and not {"--auth-token-file", "--tls-client-ca", "--insecure-no-auth"} & set(self.args):
             self.args.append("--insecure-no-auth")
         self.env = env or {}
@@ -70,7 +71,9 @@ class ServiceProcess:
     def __enter__(self) -> ServiceProcess:
         cmd = [sys.executable, "-m", "service", *self.args, "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
-        self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        if self.root != REPO_ROOT and "PYTHONPATH" in env:  # that checkout's modules, not this one's
+            env["PYTHONPATH"] = os.pathsep.join(str(self.root) if p == str(REPO_ROOT) else p for p in env["PYTHONPATH"].split(os.pathsep))
+        self.proc = subprocess.Popen(cmd, cwd=self.root, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

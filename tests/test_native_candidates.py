@@ -2,7 +2,9 @@
 `candidates`) against the Python reference (envs.decision.candidates.build_candidates, each candidate
 resolved by envs.decision.placement): the same window, mask, GPUs and victims, on the decision states of
 random-action episodes of every scenario, with and without `preempt-las`, with a wait guard and
-a small window."""
+a small window. So are the placements the core works out for a decision state itself
+(envs.decision.candidates.placed_natively, envs.core.state_placements: the scoring service's), on the
+simulator's state and on the same state rebuilt from plain data."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ import pytest
 
 import envs  # noqa: F401  (registers the env)
 from envs.core import _core
+from envs.decision.candidates import WaitGuard, build_candidates, placed_natively
 from envs.decision.candidates import WaitGuard, build_candidates
 from envs.decision.placement import PREEMPT, PREEMPT_LAS, RULES
+from envs.decision.state import ClusterState
+from envs.decision.window import any_feasible, can_place
 from envs.decision.window import any_feasible, can_place
 from envs.jobs import PRIORITY_HIGH
 from envs.scenario import load_scenario, scenario_names
@@ -43,6 +48,11 @@ def _compare(sim: Simulator, queue_window: int, preempt_las: bool, guard) -> lis
     assert nat.mask.dtype == bool and np.array_equal(nat.mask, ref.mask)
     placed = _placements(ref)
     assert _placements(nat) == placed
+    state = ref.state
+    assert _placements(placed_natively(build_candidates(state, queue_window, preempt_las, guard))) == placed
+    plain = ClusterState.from_dict(state.to_dict(), sim.cluster)  # job indices, arrays and caches of its own
+    assert _placements(placed_natively(build_candidates(plain, queue_window, preempt_las, guard))) == \
+        _placements(build_candidates(plain, queue_window, preempt_las, guard))
     return placed
 
 
@@ -130,3 +140,58 @@ def test_bad_arguments_name_the_argument():
             sim.native_candidates(8, features=(feats, glob))
     with pytest.raises(ValueError, match="allocation: node_free"):
         view.candidates(alloc[:2] + (alloc[2][:-1],) + alloc[3:], *state, 8, PRIORITY_HIGH, True, [], [3600.0], 4.0)
+
+
+def test_state_placements_bad_arguments_name_the_argument():
+    sc = load_scenario("slo-preempt")
+    env = gym.make("gangsched/GpuCluster-v0", cluster=sc.cluster, workload=sc.workload, num_jobs=80)
+    env.reset(seed=0)
+    for _ in range(30):
+        env.step(int(np.flatnonzero(env.unwrapped.cset.mask)[0]))
+    from envs import core
+
+    cset = env.unwrapped.cset
+    state = cset.state
+    assert len(state.running)
+    window, mask = list(cset.window), cset.mask
+    core.state_placements(state, window, mask, [3600.0], 4.0)  # as it is: accepted
+
+    class Changed:  # the state with some arrays replaced
+        def __init__(self, **fields):
+            self.__dict__.update(fields)
+
+        def __getattr__(self, name):
+            return getattr(state, name)
+
+    def raises(match, s=state, w=window, m=mask):
+        with pytest.raises(ValueError, match=match):
+            core.state_placements(s, w, m, [3600.0], 4.0)
+
+    owner = state.gpu_owner.copy()
+    owner[0] = len(state.num_gpus)
+    raises("gpu_owner: a job id out of range", Changed(gpu_owner=owner))
+    owner = state.gpu_owner.copy()
+    owner[owner == state.running[0]] = -1
+    raises("gpu_owner: a running or checkpointing job that holds no GPU", Changed(gpu_owner=owner))
+    raises("gpu_owner: .* entries, expected", Changed(gpu_owner=state.gpu_owner[:-1]))
+    raises("free_mask: ", Changed(free_mask=state.free_mask.astype(np.int64)))
+    raises("mem_req: ", Changed(mem_per_gpu_gb=state.mem_per_gpu_gb[:-1]))
+    raises("node_free: a count", Changed(node_free=state.node_free + 100))
+    tp = state.tp_degree.copy()
+    tp[0] = 3 if state.num_gpus[0] % 3 else 5
+    raises("tp_degree: a gang", Changed(tp_degree=tp))
+    raises("running: a job id out of range", Changed(running=np.array([len(state.num_gpus)], dtype=np.int64)))
+    raises("running: a job listed twice", Changed(running=np.concatenate([state.running, state.running[:1]])))
+    raises("window: a job id out of range", w=[len(state.num_gpus)])
+    raises("mask: the window's slots", m=mask[:-1])
+    raises("mask: the window's slots", w=window * 20)
+    raises("mask: a contiguous", m=mask.astype(np.int64))
+    with pytest.raises(ValueError, match="las_thresholds"):
+        _core.state_placements(core.cluster_arrays(state.cluster), core.rate_model(state.speed_model),
+                               {"arrival": state.arrival_s, "gpus_req": state.num_gpus, "tp_degree": state.tp_degree,
+                                "mem_req": state.mem_per_gpu_gb, "priority": state.priority, "preemptible": state.preemptible,
+                                "attained_gpu_s": state.attained_gpu_s, "checkpoint_s": state.checkpoint_s,
+                                "restore_s": state.restore_s, "queued_since": state.queued_since_s, "free_mask": state.free_mask,
+                                "gpu_owner": state.gpu_owner, "node_free": state.node_free, "node_pressure": state.node_pressure,
+                                "uplink_demand": state.uplink_demand},
+                               state.running, state.checkpointing, float(state.now), window, mask, [3600.0, 60.0], 4.0)

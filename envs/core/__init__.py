@@ -31,7 +31,9 @@ envs.decision.features.native_candidate_features calls); and the env's whole epi
 (`Episode`, which Simulator.native_episode makes and the Gymnasium env steps: each call carries
 out a candidate, runs the events to the next decision and writes that decision's candidate set
 and features, as envs.sim.replay.decide and candidates_now do, recording the segments and the
-timeline for the simulator's records at the episode's end).
+timeline for the simulator's records at the episode's end); and the placements of a decision
+state's valid candidates, for any `ClusterState` (`state_placements`, which
+envs.decision.candidates.placed_natively calls: the scoring service's, on states rebuilt from plain data).
 
 Beside the C++ core, this package holds the rest of the compiled hot path: `kernels`, the numba
 twins of inner loops the core does not carry yet, and `jit`, the switch between the compiled path
@@ -168,6 +170,25 @@ def candidate_features(state, window, mask: np.ndarray, gpus: np.ndarray, gpus_e
     return out
 
 
+def state_placements(state, window, mask: np.ndarray, las_thresholds: list[float],
+                     starvation_factor: float) -> tuple[list[int], list[list[int]], list[list[int]]]:
+    """The placements of a decision state's (`ClusterState`) valid candidates other than WAIT, for
+    the window and (K,) bool mask `envs.decision.candidates.build_candidates` gave it: (their indices, their
+    GPUs, their victims), in index order, as `SimView.candidates` gives them (an empty GPU list
+    where the reference finds no placement). One call for all of them. `las_thresholds` and
+    `starvation_factor`: envs.decision.las's LAS_QUEUE_THRESHOLDS_GPU_S and STARVATION_FACTOR."""
+    s = state
+    arrays = {
+        "arrival": s.arrival_s, "gpus_req": s.num_gpus, "tp_degree": s.tp_degree, "mem_req": s.mem_per_gpu_gb,
+        "priority": s.priority, "preemptible": s.preemptible, "attained_gpu_s": s.attained_gpu_s,
+        "checkpoint_s": s.checkpoint_s, "restore_s": s.restore_s, "queued_since": s.queued_since_s,
+        "free_mask": s.free_mask, "gpu_owner": s.gpu_owner, "node_free": s.node_free, "node_pressure": s.node_pressure,
+        "uplink_demand": s.uplink_demand,
+    }
+    return _core.state_placements(cluster_arrays(s.cluster), rate_model(s.speed_model), arrays, s.running, s.checkpointing,
+                                  float(s.now), window, mask, las_thresholds, starvation_factor)
+
+
 __all__ = ["ArrayMemo", "ClusterArrays", "RateModel", "candidate_features", "choose_sect", "cluster_arrays",
            "feature_inputs", "node_take", "pick_in_node", "placement_geometry", "rate_model", "replay", "rollout_sect",
-           "whole_gang"]
+           "state_placements", "whole_gang"]

@@ -33,14 +33,15 @@ from typing import Any
 import numpy as np
 
 from envs.cluster.speed import PlacementGeometry, PlacementProfile, job_constants_of, job_profile_of
+from envs.core import jit as _jit
 from envs.decision.cache import memo_of, per_alloc, per_jobs, per_state
-from envs.decision.las import las_queue
+from envs.decision.las import LAS_QUEUE_THRESHOLDS_GPU_S, STARVATION_FACTOR, las_queue
 from envs.decision.placement import PREEMPT, PREEMPT_LAS, PREEMPT_RULES, RULES, choose_las_victims, choose_victims, geometry_of, place
 from envs.decision.state import ClusterState
 from envs.decision.window import DEFAULT_QUEUE_WINDOW, candidate_window, class_fits, job_classes, las_fits, select_window
 
 __all__ = ["Candidate", "CandidateSet", "DEFAULT_QUEUE_WINDOW", "WaitGuard", "apply_candidate", "build_candidates", "candidates_from_arrays",
-           "job_constants", "num_candidates", "wait_guard_of", "wait_valid"]
+           "job_constants", "num_candidates", "placed_natively", "wait_guard_of", "wait_valid"]
 
 
 class Candidate:
@@ -404,6 +405,24 @@ def candidates_from_arrays(state: ClusterState, window: list[int], mask: np.ndar
         _EMPTY_SLOTS.append(Candidate(-1, len(_EMPTY_SLOTS) % len(RULES)))
     return CandidateSet(state, window, _Candidates(window, mask, _Placed(state, window, index, gpus, victims)), mask,
                         observed)
+
+
+_LAS_THRESHOLDS = list(LAS_QUEUE_THRESHOLDS_GPU_S)  # envs.core's las_thresholds
+
+
+def placed_natively(cset: CandidateSet) -> CandidateSet:
+    """`cset` (`build_candidates`' for a decision state) with every valid candidate's placement
+    (GPUs and victims) worked out by the native core in one call (envs.core.state_placements),
+    where `_Placer` works each out in Python on first access: the same window and mask, the same
+    placements bit for bit. For a caller that reads every valid candidate (the scoring service's
+    answer lists them all). Needs the compiled path (ValueError)."""
+    if not _jit.ENABLED:
+        raise ValueError("placed_natively needs the compiled path")
+    from envs import core as _core
+
+    window = list(cset.window)
+    index, gpus, victims = _core.state_placements(cset.state, window, cset.mask, _LAS_THRESHOLDS, STARVATION_FACTOR)
+    return candidates_from_arrays(cset.state, window, cset.mask, index, gpus, victims)
 
 
 def apply_candidate(sim, cset: CandidateSet, action: int) -> None:

@@ -13,6 +13,7 @@ from gymnasium import spaces
 from envs.cluster.config import load_cluster
 from envs.cluster.speed import SpeedModel
 from envs.cluster.topology import Cluster
+from envs.core import jit as _jit
 from envs.decision.candidates import CandidateSet, WaitGuard, num_candidates, wait_guard_of
 from envs.decision.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES, candidate_features
 from envs.decision.state import ClusterState
@@ -20,7 +21,6 @@ from envs.jobs import Job
 from envs.sim.metrics import episode_metrics
 from envs.sim.objective import Objective, RewardTracker, objective_config
 from envs.sim.replay import advance_to_decision, decide
-from envs.core import jit as _jit
 from envs.sim.simulator import JobState, NativeEpisode, SimConfig, Simulator
 from envs.workload.generator import WorkloadSpec, check_workload_fits, load_workload_spec, make_workload
 

@@ -660,6 +660,105 @@ NB_MODULE(_core, m) {
         "call are not imported again.");
 
     m.def(
+        "state_placements",
+        [](const Cluster& c, const RateModel& model, const nb::dict& f, nb::handle running, nb::handle checkpointing,
+           double now, nb::handle window, nb::handle mask, const std::vector<double>& las_thresholds, double starvation_factor) {
+            if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
+                throw BadInput("model: one sensitivity per job kind expected");
+            const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus),
+                       S = static_cast<size_t>(c.num_switches);
+            SimArrays a;
+            a.gpus_req = read_view<const int64_t>(f, "gpus_req", nullptr, 5);
+            const size_t J = a.gpus_req.size;
+            auto sized_view = [J](auto v, const char* name, size_t n) {
+                if (v.size != n) throw BadInput(std::string(name) + ": " + std::to_string(v.size) + " entries, expected " + std::to_string(n));
+                return v;
+            };
+            a.arrival = sized_view(read_view<const double>(f, "arrival", nullptr, 26), "arrival", J);
+            a.tp_degree = sized_view(read_view<const int64_t>(f, "tp_degree", nullptr, 6), "tp_degree", J);
+            a.mem_req = sized_view(read_view<const double>(f, "mem_req", nullptr, 12), "mem_req", J);
+            a.priority = sized_view(read_view<const int64_t>(f, "priority", nullptr, 8), "priority", J);
+            a.preemptible = sized_view(read_view<const uint8_t, bool>(f, "preemptible", nullptr, 9), "preemptible", J);
+            a.attained_gpu_s = sized_view(read_view<double>(f, "attained_gpu_s", nullptr, 15), "attained_gpu_s", J);
+            a.checkpoint_s = sized_view(read_view<const double>(f, "checkpoint_s", nullptr, 4), "checkpoint_s", J);
+            a.restore_s = sized_view(read_view<const double>(f, "restore_s", nullptr, 2), "restore_s", J);
+            a.queued_since = sized_view(read_view<double>(f, "queued_since", nullptr, 13), "queued_since", J);
+            a.free_mask = sized_view(read_view<uint8_t, bool>(f, "free_mask", nullptr, 27), "free_mask", G);
+            a.gpu_owner = sized_view(read_view<int64_t>(f, "gpu_owner", nullptr, 28), "gpu_owner", G);
+            a.node_free = sized_view(read_view<int64_t>(f, "node_free", nullptr, 20), "node_free", N);
+            a.node_pressure = sized_view(read_view<double>(f, "node_pressure", nullptr, 21), "node_pressure", N);
+            a.uplink_demand = sized_view(read_view<double>(f, "uplink_demand", nullptr, 22), "uplink_demand", S);
+            for (size_t j = 0; j < J; ++j) {
+                if (a.gpus_req[j] < 1 || a.tp_degree[j] < 1 || a.gpus_req[j] % a.tp_degree[j])
+                    throw BadInput("tp_degree: a gang that is not whole TP groups");
+                if (a.priority[j] < 0) throw BadInput("priority: a negative class");
+            }
+            for (size_t n = 0; n < N; ++n)
+                if (a.node_free[n] < 0 || a.node_free[n] > c.node_gpus[n]) throw BadInput("node_free: a count outside 0..the node's GPUs");
+            for (size_t g = 0; g < G; ++g)
+                if (a.gpu_owner[g] < -1 || a.gpu_owner[g] >= static_cast<int64_t>(J)) throw BadInput("gpu_owner: a job id out of range");
+            a.running = ids_arg(running, "running");
+            a.checkpointing = ids_arg(checkpointing, "checkpointing");
+            // each placed job's record: the nodes of its GPUs (ascending) with the GPUs it holds on each
+            std::vector<int64_t> slot(J, -1), rec_i, pool_i;
+            std::vector<double> rec_f, pool_counts;
+            std::vector<uint8_t> placed(J, 0);
+            for (const auto* jobs : {&a.running, &a.checkpointing})
+                for (int64_t j : *jobs) {
+                    if (j < 0 || static_cast<size_t>(j) >= J) throw BadInput("running: a job id out of range (or checkpointing)");
+                    if (placed[static_cast<size_t>(j)]) throw BadInput("running: a job listed twice (or checkpointing)");
+                    placed[static_cast<size_t>(j)] = 1;
+                }
+            std::vector<std::vector<std::pair<int64_t, int64_t>>> nodes_of(J);
+            for (size_t g = 0; g < G; ++g) {
+                const int64_t o = a.gpu_owner[g];
+                if (o < 0 || !placed[static_cast<size_t>(o)]) continue;
+                auto& nodes = nodes_of[static_cast<size_t>(o)];
+                const int64_t n = c.gpu_node[g];
+                if (nodes.empty() || nodes.back().first != n) nodes.emplace_back(n, 0);
+                ++nodes.back().second;
+            }
+            for (const auto* jobs : {&a.running, &a.checkpointing})
+                for (int64_t j : *jobs) {
+                    const auto& nodes = nodes_of[static_cast<size_t>(j)];
+                    if (nodes.empty()) throw BadInput("gpu_owner: a running or checkpointing job that holds no GPU");
+                    const auto lo = static_cast<int64_t>(pool_i.size());
+                    for (const auto& [n, k] : nodes) {
+                        pool_i.push_back(n);
+                        pool_counts.push_back(static_cast<double>(k));
+                    }
+                    const auto hi = static_cast<int64_t>(pool_i.size());
+                    slot[static_cast<size_t>(j)] = static_cast<int64_t>(rec_i.size() / 4);
+                    rec_i.insert(rec_i.end(), {lo, hi, hi, 0});
+                    rec_f.insert(rec_f.end(), 8, 0.0);
+                }
+            a.job_slot = View<const int64_t>{slot.data(), slot.size()};
+            a.rec_i = View<const int64_t>{rec_i.data(), rec_i.size()};
+            a.rec_f = View<const double>{rec_f.data(), rec_f.size()};
+            a.pool_i = View<const int64_t>{pool_i.data(), pool_i.size()};
+            a.pool_counts = View<const double>{pool_counts.data(), pool_counts.size()};
+            const std::vector<int64_t> win = ids_arg(window, "window");
+            const View<const uint8_t> m = array_arg<uint8_t, bool>(mask, "mask");
+            if (m.size < 1 || (m.size - 1) % NUM_FEATURE_RULES || win.size() > (m.size - 1) / NUM_FEATURE_RULES)
+                throw BadInput("mask: the window's slots x rules + WAIT entries expected");
+            for (int64_t j : win)
+                if (j < 0 || static_cast<size_t>(j) >= J) throw BadInput("window: a job id out of range");
+            SimScalars sc;
+            sc.now = now;
+            const LasSpec las{las_thresholds, starvation_factor};
+            CandidateSet out;
+            // with the GIL held: tens of microseconds, and a service's event loop that took the GIL
+            // meanwhile would keep this thread waiting for the interpreter's switch interval
+            place_candidates(c, model, a, sc, win, m.data, las, out);
+            return nb::make_tuple(out.index, out.gpus, out.victims);
+        },
+        nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("now"),
+        nb::arg("window"), nb::arg("mask"), nb::arg("las_thresholds"), nb::arg("starvation_factor"),
+        "envs.candidates.build_candidates' placements for a decision state's arrays (by name: per job, per GPU, per node, "
+        "per switch) and a window and mask worked out by it: (the valid candidates' indices other than WAIT, their GPUs "
+        "(empty: none found), their victims), as SimView.candidates gives them.");
+
+    m.def(
         "exact_sum", [](const Array1<double>& x) { return exact_sum(x.data(), x.shape(0)); }, nb::arg("values"),
         "Python's math.fsum of a float64 array, as the features' sums over past arrivals take it.");
 

@@ -166,13 +166,29 @@ class Rollout {
             if (preempt_las && !now) out.mask[k * R + 4] = las_fit(j) >= 0;
         }
         out.mask[Q * R] = wait_valid(out.window, guard);
+        place_valid(out.window, out.mask.data(), out);
+    }
+
+    // The placements of a window's valid candidates other than WAIT (`mask`: the window's slots
+    // x NUM_RULES, at least), in index order into out.index, out.gpus and out.victims: place_free
+    // for binpack, spread and topology, place_over_victims for preempt and preempt-las (`las`).
+    void placements(const std::vector<int64_t>& window, const uint8_t* mask, const LasSpec& las, CandidateSet& out) {
+        las_ = &las;
+        las_ready_ = false;
+        place_valid(window, mask, out);
+    }
+
+  private:
+    void place_valid(const std::vector<int64_t>& window, const uint8_t* mask, CandidateSet& out) {
+        const auto R = static_cast<size_t>(NUM_RULES);
+        const size_t nw = window.size();
         out.index.clear();
         out.gpus.clear();
         out.victims.clear();
         Allocation alloc{a_.free_mask.data, a_.node_free.data, a_.node_pressure.data, a_.uplink_demand.data};
         for (size_t i = 0; i < nw * R; ++i) {
-            if (!out.mask[i]) continue;
-            const int64_t j = out.window[i / R];
+            if (!mask[i]) continue;
+            const int64_t j = window[i / R];
             const auto u = static_cast<size_t>(j);
             const auto rule = static_cast<int64_t>(i % R);
             out.index.push_back(static_cast<int64_t>(i));
@@ -185,6 +201,7 @@ class Rollout {
         }
     }
 
+  public:
     // envs.window.can_place (`preempt_las`) or any_feasible: some queued job has a valid placement.
     bool can_place(bool preempt_las, const LasSpec& las) {
         if (any_feasible()) return true;
@@ -1360,6 +1377,13 @@ bool can_place(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s
     check_las(las);
     Rollout sim(c, m, a, s, priority_high);
     return sim.can_place(preempt_las, las);
+}
+
+void place_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, const std::vector<int64_t>& window,
+                      const uint8_t* mask, const LasSpec& las, CandidateSet& out) {
+    check_las(las);
+    Rollout sim(c, m, a, s, 0);  // the priority class counts of the queue are not read here
+    sim.placements(window, mask, las, out);
 }
 
 void build_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,

@@ -184,6 +184,15 @@ class Episode {
     Impl* impl_;
 };
 
+// build_candidates' placements alone, for a window and mask worked out elsewhere (`mask`: at
+// least the window's slots x NUM_RULES entries): each valid candidate's but WAIT's, in index order,
+// into out.index, out.gpus and out.victims. It reads the per-job arrays, the allocation (free_mask,
+// node_free, node_pressure, uplink_demand, gpu_owner), the running jobs and the records of the
+// running and checkpointing jobs (job_slot, rec_i, pool_i, pool_counts), and `s.now` (the LAS
+// queues' starvation); nothing else of `a` or `s`.
+void place_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, const std::vector<int64_t>& window,
+                      const uint8_t* mask, const LasSpec& las, CandidateSet& out);
+
 // envs.window.can_place (with `preempt_las`; else any_feasible) over a simulator's arrays (read).
 bool can_place(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high, bool preempt_las,
                const LasSpec& las);
