@@ -242,6 +242,7 @@ class FutureSampler:
                 estimate_s=est, comm_fraction=float(state.comm_fraction[j]), tp_comm_share=float(state.tp_comm_share[j]),
                 priority=int(state.priority[j]), preemptible=bool(state.preemptible[j]),
                 checkpoint_s=float(state.checkpoint_s[j]), restore_s=float(state.restore_s[j]),
+                segment_gpus=state.segment_of(j),
             ))
 
 
@@ -358,7 +359,8 @@ class Lookahead:
         made directly: then no Simulator, None). Every option's rollout starts from it (a plain
         fork, or a copy of its arrays in the core, continues bit for bit as it would), so the
         sample is made once per sample, not once per option."""
-        native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not self.base.preempt_las
+        native = (NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not self.base.preempt_las
+                  and not self.sim.has_segments)  # the core does not place segments
         if self.clairvoyant:
             return self.sim, self.sim.native_world() if native else None
         work = self.sampler.work(state, unfinished_ids(state), self.rng)
@@ -497,7 +499,8 @@ def simulator_from_state(state: ClusterState, max_checkpoint_s: float = 60.0) ->
                         mem_per_gpu_gb=float(state.mem_per_gpu_gb[j]), work_s=max(est, done + 1.0), estimate_s=est,
                         comm_fraction=float(state.comm_fraction[j]), tp_comm_share=float(state.tp_comm_share[j]),
                         priority=int(state.priority[j]), preemptible=bool(state.preemptible[j]),
-                        checkpoint_s=float(state.checkpoint_s[j]), restore_s=float(state.restore_s[j])))
+                        checkpoint_s=float(state.checkpoint_s[j]), restore_s=float(state.restore_s[j]),
+                        segment_gpus=state.segment_of(j)))
     sim = Simulator(state.cluster, jobs, SimConfig(speed_model=state.speed_model, max_checkpoint_s=max_checkpoint_s))
     while sim.now < now or sim.num_arrived < len(jobs):  # every job arrives, queued, by now
         sim.advance_until(now)

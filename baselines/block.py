@@ -36,11 +36,9 @@ def blocks_of(c: Cluster) -> tuple[np.ndarray, int, int, int]:
     """(each node's base block, the base block size in nodes (the smallest), the number of base
     blocks, the GPUs of the largest node): base blocks are the NVLink domains in order, then one
     per leaf switch (in switch order) for the nodes outside them."""
-    outside = c.node_domain < 0
-    leaves = np.unique(c.node_leaf[outside])
-    block = np.where(outside, c.num_domains + np.searchsorted(leaves, c.node_leaf), c.node_domain)
+    block = c.node_block
     sizes = np.bincount(block)
-    return block, int(sizes[sizes > 0].min()), c.num_domains + len(leaves), int(c.node_gpus.max())
+    return block, int(sizes[sizes > 0].min()), c.num_domains + len(np.unique(c.node_leaf[c.node_domain < 0])), int(c.node_gpus.max())
 
 
 def block_level(c: Cluster, gpus: int) -> int | None:

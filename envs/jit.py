@@ -10,7 +10,10 @@ included), which tests/test_kernels.py checks kernel by kernel and episode by ep
 
 `ENABLED` is true when numba imports and the environment variable `GANGSCHED_JIT` is not `0`;
 `reference_path()` turns it off for a block (tests and benchmarks compare the two paths in one
-process). Without numba everything runs on the reference path.
+process). Without numba everything runs on the reference path. Episodes with segment requests
+(envs.jobs.Job.segment_gpus) always take the reference path: the kernels and the native core do
+not place segments, so the decision loop (envs.replay), the env and the native shortcuts of the
+baselines and the lookahead turn it off for them.
 """
 
 from __future__ import annotations

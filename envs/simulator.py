@@ -242,6 +242,7 @@ def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
     a["attained_gpu_s"] = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
     a["preemptions"] = np.zeros(n, dtype=np.int64)
     a["needs_restore"] = np.zeros(n, dtype=bool)
+    a["segment_gpus"] = np.array([j.segment_gpus for j in jobs], dtype=np.int64)
     return a
 
 
@@ -517,6 +518,7 @@ class Simulator:
             s.attained_gpu_s, s.preemptions, s.enqueue_seq = self.attained_gpu_s[:n], self.preemptions[:n], self.job_queue.enqueue_seq[:n]
             s.restore_left_s, s.checkpoint_end_s, s.rate = self.overhead_left[:n], self.checkpoint_end[:n], self.rate[:n]
             s.arrival_times_s, s.arrival_requested_gpu_s = s.arrival_s, s.requested_gpu_s
+            s.segment_gpus = self.segment_gpus[:n] if self.has_segments else None
         q, ledger = self.job_queue, self.ledger
         s.now, s.version, s.alloc_version = self.now, self.version, ledger.alloc_version
         s.queue = q.ids[: q.length]
@@ -530,6 +532,17 @@ class Simulator:
         return s
 
     # ------------------------------------------------------------------ decisions
+
+    @property
+    def has_segments(self) -> bool:
+        """Some job of the workload asks for segments (Job.segment_gpus): its episode takes the
+        reference path (envs.jit.reference_for); the compiled kernels and the native core do not
+        place segments."""
+        a = self.segment_gpus
+        hit = getattr(self, "_segments_of", None)
+        if hit is None or hit[0] is not a:
+            hit = self._segments_of = (a, bool(a.any()))
+        return hit[1]
 
     def _check_placement(self, job_id: int, gpus: np.ndarray, allowed: np.ndarray) -> None:
         if not 0 <= job_id < len(self.jobs):
@@ -549,6 +562,12 @@ class Simulator:
             mem_ok = self._mem_ok[mem] = ~(self.cluster.gpu_memory_gb < mem)
         if not all(mem_ok[gpus].tolist()):
             raise SchedulingError(f"job {job_id} needs {self.mem_req[job_id]:g} GB per GPU")
+        segment = self.segment_gpus.item(job_id)
+        if segment:
+            straddles = self.cluster.segment_straddles(gpus, segment)
+            if straddles is not None:
+                raise SchedulingError(f"job {job_id}: segment {straddles} (GPUs {gpus[straddles * segment:(straddles + 1) * segment].tolist()}) "
+                                      f"is not inside one block (segment_gpus {segment})")
 
     def start(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None = None) -> None:
         """Start a queued job on free GPUs now (gang rule: all of them at once). `profile`, when
@@ -1101,6 +1120,9 @@ class Simulator:
         """The core's arguments for this simulator's state: the cluster, the rate model, the
         arrays by name (this simulator's own, not copies), the running, checkpointing and
         reserved jobs with the reserved GPUs, the float and integer scalars."""
+        if self.has_segments:
+            raise ValueError("this workload has segment requests (Job.segment_gpus), which the native core does not place: "
+                             "its episodes take the reference path (envs.jit.reference_path)")
         ledger, load, power, q, table = self.ledger, self.load, self.power, self.job_queue, self.load._table
         self._shapes.of(self)  # every job's shape filed
         consts = (self._events.consts if self._events is not None else _event_constants(self.cluster))

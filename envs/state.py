@@ -176,6 +176,7 @@ class ClusterState:
         "checkpoint_end_s",  # float64, s: when a checkpointing job frees its GPUs (inf otherwise)
         "rate",  # float64, reference-s of work per s of a running job under the speed model (0 otherwise)
         "job_lists",  # JobLists: num_gpus ... tp_comm_share of every job as Python lists (single-job reads)
+        "segment_gpus",  # (m,) int64 GPUs per segment, 0 none (Job.segment_gpus); None: no job asks for segments
         # live sets
         "queue",  # (q,) int64 queued job indices in FIFO order
         "queue_by_remaining_ids",  # (q,) int64 queued job indices by remaining estimate (shortest first), ties by enqueue_seq
@@ -251,6 +252,16 @@ class ClusterState:
         if self.checkpointing:
             t = min(t, float(self.checkpoint_end_s[self.checkpointing].min()))
         return t
+
+    def segment_of(self, j: int) -> int:
+        """Job `j`'s GPUs per segment (Job.segment_gpus), 0 when it asks for none."""
+        return 0 if self.segment_gpus is None else int(self.segment_gpus[j])
+
+    @property
+    def has_segments(self) -> bool:
+        """Some job of the state asks for segments: its episode takes the reference path
+        (envs.jit.reference_for)."""
+        return self.segment_gpus is not None and bool(self.segment_gpus.any())
 
     def name_of(self, index: int):
         """The external id of job `index`."""
