@@ -27,17 +27,19 @@ PRIORITY_NAMES = {PRIORITY_LOW: "low", PRIORITY_NORMAL: "normal", PRIORITY_HIGH:
 PRIORITY_BY_NAME = {v: k for k, v in PRIORITY_NAMES.items()}
 
 
-def check_segment(gpus: int, tp_degree: int, segment_gpus, where: str) -> None:
-    """Raise ValueError starting with `where` unless `segment_gpus` is 0 (no request) or a
-    whole number of TP groups that divides the gang."""
+def segment_problem(gpus: int, tp_degree: int, segment_gpus) -> str | None:
+    """What is wrong with a request for segments of `segment_gpus` GPUs by a gang of `gpus` in TP
+    groups of `tp_degree` (None: nothing). 0 asks for none; otherwise a segment is a whole number
+    of TP groups and the gang a whole number of segments."""
     if isinstance(segment_gpus, bool) or not isinstance(segment_gpus, int) or segment_gpus < 0:
-        raise ValueError(f"{where} must be a whole number of GPUs >= 0 (0: no segments), got {segment_gpus!r}")
+        return "must be a whole number of GPUs >= 0 (0: no segments)"
     if not segment_gpus:
-        return
+        return None
     if tp_degree < 1 or segment_gpus % tp_degree:
-        raise ValueError(f"{where} ({segment_gpus}) must be a multiple of the TP group ('tp_degree' {tp_degree})")
+        return f"must be a multiple of the TP group (tp_degree {tp_degree})"
     if gpus % segment_gpus:
-        raise ValueError(f"{where} ({segment_gpus}) must divide the gang ('gpus' {gpus})")
+        return f"must divide the gang (gpus {gpus})"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +96,9 @@ class Job:
             raise ValueError(f"job {self.job_id}: field 'tp_comm_share' must be in [0, 1]")
         if self.priority not in PRIORITY_NAMES:
             raise ValueError(f"job {self.job_id}: field 'priority' must be one of 0, 1, 2")
-        check_segment(self.gpus, self.tp_degree, self.segment_gpus, f"job {self.job_id}: field 'segment_gpus'")
+        problem = segment_problem(self.gpus, self.tp_degree, self.segment_gpus)
+        if problem:
+            raise ValueError(f"job {self.job_id}: field 'segment_gpus' ({self.segment_gpus!r}) {problem}")
 
     @property
     def num_segments(self) -> int:

@@ -379,6 +379,20 @@ def _segment_hosts(c: Cluster, usable: Sequence[int], segment: int) -> tuple[lis
     return groups, members
 
 
+def _smallest_fitting(groups: list[int], usable: list[int], k: int, segment: int) -> dict[int, int]:
+    """Slurm topology/block's choice for segments, one segment at a time: the block with the
+    fewest usable GPUs (`usable`, per block) among those that still hold a whole segment
+    (`groups`), lowest id on ties; per block, the segments it takes, in the order first taken."""
+    groups, usable = list(groups), list(usable)
+    out: dict[int, int] = {}
+    for _ in range(k):
+        h = min((u, h) for h, (g, u) in enumerate(zip(groups, usable)) if g > 0)[1]
+        out[h] = out.get(h, 0) + 1
+        groups[h] -= 1
+        usable[h] -= segment
+    return out
+
+
 def segment_total(c: Cluster, usable: Sequence[int], segment: int) -> int:
     """GPUs usable in whole segments of `segment` GPUs, each inside one block, for per-node
     usable GPUs (`usable_per_node`): per block, its usable GPUs rounded down to whole segments."""
@@ -388,9 +402,10 @@ def segment_total(c: Cluster, usable: Sequence[int], segment: int) -> int:
 def _node_take_segments(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int, segment: int) -> dict[int, int] | None:
     """`_node_take` for a gang asking for segments of `segment` GPUs (a whole number of TP
     groups that divides the gang), each inside one block (Slurm topology/block's `--segment`).
-    The rule distributes the `need // segment` segments over the blocks (`_segment_hosts`) as
-    it distributes pods over nodes: binpack fewest blocks, fullest first; spread one segment at
-    a time to the block with the most left; topology and the preempt rules the fastest, then
+    The rule distributes the `need // segment` segments over the blocks (`_segment_hosts`):
+    binpack one segment at a time into the smallest fitting block (Slurm's best fit,
+    `_smallest_fitting`); spread one segment at a time to the block with the most left, as it
+    spreads pods over nodes; topology and the preempt rules the fastest, then
     tightest block that holds them all (the smallest fitting block), else the smallest switch
     subtree whose blocks do (`_spanning_topology`). Inside a block the segments take its first
     usable GPUs in node order, whole TP groups per node (whole groups of trays where TP groups
@@ -398,6 +413,8 @@ def _node_take_segments(c: Cluster, free: Sequence[int], need: int, tp: int, rul
     each run of `tp` one TP group. A gang stays on one GPU type when one type alone holds its
     segments. None when the blocks' whole segments fall short: the job waits, however many
     GPUs are free across blocks."""
+    if _jit.ENABLED:  # the native core (envs.core), bit for bit this reference
+        return _core.node_take(_core.cluster_arrays(c), free, need, tp, rule, segment)
     usable = usable_per_node(c, free, tp)
     lists = c.node_lists
     if lists.num_types > 1:
@@ -412,7 +429,7 @@ def _node_take_segments(c: Cluster, free: Sequence[int], need: int, tp: int, rul
     if sum(groups) < k:
         return None
     if rule == BINPACK:
-        by_host = _binpack(groups, k)
+        by_host = _smallest_fitting(groups, [sum([usable[n] for n in m]) for m in members], k, segment)
     elif rule == SPREAD:
         by_host = _spread(groups, k)
     else:

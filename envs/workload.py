@@ -21,7 +21,7 @@ import numpy as np
 
 from envs.capacity import capacity_ref_gpus, job_fits_cluster, offered_load, segment_capacity  # noqa: F401  (two re-exported)
 from envs.config import ConfigError, Fields, read_yaml, resolve_config
-from envs.jobs import JOB_KIND_BY_NAME, PRIORITY_BY_NAME, Job, JobKind, check_segment
+from envs.jobs import JOB_KIND_BY_NAME, PRIORITY_BY_NAME, Job, JobKind, segment_problem
 from envs.topology import Cluster
 from envs.traces import workload_from_trace
 
@@ -247,10 +247,9 @@ def _kind_profile(f: Fields) -> KindProfile:
     segment = f.get("segment_gpus", int, 0, min_value=0)
     for g in sorted(gpus):
         if segment and g > segment:  # a gang within one segment is left alone, as Slurm's --segment does
-            try:
-                check_segment(g, min(g, tp_max), segment, "value")
-            except ValueError as e:
-                raise f.error("segment_gpus", f"a {g}-GPU gang in TP groups of {min(g, tp_max)}: {e}") from None
+            problem = segment_problem(g, min(g, tp_max), segment)
+            if problem:
+                raise f.error("segment_gpus", f"{segment} {problem}, for the kind's {g}-GPU gangs")
     return KindProfile(
         share=f.get("share", float, min_value=0.0),
         gpus=gpus,

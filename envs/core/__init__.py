@@ -77,7 +77,7 @@ def cluster_arrays(cluster) -> ClusterArrays:
             "node_under_switch": np.ascontiguousarray(c.node_under_switch, dtype=bool),
             "node_tier": np.ascontiguousarray(c.node_tier, dtype=np.int8),
             "gpu_speed_by_kind": f64(c.gpu_speed_by_kind),
-            "node_domain": i64(c.node_domain), "num_domains": int(c.num_domains),
+            "node_domain": i64(c.node_domain), "num_domains": int(c.num_domains), "node_block": i64(c.node_block),
         })
         cluster.__dict__["_core_arrays"] = arrays
     return arrays

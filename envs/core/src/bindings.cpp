@@ -424,6 +424,7 @@ NB_MODULE(_core, m) {
                 c.switch_level = column<int64_t>(f, "switch_level");
                 c.switch_uplink_GBps = column<double>(f, "switch_uplink_GBps");
                 c.node_domain = column<int64_t>(f, "node_domain");
+                c.node_block = column<int64_t>(f, "node_block");
                 c.num_domains = scalar<int64_t>(f, "num_domains");
                 c.num_nodes = static_cast<int64_t>(c.node_type.size());
                 c.num_switches = static_cast<int64_t>(c.switch_level.size());
@@ -442,15 +443,16 @@ NB_MODULE(_core, m) {
 
     m.def(
         "node_take",
-        [](const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule) -> nb::object {
+        [](const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, int64_t segment) -> nb::object {
             Take take;
-            if (!node_take(c, free, need, tp, rule, take)) return nb::none();
+            if (!node_take(c, free, need, tp, rule, take, segment)) return nb::none();
             nb::dict out;
             for (const auto& [n, k] : take) out[nb::int_(n)] = nb::int_(k);
             return out;
         },
-        nb::arg("cluster"), nb::arg("free"), nb::arg("need"), nb::arg("tp"), nb::arg("rule"),
-        "Per node, the GPUs a rule gives a gang (a dict in the reference's order), or None.");
+        nb::arg("cluster"), nb::arg("free"), nb::arg("need"), nb::arg("tp"), nb::arg("rule"), nb::arg("segment") = 0,
+        "Per node, the GPUs a rule gives a gang (a dict in the reference's order), or None; with `segment`, in "
+        "segments of that many GPUs, each inside one block.");
 
     m.def(
         "pick_in_node",

@@ -29,6 +29,8 @@ struct Cluster {
     std::vector<std::vector<int64_t>> domain_nodes;  // (D) the domain's nodes in node order (set_derived)
     std::vector<std::vector<int64_t>> level_switches;  // (max_level + 1) the switches of each level, by id (set_derived)
     std::vector<std::vector<int64_t>> switch_nodes;    // (S) the nodes under each switch, in node order (set_derived)
+    std::vector<int64_t> node_block;      // (N) envs.topology.Cluster.node_block: the block holding a segment whole
+    std::vector<std::vector<int64_t>> block_nodes;     // each block's nodes in node order (set_derived)
     // The speed model's view (envs/speed.py).
     int64_t num_kinds = 0;
     bool speed_varies_by_kind = false;

@@ -1,0 +1,406 @@
+"""Segment requests (Slurm topology/block's `--segment`, counted in GPUs: `Job.segment_gpus`): a
+gang of k segments, each inside one block (an NVLink domain; outside them, a leaf switch's nodes).
+Hand-worked placements of every rule, feasibility that agrees with the placements, the native
+core's placements against the reference, whole episodes, the job record's and the workloads'
+validation, and the speed model (a segment changes nothing beyond where its GPUs are).
+
+The GB200 clusters number trays 18 to a rack (rack r: nodes 18r..18r+17, tray n: GPUs
+4n..4n+3); on gb200-nvl72-4rack racks 0-1 are under leaf0, racks 2-3 under leaf1."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from baselines import make_baseline
+from envs import core
+from envs import placement as P
+from envs.candidates import build_candidates
+from envs.config import ConfigError, load_cluster
+from envs.jit import reference_path
+from envs.jobs import Job, JobKind
+from envs.memo import clear_cluster_memos
+from envs.replay import replay
+from envs.simulator import SchedulingError, Simulator
+from envs.speed import SpeedModel, placement_profile, rates_of
+from envs.window import class_fits, job_classes
+from envs.workload import load_workload_spec, make_workload, workload_spec_from_dict
+from tests.helpers import trays
+
+NVL72_4 = load_cluster("gb200-nvl72-4rack")
+STRESS = load_cluster("topo-stress-128gpu")
+HETERO = load_cluster("hetero-64gpu")
+EXAMPLE = "configs/workloads/llm-mix-nvl72-segments.yaml"
+
+
+def _job(job_id: int, gpus: int, tp: int = 1, segment: int = 0, *, priority: int = 1, preemptible: bool = True,
+         mem: float = 1.0, work_s: float = 3600.0, kind: JobKind = JobKind.PRETRAIN) -> Job:
+    return Job(job_id=job_id, arrival_s=0.0, kind=kind, gpus=gpus, tp_degree=tp, mem_per_gpu_gb=mem, work_s=work_s,
+               estimate_s=work_s, comm_fraction=0.3, tp_comm_share=0.5, priority=priority, preemptible=preemptible,
+               segment_gpus=segment)
+
+
+def _state(cluster, busy: list[list[int]], queued: list[tuple], *, filler_priority: int = 0):
+    """A simulator at time 0 where one low-priority preemptible job holds each list of `busy` GPUs
+    and the jobs `queued` ((gpus, tp, segment), priority normal) wait; its decision state."""
+    jobs = [_job(i, len(g), work_s=1e6, priority=filler_priority, kind=JobKind.BATCH) for i, g in enumerate(busy)]
+    jobs += [_job(len(busy) + k, *shape) for k, shape in enumerate(queued)]
+    sim = Simulator(cluster, jobs)
+    for i, g in enumerate(busy):
+        sim.start(i, np.array(g))
+    return sim, sim.decision_state()
+
+
+def _racks(gpus: np.ndarray) -> list[int]:
+    return sorted(set((NVL72_4.gpu_node[gpus] // 18).tolist()))
+
+
+def _place(state, j: int, rule: int) -> np.ndarray | None:
+    return P.place(state, int(state.num_gpus[j]), int(state.tp_degree[j]), float(state.mem_per_gpu_gb[j]), rule,
+                   segment=state.segment_of(j))
+
+
+# ---------------------------------------------------------------- the job record
+
+
+@pytest.mark.parametrize("gpus, tp, segment, message", [
+    (48, 8, 12, "multiple of the TP group"), (64, 8, 24, "must divide the gang"), (64, 8, -8, "whole number of GPUs >= 0"),
+    (64, 8, True, "whole number of GPUs >= 0"), (64, 8, 16.0, "whole number of GPUs >= 0")])
+def test_a_bad_segment_is_refused_naming_the_field(gpus, tp, segment, message):
+    with pytest.raises(ValueError, match=f"field 'segment_gpus'.*{message}"):
+        dataclasses.replace(_job(7, gpus, tp), segment_gpus=segment).validate()
+
+
+def test_a_segment_request_is_stated_in_the_record_only_when_made():
+    assert "segment_gpus" not in _job(0, 64, 8).to_dict()
+    assert _job(0, 64, 8, 16).to_dict()["segment_gpus"] == 16 and _job(0, 64, 8, 16).num_segments == 4
+
+
+# ---------------------------------------------------------------- hand-worked placements
+
+
+def test_a_gang_waits_when_no_two_racks_hold_a_segment_each():
+    """128 GPUs in TP-16 groups (four trays each), segments of 64 (16 trays). Racks 0, 1 and 3
+    have 12 whole trays free (48 GPUs), rack 2 has 16 (64): 208 GPUs and 13 whole groups free, so
+    the gang fits without segments; with them only rack 2 holds one: every rule finds nothing,
+    the class does not fit, and the job waits."""
+    busy = [trays(range(0, 6)), trays(range(18, 24)), trays(range(36, 38)), trays(range(54, 60))]
+    _, st = _state(NVL72_4, busy, [(128, 16, 64), (128, 16, 0)])
+    seg, plain = len(busy), len(busy) + 1
+    with reference_path():
+        fits_now, fits_preempt, _, _ = class_fits(st)
+        classes = job_classes(st)
+        assert not fits_now[classes[seg]] and fits_now[classes[plain]]
+        assert fits_preempt[classes[seg]]  # preempting the low-priority fillers frees whole racks
+        for rule in (P.BINPACK, P.SPREAD, P.TOPOLOGY):
+            assert _place(st, seg, rule) is None
+            assert _place(st, plain, rule) is not None
+        victims = P.choose_victims(st, seg)
+        assert victims is not None and NVL72_4.segment_straddles(victims[0], 64) is None
+
+
+def test_two_racks_under_one_leaf_take_a_segment_each():
+    """As above with rack 3 at 16 whole trays too: racks 2 and 3 (leaf1) hold a segment each.
+    No rack holds both, so topology takes leaf1's subtree; binpack (the smallest fitting rack
+    first, lowest id on ties) and spread take the same two racks. Each segment is its rack's
+    first 16 free trays, in four TP groups of four trays."""
+    busy = [trays(range(0, 6)), trays(range(18, 24)), trays(range(36, 38)), trays(range(54, 56))]
+    _, st = _state(NVL72_4, busy, [(128, 16, 64)])
+    j = len(busy)
+    expected = trays(range(38, 54)) + trays(range(56, 72))
+    for path in (reference_path, None):
+        with path() if path else _nothing():
+            for rule in (P.BINPACK, P.SPREAD, P.TOPOLOGY):
+                gpus = _place(st, j, rule)
+                assert gpus.tolist() == expected, rule
+
+
+def test_each_rule_distributes_segments_over_racks_its_own_way():
+    """128 GPUs in TP-4 groups (one tray), segments of 32 (8 trays): four segments. Free whole
+    trays: rack 0 18 (two segments, 72 GPUs), rack 1 10 (one, 40), rack 2 9 (one, 36), rack 3 16
+    (two, 64). Worked by hand:
+    - binpack, Slurm's smallest fitting block one segment at a time: rack 2 (36), rack 1 (40),
+      rack 3 (64), rack 3 again (32 left, below rack 0's 72);
+    - topology: no rack holds four, no leaf either (three each), so the spine: the fullest racks
+      first (rack 0's two), then the tightest rack that holds the rest (rack 3's two);
+    - spread: one at a time to the rack with the most left, lowest id on ties: 0, 3, 0, 1."""
+    busy = [trays(range(28, 36)), trays(range(45, 54)), trays(range(70, 72))]
+    _, st = _state(NVL72_4, busy, [(128, 4, 32)])
+    j = len(busy)
+    with reference_path():
+        binpack = _place(st, j, P.BINPACK)
+        topology = _place(st, j, P.TOPOLOGY)
+        spread = _place(st, j, P.SPREAD)
+    assert binpack.tolist() == trays(range(36, 44), range(18, 26), range(54, 70))
+    assert topology.tolist() == trays(range(0, 16), range(54, 70))
+    assert spread.tolist() == trays(range(0, 16), range(18, 26), range(54, 62))
+    for gpus in (binpack, topology, spread):
+        assert NVL72_4.segment_straddles(gpus, 32) is None
+
+
+def test_outside_nvlink_domains_a_segment_stays_under_one_leaf():
+    """topo-stress-128gpu: 16 DGX H100 under four leaves of four nodes. 32 GPUs in TP-8 groups,
+    segments of 16: with one whole node free per leaf (32 GPUs) no leaf holds a segment, the job
+    waits; with nodes 0, 1 (leaf0), 4 (leaf1) and 8-10 (leaf2) free, leaves 0 and 2 hold one
+    each: the topology rule takes leaf0's two nodes and leaf2's first two."""
+    nodes = lambda *ns: [g for n in ns for g in range(8 * n, 8 * n + 8)]  # noqa: E731
+    _, st = _state(STRESS, [nodes(1, 2, 3), nodes(5, 6, 7), nodes(9, 10, 11), nodes(13, 14, 15)], [(32, 8, 16)])
+    with reference_path():
+        assert not class_fits(st)[0][job_classes(st)[4]]
+        assert _place(st, 4, P.TOPOLOGY) is None
+    _, st = _state(STRESS, [nodes(2, 3), nodes(5, 6, 7), nodes(11), nodes(12, 13, 14, 15)], [(32, 8, 16)])
+    with reference_path():
+        assert class_fits(st)[0][job_classes(st)[4]]
+        assert _place(st, 4, P.TOPOLOGY).tolist() == nodes(0, 1, 8, 9)
+
+
+def test_the_simulator_refuses_a_segment_across_blocks():
+    sim, _ = _state(NVL72_4, [], [(32, 4, 16)])
+    with pytest.raises(SchedulingError, match="segment 1 .* not inside one block"):
+        sim.start(0, np.array(trays(range(0, 4), range(16, 20))))  # the second segment: racks 0 and 1
+    sim.start(0, np.array(trays(range(14, 18), range(18, 22))))  # each segment in one rack
+    assert sim.running.tolist() == [0]
+
+
+# ---------------------------------------------------------------- feasibility agrees with placement
+
+
+def _random_state(cluster, rng, n_queued: int = 6):
+    """Random busy GPUs (low-priority preemptible fillers, whole nodes or parts of them) and
+    queued segment jobs of random shapes that fit the cluster's blocks when it is empty."""
+    busy, per_node = [], rng.uniform(0.0, 0.9)
+    for n in range(cluster.num_nodes):
+        lo, size = int(cluster.node_first_gpu[n]), int(cluster.node_gpus[n])
+        if rng.random() < per_node:
+            k = size if rng.random() < 0.6 else int(rng.integers(1, size + 1))
+            busy.append(list(range(lo, lo + k)))
+    queued = []
+    while len(queued) < n_queued:
+        tp = int(rng.choice([1, 2, 4, 8, 16]))
+        segment = tp * int(rng.integers(1, 5))
+        gpus = segment * int(rng.integers(1, 5))
+        if P.segment_total(cluster, P.usable_per_node(cluster, cluster.node_gpus.tolist(), tp), segment) >= gpus:
+            queued.append((gpus, tp, segment))
+    return _state(cluster, busy, queued)
+
+
+@pytest.mark.parametrize("cluster", [NVL72_4, STRESS, HETERO], ids=["nvl72-4rack", "topo-stress", "hetero"])
+def test_feasibility_counts_agree_with_every_rule_and_the_native_core(cluster):
+    """60 random states x 6 queued segment jobs: a class fits now exactly when every rule places
+    the job (each segment inside one block, TP groups whole), and fits after preemption exactly
+    when the preempt rule finds victims; the native core's per-node counts are the reference's."""
+    rng = np.random.default_rng(11)
+    arrays = core.cluster_arrays(cluster)
+    seen = {True: 0, False: 0}
+    for _ in range(60):
+        clear_cluster_memos(cluster)
+        sim, st = _random_state(cluster, rng)
+        with reference_path():
+            fits_now, fits_preempt, _, _ = class_fits(st)
+            classes = job_classes(st)
+            for j in st.queue.tolist():
+                seg, tp, need = st.segment_of(j), int(st.tp_degree[j]), int(st.num_gpus[j])
+                now = bool(fits_now[classes[j]])
+                seen[now] += 1
+                for rule in (P.BINPACK, P.SPREAD, P.TOPOLOGY):
+                    gpus = _place(st, j, rule)
+                    assert (gpus is not None) == now, (j, rule)
+                    if gpus is not None:
+                        assert cluster.segment_straddles(gpus, seg) is None
+                        sim.fork().start(j, gpus)  # the simulator's checks: free, whole, inside blocks
+                    free = tuple(P._eligible(cluster, st.node_free.tolist(), 1.0))
+                    assert core.node_take(arrays, list(free), need, tp, rule, seg) == P._node_take_segments(
+                        cluster, free, need, tp, rule, seg)
+                victims = P.choose_victims(st, j)
+                assert (victims is not None) == bool(fits_preempt[classes[j]]), j
+    assert min(seen.values()) >= 20  # both outcomes, often
+
+
+@pytest.mark.parametrize("cluster", ["gb200-nvl72-4rack", "gb200-nvl72-8rack", "topo-stress-128gpu", "hetero-64gpu"])
+def test_native_segment_placements_are_the_references(cluster):
+    """2,000 random per-node free counts, gangs of 1-4 segments of 1-4 TP groups, every rule: the
+    native core's node_take is the reference's, dict order included."""
+    c = load_cluster(cluster)
+    arrays = core.cluster_arrays(c)
+    rng = np.random.default_rng(5)
+    compared = placed = 0
+    gpus = c.node_gpus
+    for _ in range(2000):
+        busy = rng.uniform(0.0, 0.9)
+        free = np.where(rng.random(c.num_nodes) < busy, rng.integers(0, gpus + 1), gpus).tolist()
+        tp = int(rng.choice([1, 2, 4, 8, 16]))
+        segment = tp * int(rng.integers(1, 5))
+        need = segment * int(rng.integers(1, 5))
+        for rule in (P.BINPACK, P.SPREAD, P.TOPOLOGY):
+            native = core.node_take(arrays, free, need, tp, rule, segment)
+            with reference_path():
+                reference = P._node_take_segments(c, tuple(free), need, tp, rule, segment)
+            assert native == reference, (free, need, tp, segment, rule)
+            compared += 1
+            placed += native is not None
+    assert compared // 20 < placed < compared - compared // 20  # both outcomes, often
+
+
+def test_the_native_core_refuses_a_bad_segment():
+    arrays = core.cluster_arrays(NVL72_4)
+    with pytest.raises(ValueError, match="segment"):
+        core.node_take(arrays, NVL72_4.node_gpus.tolist(), 64, 8, P.TOPOLOGY, 12)
+
+
+# ---------------------------------------------------------------- episodes and baselines
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_block_places_segments_in_the_smallest_fitting_racks():
+    """The state of `test_each_rule_distributes_segments_over_racks_its_own_way`: `block` starts
+    the job on binpack's placement (Slurm's smallest fitting base block for each segment), where
+    `easy` (the topology rule first) takes racks 0 and 3."""
+    busy = [trays(range(28, 36)), trays(range(45, 54)), trays(range(70, 72))]
+    _, st = _state(NVL72_4, busy, [(128, 4, 32)])
+    with reference_path():
+        cset = build_candidates(st)
+        chosen = {name: cset.candidates[make_baseline(name).select(st, cset)] for name in ("block", "easy")}
+    assert chosen["block"].rule == P.BINPACK and _racks(chosen["block"].gpus) == [1, 2, 3]
+    assert chosen["easy"].rule == P.TOPOLOGY and _racks(chosen["easy"].gpus) == [0, 3]
+
+
+def test_block_waits_rather_than_split_a_segment():
+    """No rack holds a 64-GPU segment (the first state above, the busy jobs of the same class, so
+    no preemption): every placement of the job is invalid and `block` waits."""
+    busy = [trays(range(0, 6)), trays(range(18, 24)), trays(range(36, 38)), trays(range(54, 60))]
+    _, st = _state(NVL72_4, busy, [(128, 16, 64)], filler_priority=1)  # no victims of a lower class
+    with reference_path():
+        cset = build_candidates(st)
+        assert not any(cset.mask[:-1]) and cset.mask[-1]
+        assert make_baseline("block").select(st, cset) == len(cset.candidates) - 1
+
+
+@pytest.fixture(scope="module")
+def example_jobs():
+    return make_workload(load_workload_spec(EXAMPLE), load_cluster("gb200-nvl72-8rack"), 0, 80)
+
+
+def test_the_example_workload_asks_for_segments_and_otherwise_draws_the_nvl72_mix(example_jobs):
+    """configs/workloads/llm-mix-nvl72-segments.yaml is llm-mix-nvl72 with pretraining gangs larger
+    than 64 GPUs in segments of 64 (16 trays: one rack's usual job): the same draws, the same jobs
+    but for the segment field."""
+    cluster = load_cluster("gb200-nvl72-8rack")
+    plain = make_workload(load_workload_spec("llm-mix-nvl72"), cluster, 0, 80)
+    assert [dataclasses.replace(j, segment_gpus=0) for j in example_jobs] == plain
+    segmented = [j for j in example_jobs if j.segment_gpus]
+    assert segmented and all(j.kind == JobKind.PRETRAIN and j.gpus > 64 and j.segment_gpus == 64 for j in segmented)
+
+
+@pytest.mark.parametrize("rule", ["sect", "topology", "binpack", "spread", "block", "tiresias"])
+def test_episodes_keep_every_segment_inside_one_rack(example_jobs, rule):
+    """Replays of the example workload (80 jobs) on gb200-nvl72-8rack: every stretch a segment job
+    runs has each segment inside one rack, every job ends, and the compiled path's schedule (its
+    episodes routed to the reference, envs.jit) is the reference's."""
+    cluster = load_cluster("gb200-nvl72-8rack")
+    runs = []
+    for path in (None, reference_path):
+        clear_cluster_memos(cluster)
+        sim = Simulator(cluster, example_jobs)
+        with path() if path else _nothing():
+            replay(sim, make_baseline(rule).select, 8)
+        runs.append(sim)
+        assert sim.done
+        checked = 0
+        for s in sim.segments:
+            seg = example_jobs[s.job_id].segment_gpus
+            if seg:
+                assert cluster.segment_straddles(s.gpus, seg) is None
+                checked += 1
+        assert checked
+    assert [s.gpus.tolist() for s in runs[0].segments] == [s.gpus.tolist() for s in runs[1].segments]
+    assert np.array_equal(runs[0].end, runs[1].end)
+
+
+def test_the_env_runs_segment_episodes(example_jobs):
+    from envs.env import GpuClusterEnv
+
+    env = GpuClusterEnv(cluster="gb200-nvl72-8rack", workload=example_jobs)
+    obs, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        valid = np.flatnonzero(obs["action_mask"])
+        obs, _, terminated, truncated, _ = env.step(int(rng.choice(valid)))
+        assert np.isfinite(obs["candidates"]).all()
+        if terminated or truncated:
+            break
+    for j, gpus in env.sim.placement.items():
+        if example_jobs[j].segment_gpus:
+            assert env.cluster.segment_straddles(gpus, 64) is None
+
+
+# ---------------------------------------------------------------- workloads and traces
+
+
+def _mix(**pretrain) -> dict:
+    kind = {"share": 1.0, "gpus": {64: 0.5, 128: 0.5}, "tp_max": 16, "work_median_s": 3600, "mem_per_gpu_gb": 80}
+    return {"name": "seg", "num_jobs": 20, "target_load": 0.5, "kinds": {"pretrain": {**kind, **pretrain}}}
+
+
+@pytest.mark.parametrize("value, message", [(48, "must divide the gang"), (8, "multiple of the TP group"),
+                                            (-16, ">= 0"), ("big", "must be int")])
+def test_a_kind_mix_with_a_bad_segment_names_file_and_field(value, message):
+    with pytest.raises(ConfigError, match=f"mix.yaml.*kinds.pretrain.segment_gpus.*{message}"):
+        workload_spec_from_dict(_mix(segment_gpus=value), "mix.yaml")
+
+
+def test_a_kind_mix_whose_segments_never_fit_names_the_field():
+    """Segments of 128 GPUs: no 72-GPU rack holds one."""
+    from envs.workload import check_workload_fits
+
+    spec = workload_spec_from_dict(_mix(segment_gpus=128, gpus={256: 1.0}), "mix.yaml")
+    with pytest.raises(ConfigError, match="mix.yaml.*kinds.pretrain.segment_gpus.*never fit"):
+        check_workload_fits(spec, load_cluster("gb200-nvl72-8rack"))
+
+
+def test_a_csv_trace_states_segments_per_job(tmp_path):
+    from envs.traces import workload_from_trace
+
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,gpus,work_s,tp_degree,segment_gpus\n0,128,3600,16,64\n10,16,60,4,\n")
+    jobs, _ = workload_from_trace({"format": "csv", "path": str(path)}, "w.yaml", NVL72_4, 0)
+    assert [j.segment_gpus for j in jobs] == [64, 0]
+    path.write_text("arrival_s,gpus,work_s,tp_degree,segment_gpus\n0,128,3600,16,48\n")
+    with pytest.raises(ValueError, match=r"t.csv:2.*segment_gpus.*must divide the gang"):
+        workload_from_trace({"format": "csv", "path": str(path), "strict": True}, "w.yaml", NVL72_4, 0)
+
+
+# ---------------------------------------------------------------- speed
+
+
+def test_a_segment_changes_the_speed_only_through_the_placement():
+    """The same GPUs give a job the same profile (rate, traffic, uplinks) with and without a
+    segment request: the speed model reads where the GPUs are, never the request."""
+    model = SpeedModel()
+    job = _job(0, 128, 16, 64)
+    for gpus in (trays(range(38, 54), range(56, 72)), trays(range(0, 16), range(20, 36))):
+        gpus = np.array(gpus)
+        with_segment = placement_profile(NVL72_4, job, gpus, model)
+        without = placement_profile(NVL72_4, dataclasses.replace(job, segment_gpus=0), gpus, model)
+        for f in dataclasses.fields(with_segment):
+            a, b = getattr(with_segment, f.name), getattr(without, f.name)
+            for g in dataclasses.fields(a) if f.name == "geometry" else ():
+                assert np.array_equal(getattr(a, g.name), getattr(b, g.name)), g.name
+            if f.name != "geometry":
+                assert a == b, f.name
+        assert with_segment.efficiency() == without.efficiency()
+        assert rates_of(NVL72_4, [with_segment], model).tolist() == rates_of(NVL72_4, [without], model).tolist()
+    # the speed does follow the placement: inside racks 2 and 3 the TP-16 groups run on NVLink,
+    # whereas split over racks 0 and 1 (trays 0-15 and 20-35: a group on trays 16-19 of rack 0 and
+    # rack 1) a group crosses the network
+    inside = placement_profile(NVL72_4, job, np.array(trays(range(38, 54), range(56, 72))), model)
+    split = placement_profile(NVL72_4, job, np.array(trays(range(4, 18), range(18, 20), range(20, 36))), model)
+    assert inside.efficiency() > split.efficiency()
