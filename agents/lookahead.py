@@ -359,8 +359,7 @@ class Lookahead:
         made directly: then no Simulator, None). Every option's rollout starts from it (a plain
         fork, or a copy of its arrays in the core, continues bit for bit as it would), so the
         sample is made once per sample, not once per option."""
-        native = (NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not self.base.preempt_las
-                  and not self.sim.has_segments)  # the core does not place segments
+        native = NATIVE_ROLLOUTS and _jit.ENABLED and self.base.name == "sect" and not self.base.preempt_las
         if self.clairvoyant:
             return self.sim, self.sim.native_world() if native else None
         work = self.sampler.work(state, unfinished_ids(state), self.rng)

@@ -10,7 +10,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs import jit as _jit
 from envs.candidates import CandidateSet, WaitGuard, num_candidates, wait_guard_of
 from envs.config import load_cluster
 from envs.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES, candidate_features
@@ -250,9 +249,6 @@ class GpuClusterEnv(gym.Env):
                 np.empty(NUM_GLOBAL_FEATURES, dtype=np.float32))
 
     def _observation(self) -> dict[str, np.ndarray]:
-        if _jit.ENABLED and self.sim.has_segments:  # segments: the reference path (envs.jit)
-            with _jit.reference_path():
-                return self._observation()
         cset = self.cset
         if cset.observed is not None:  # written with the candidates, clipped: handed out once
             (feats, glob), cset.observed = cset.observed, None

@@ -26,9 +26,6 @@ def candidates_now(sim: Simulator, queue_window: int, preempt_las: bool = True, 
     candidate placed at once), else by the reference. `features`: two float32 arrays for the
     set's observation features, written in the same native call (the set's `observed` then
     holds them; the reference path leaves `observed` None)."""
-    if _jit.ENABLED and sim.has_segments:  # segments: the reference path (envs.jit)
-        with _jit.reference_path():
-            return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
     if _jit.ENABLED:
         cset = sim.native_candidates(queue_window, preempt_las, wait_guard, features)
         job_classes(cset.state)  # the arrived jobs' classes registered, as the compiled event loop reads them
@@ -50,11 +47,8 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     the mask, never which moments are decisions. `features`: see `candidates_now`.
 
     On the compiled path the events between decisions run in one compiled call
-    (Simulator.run_events) while no job checkpoints or is reserved, with the same test. A
-    workload with segment requests takes the reference path (envs.jit)."""
-    if _jit.ENABLED and sim.has_segments:
-        with _jit.reference_path():
-            return advance_to_decision(sim, queue_window, until, preempt_las, wait_guard, features)
+    (Simulator.run_events) while no job checkpoints or is reserved and no job of the workload
+    asks for segments (the compiled event loop does not count them; the native core does)."""
     compiled = _jit.ENABLED
     while not sim.done:
         if sim.queue_len:
@@ -65,7 +59,7 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
                 placeable = can_place(state) if preempt_las else any_feasible(state)
             if placeable:
                 return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
-        if compiled and not sim.checkpointing and not sim.reserved:
+        if compiled and not sim.checkpointing and not sim.reserved and not sim.has_segments:
             state = sim.decision_state()
             job_classes(state)  # arrivals since the last decision registered: else their shapes stop run_events each time
             classes = shape_classes(state, sim.job_shapes()[1])
@@ -89,10 +83,7 @@ def decide(sim: Simulator, cset: CandidateSet, action: int, queue_window: int, u
     and the action starts a job without preempting, the start and the events that follow it are
     one compiled call (Simulator.start_and_run); so are a WAIT without `until` (its event is
     the first the call processes) and the events after it (Simulator.run_events)."""
-    if _jit.ENABLED and sim.has_segments:  # segments: the reference path (envs.jit)
-        with _jit.reference_path():
-            return decide(sim, cset, action, queue_window, until, preempt_las, wait_guard, features)
-    if _jit.ENABLED and not sim.checkpointing and not sim.reserved \
+    if _jit.ENABLED and not sim.checkpointing and not sim.reserved and not sim.has_segments \
             and 0 <= action < len(cset.candidates) and cset.mask[action]:
         cd = cset.candidates[action]
         wait = cd.rule == -1
@@ -122,11 +113,7 @@ def replay(sim: Simulator, select: Select, queue_window: int, max_steps: int | N
     object names it in `native_replay`: `sect`, `sjf` and the FIFO rules, see
     `Simulator.replay_native`) without `preempt-las`, a step limit or a wait guard is one native
     call, with the same schedule, metrics and timeline; the simulator is then spent (it can no
-    longer be stepped or forked). A workload with segment requests runs on the reference path
-    throughout, the rule's choices included (envs.jit)."""
-    if _jit.ENABLED and sim.has_segments:
-        with _jit.reference_path():
-            return replay(sim, select, queue_window, max_steps, preempt_las, wait_guard)
+    longer be stepped or forked)."""
     native = getattr(getattr(select, "__self__", None), "native_replay", None)
     if native is not None and _jit.ENABLED and not preempt_las and max_steps is None and wait_guard is None:
         return sim.replay_native(native, queue_window)

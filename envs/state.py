@@ -259,8 +259,8 @@ class ClusterState:
 
     @property
     def has_segments(self) -> bool:
-        """Some job of the state asks for segments: its episode takes the reference path
-        (envs.jit.reference_for)."""
+        """Some job of the state asks for segments: the window's counts then take the reference,
+        whose counts know segments (the compiled kernels' do not)."""
         return self.segment_gpus is not None and bool(self.segment_gpus.any())
 
     def name_of(self, index: int):

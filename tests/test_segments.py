@@ -303,8 +303,9 @@ def test_the_example_workload_asks_for_segments_and_otherwise_draws_the_nvl72_mi
 @pytest.mark.parametrize("rule", ["sect", "topology", "binpack", "spread", "block", "tiresias"])
 def test_episodes_keep_every_segment_inside_one_rack(example_jobs, rule):
     """Replays of the example workload (80 jobs) on gb200-nvl72-8rack: every stretch a segment job
-    runs has each segment inside one rack, every job ends, and the compiled path's schedule (its
-    episodes routed to the reference, envs.jit) is the reference's."""
+    runs has each segment inside one rack, every job ends, and the compiled path's schedule (the
+    native candidates, the kernels fed the reference's segment counts, no compiled event loop) is
+    the plain-Python reference's."""
     cluster = load_cluster("gb200-nvl72-8rack")
     runs = []
     for path in (None, reference_path):
@@ -404,3 +405,132 @@ def test_a_segment_changes_the_speed_only_through_the_placement():
     inside = placement_profile(NVL72_4, job, np.array(trays(range(38, 54), range(56, 72))), model)
     split = placement_profile(NVL72_4, job, np.array(trays(range(4, 18), range(18, 20), range(20, 36))), model)
     assert inside.efficiency() > split.efficiency()
+
+
+# ---------------------------------------------------------------- the native world
+
+
+def _segment_env_states(jobs, steps: int, seed: int):
+    """The simulators of a random-action env episode on gb200-nvl72-8rack over `jobs` (its
+    decisions on the reference path, as every segment episode's are), one per decision."""
+    from envs.env import GpuClusterEnv
+
+    env = GpuClusterEnv(cluster="gb200-nvl72-8rack", workload=jobs)
+    obs, _ = env.reset(seed=0)
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        yield env.sim, env.queue_window
+        valid = np.flatnonzero(obs["action_mask"])
+        obs, _, terminated, truncated, _ = env.step(int(rng.choice(valid)))
+        if terminated or truncated:
+            return
+
+
+def _busier(jobs, factor: float = 0.5):
+    """The workload with arrivals compressed (a queue that builds: segment jobs wait and victims
+    are needed), and the fine-tunes of 16 and 32 GPUs (TP-8) in segments of 16 too."""
+    return [dataclasses.replace(j, arrival_s=j.arrival_s * factor,
+                                segment_gpus=16 if j.kind == JobKind.FINETUNE and j.gpus in (16, 32) else j.segment_gpus)
+            for j in jobs]
+
+
+def test_native_candidates_and_feasibility_of_segment_states_are_the_references(example_jobs):
+    """At every decision of a random-action episode with segment jobs (and at the events after
+    every fifth): the native core's window, mask, placements and victims (with and without
+    preempt-las, with a wait guard and a small window), can_place and any_feasible, and the
+    Python candidate layer's on the compiled path, are the plain-Python reference's."""
+    from envs.candidates import WaitGuard
+    from envs.window import any_feasible, can_place
+
+    def placements(cset):
+        return [(i, cset.candidates[i].gpus.tolist(), tuple(cset.candidates[i].victims))
+                for i in np.flatnonzero(cset.mask[:-1]).tolist()]
+
+    seen = {"states": 0, "segment_window": 0, "segment_placed": 0, "victims": 0, "places": 0}
+    for k, (sim, q) in enumerate(_segment_env_states(_busier(example_jobs), 150, 3)):
+        seen["states"] += 1
+        for window, las, guard in ((q, True, None), (q, False, None), (3, True, WaitGuard(1.0, 600.0))):
+            with reference_path():
+                ref = build_candidates(sim.decision_state(), window, las, guard)
+                want = placements(ref)
+            nat = sim.native_candidates(window, las, guard)
+            assert nat.window == list(ref.window) and np.array_equal(nat.mask, ref.mask)
+            got = placements(nat)
+            assert got == want
+            # the Python candidate layer on the compiled path (its kernels fed the reference's
+            # segment counts), on a fresh state of its own: its caches start empty
+            mid = build_candidates(sim.fork().decision_state(), window, las, guard)
+            assert list(mid.window) == list(ref.window) and np.array_equal(mid.mask, ref.mask)
+            assert placements(mid) == want
+            seen["segment_window"] += any(sim.jobs[j].segment_gpus for j in ref.window)
+            seen["segment_placed"] += any(sim.jobs[nat.candidates[i].job_id].segment_gpus for i, _, _ in got)
+            seen["victims"] += any(v for _, _, v in got)
+        if k % 5 == 0:
+            fork = sim.fork()
+            for _ in range(6):
+                with reference_path():
+                    state = fork.decision_state()
+                    want = can_place(state), any_feasible(state)
+                assert (fork.native_can_place(True), fork.native_can_place(False)) == want
+                seen["places"] += want[0]
+                if fork.done or not (len(fork.running) or fork.checkpointing):
+                    break
+                fork.advance()
+    assert seen["states"] >= 100 and seen["places"] > 0, seen
+    assert seen["segment_window"] > 20 and seen["segment_placed"] > 5 and seen["victims"] > 0, seen
+
+
+def test_native_rollouts_of_segment_states_leave_what_the_python_loop_leaves(example_jobs):
+    """From decision states of an episode with segment jobs, `sect`'s rollout to a 3-hour horizon
+    in the native core (Simulator.rollout_sect) and in the Python loop (on the reference path)
+    leave every per-job array, the time, the integrals and the counters bit for bit the same."""
+    from types import SimpleNamespace
+
+    import agents.lookahead as L
+    from envs.replay import candidates_now
+    from envs.simulator import _ROLLOUT_JOB_ARRAYS
+    from tests.test_native_rollout import SCALARS
+
+    sect = make_baseline("sect")
+    loop = SimpleNamespace(base=SimpleNamespace(select=sect.select, preempt_las=False), queue_window=8,
+                           _cost=lambda sim, horizon: 0.0)
+    rollouts = segment_starts = 0
+    for k, (sim, q) in enumerate(_segment_env_states(_busier(example_jobs), 120, 5)):
+        if k % 6:
+            continue
+        until = sim.now + 3 * 3600.0
+        native, python = sim.fork(), sim.fork()
+        out = native.rollout_sect(q, until)
+        cset = candidates_now(python, q, preempt_las=False)
+        action = sect.select(cset.state, cset)
+        started = {j for j in python.running.tolist()}
+        L.Lookahead._python_rollout(loop, python, cset, action, until)
+        for name in _ROLLOUT_JOB_ARRAYS:
+            a, b = getattr(native, name), getattr(python, name)
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (k, name)
+        for name in SCALARS:
+            assert getattr(native, name) == getattr(python, name), (k, name)
+        segment_starts += sum(1 for j in python.placement if j not in started and python.jobs[j].segment_gpus)
+        rollouts += 1
+        assert out["decisions"] >= 1
+    assert rollouts >= 15 and segment_starts > 0
+
+
+@pytest.mark.parametrize("rule", ["sect", "sjf", "topology", "binpack", "spread"])
+def test_native_replays_of_segment_workloads_are_the_python_loops(example_jobs, rule):
+    """A whole replay in the native core (Simulator.replay_native: its windows, feasibility,
+    placements and events) of a workload with segment jobs (the busier example: fine-tunes in
+    segments too) gives the plain-Python reference loop's schedule, floats and timeline."""
+    cluster = load_cluster("gb200-nvl72-8rack")
+    jobs = _busier(example_jobs)
+    clear_cluster_memos(cluster)
+    native = Simulator(cluster, jobs)
+    decisions = native.replay_native(rule, 8)
+    clear_cluster_memos(cluster)
+    ref = Simulator(cluster, jobs)
+    with reference_path():
+        assert replay(ref, make_baseline(rule).select, 8, preempt_las=False) == decisions
+    assert [(s.job_id, s.gpus.tolist(), s.start_s, s.end_s) for s in native.segments] == \
+        [(s.job_id, s.gpus.tolist(), s.start_s, s.end_s) for s in ref.segments]
+    assert np.array_equal(native.end, ref.end) and native.timeline == ref.timeline
+    assert any(jobs[s.job_id].segment_gpus for s in native.segments)

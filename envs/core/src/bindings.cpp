@@ -122,6 +122,7 @@ void parse_arrays(const Cluster& c, const RateModel& model, const nb::dict& f, S
     a.priority = view<const int64_t, int64_t>(f, "priority", J);
     a.kind = view<const int64_t, int64_t>(f, "kind", J);
     a.shape_id = view<const int64_t, int64_t>(f, "shape_id", J);
+    a.segment_gpus = view<const int64_t, int64_t>(f, "segment_gpus", J);
     a.preemptible = view<const uint8_t, bool>(f, "preemptible", J);
     a.work_done = view<double>(f, "work_done", J);
     a.queued_since = view<double>(f, "queued_since", J);
@@ -146,6 +147,7 @@ void parse_arrays(const Cluster& c, const RateModel& model, const nb::dict& f, S
     a.shape_tp = view<const int64_t, int64_t>(f, "shape_tp", a.shape_gpus.size);
     a.shape_priority = view<const int64_t, int64_t>(f, "shape_priority", a.shape_gpus.size);
     a.shape_mem = view<const double, double>(f, "shape_mem", a.shape_gpus.size);
+    a.shape_segment = view<const int64_t, int64_t>(f, "shape_segment", a.shape_gpus.size);
     a.job_slot = view<const int64_t, int64_t>(f, "job_slot", ANY);
     a.rec_i = view<const int64_t, int64_t>(f, "rec_i", ANY);
     a.rec_f = view<const double, double>(f, "rec_f", a.rec_i.size * 2);
@@ -180,6 +182,10 @@ void parse_arrays(const Cluster& c, const RateModel& model, const nb::dict& f, S
             throw BadInput("priority: outside node_preemptible's columns");
         if (a.gpus_req[j] < 1 || a.tp_degree[j] < 1 || a.gpus_req[j] % a.tp_degree[j])
             throw BadInput("tp_degree: a gang that is not whole TP groups");
+        const int64_t seg = a.segment_gpus[j];
+        if (seg < 0 || (seg > 0 && (seg % a.tp_degree[j] != 0 || a.gpus_req[j] % seg != 0)))
+            throw BadInput("segment_gpus: 0 (none) or whole TP groups dividing the gang expected");
+        if (a.shape_segment[static_cast<size_t>(k)] != seg) throw BadInput("shape_segment: not the segment of a job of the shape");
     }
     for (size_t k = 0; k < a.shape_gpus.size; ++k)
         if (a.shape_tp[k] < 1) throw BadInput("shape_tp: at least 1");

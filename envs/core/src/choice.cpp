@@ -17,7 +17,7 @@ inline double np_minimum(double a, double b) {
 
 // A placement and its geometry, made once per (rule, gang shape) inside one choice.
 struct Placed {
-    int64_t rule, need, tp;
+    int64_t rule, need, tp, segment;
     double mem;
     bool ok;
     Geometry geometry;
@@ -27,13 +27,13 @@ struct Placed {
 }  // namespace
 
 bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
-                std::vector<int64_t>& gpus) {
+                std::vector<int64_t>& gpus, int64_t segment) {
     const auto N = static_cast<size_t>(c.num_nodes);
     std::vector<int64_t> free(N);
     for (size_t n = 0; n < N; ++n) free[n] = c.node_memory_gb[n] >= mem ? a.node_free[n] : 0;  // envs.placement._eligible
     Take take;
     gpus.clear();
-    if (!node_take(c, free, need, tp, rule, take)) return false;
+    if (!node_take(c, free, need, tp, rule, take, segment)) return false;
     for (const auto& [n, k] : take)
         if (k > 0 || take.size() == 1)
             pick_in_node(c, n, k, a.free_mask + c.node_first_gpu[static_cast<size_t>(n)], gpus);
@@ -93,6 +93,7 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
         const auto j = static_cast<size_t>(window[static_cast<size_t>(slot)]);
         const int64_t need = jobs.num_gpus[j], tp = jobs.tp_degree[j], kind = jobs.kind[j];
         const double mem = jobs.mem_per_gpu_gb[j];
+        const int64_t segment = jobs.segment_gpus != nullptr ? jobs.segment_gpus[j] : 0;
         if (need < 1 || tp < 1 || need % tp != 0) throw BadInput("tp_degree: a window job's gang is not whole TP groups");
         if (kind < 0 || kind >= c.num_kinds) throw BadInput("kind: a job kind out of range");
         // ClusterState.remaining_estimate_s
@@ -109,10 +110,10 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
             if (!mask[i]) continue;
             const Placed* p = nullptr;
             for (const Placed& q : placed)
-                if (q.rule == rule && q.need == need && q.tp == tp && q.mem == mem) p = &q;
+                if (q.rule == rule && q.need == need && q.tp == tp && q.segment == segment && q.mem == mem) p = &q;
             if (p == nullptr) {
-                Placed q{rule, need, tp, mem, false, Geometry(), {}};
-                q.ok = place_free(c, a, need, tp, mem, rule, q.gpus);
+                Placed q{rule, need, tp, segment, mem, false, Geometry(), {}};
+                q.ok = place_free(c, a, need, tp, mem, rule, q.gpus, segment);
                 if (q.ok) placement_geometry(c, q.gpus, tp, m.geometry, q.geometry);
                 placed.push_back(std::move(q));
                 p = &placed.back();

@@ -42,6 +42,7 @@ struct Jobs {
     const uint8_t* needs_restore = nullptr;
     const int64_t* enqueue_seq = nullptr;
     bool any_restore = false;  // some job owes a restore (ClusterState.num_restores_owed > 0)
+    const int64_t* segment_gpus = nullptr;  // GPUs per segment (Job.segment_gpus); nullptr: no job asks for segments
 };
 
 // Python's builtin max(a, b) on floats: a unless b > a (NaN in a is kept).
@@ -68,7 +69,7 @@ inline double interference_of(double coeff_sensitivity, double others) {
 // envs.placement.place over the free GPUs: the GPUs rule `rule` (BINPACK, SPREAD or TOPOLOGY)
 // gives a gang, grouped by node in the rule's order. False: no placement.
 bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
-                std::vector<int64_t>& gpus);
+                std::vector<int64_t>& gpus, int64_t segment = 0);
 
 // envs.features.rate_if_started's four numbers: the rate (reference-seconds of work per second),
 // the placement efficiency, the interference factor and the slowest GPU's speed for the job's kind.

@@ -69,12 +69,14 @@ class Rollout {
         // entry per distinct triple, computed when first asked after an allocation change
         shape_key_.resize(a_.shape_gpus.size);
         for (size_t k = 0; k < a_.shape_gpus.size; ++k) {
-            const int64_t tp = a_.shape_tp[k];
+            const int64_t tp = a_.shape_tp[k], segment = a_.shape_segment[k];
             const auto prio = static_cast<size_t>(a_.shape_priority[k]);
             const size_t at = static_cast<size_t>(std::lower_bound(levels_.begin(), levels_.end(), a_.shape_mem[k]) - levels_.begin());
             size_t key = 0;
-            while (key < totals_.size() && !(totals_[key].at == at && totals_[key].tp == tp && totals_[key].prio == prio)) ++key;
-            if (key == totals_.size()) totals_.push_back(Totals{at, tp, prio, 0, 0, -1});
+            while (key < totals_.size() && !(totals_[key].at == at && totals_[key].tp == tp && totals_[key].prio == prio &&
+                                             totals_[key].segment == segment))
+                ++key;
+            if (key == totals_.size()) totals_.push_back(Totals{at, tp, prio, segment, 0, 0, -1});
             shape_key_[k] = key;
         }
     }
@@ -103,7 +105,7 @@ class Rollout {
         Allocation alloc{a_.free_mask.data, a_.node_free.data, a_.node_pressure.data, a_.uplink_demand.data};
         Jobs jobs{n_jobs_, a_.gpus_req.data, a_.tp_degree.data, a_.mem_req.data, a_.kind.data, a_.comm_fraction.data,
                   a_.tp_comm_share.data, a_.estimate.data, a_.work_done.data, a_.restore_s.data, a_.needs_restore.data,
-                  a_.q_seq.data, s_.num_needs_restore > 0};
+                  a_.q_seq.data, s_.num_needs_restore > 0, a_.segment_gpus.data};
         const int64_t best = choose_sect(c_, m_, alloc, jobs, window_, mask_.data(), static_cast<int64_t>(mask_.size()),
                                          NUM_RULES, &gpus, &geometry);
         job = best < 0 ? -1 : window_[static_cast<size_t>(best / NUM_RULES)];
@@ -133,7 +135,7 @@ class Rollout {
         if (job < 0) return -1;
         const auto u = static_cast<size_t>(job);
         Allocation alloc{a_.free_mask.data, a_.node_free.data, a_.node_pressure.data, a_.uplink_demand.data};
-        if (!place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, gpus))
+        if (!place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, gpus, a_.segment_gpus[u]))
             throw BadInput("state: a job whose class fits has no placement");  // the mask's contract broken
         placement_geometry(c_, gpus, a_.tp_degree[u], m_.geometry, geometry);
         return slot * NUM_RULES + rule;
@@ -177,7 +179,7 @@ class Rollout {
             out.gpus.emplace_back();
             out.victims.emplace_back();
             if (rule < 3)
-                place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, out.gpus.back());
+                place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, out.gpus.back(), a_.segment_gpus[u]);
             else
                 place_over_victims(j, rule == 4, out.gpus.back(), out.victims.back());
         }
@@ -749,6 +751,7 @@ class Rollout {
         size_t at;
         int64_t tp;
         size_t prio;
+        int64_t segment;     // GPUs per segment, 0 none
         int64_t now, after;  // GPUs in whole TP groups free now, and after preempting lower priorities
         int64_t version;     // the allocation version they were counted at
     };
@@ -764,11 +767,27 @@ class Rollout {
 
     // envs.window.class_fits' totals for a memory level, TP degree and priority: in whole TP groups
     // on nodes with the memory, plus whole groups of fully available trays per spanning domain.
-    void totals(Totals& out) const {
+    void totals(Totals& out) {
         const size_t at = out.at, prio = out.prio;
         const int64_t tp = out.tp;
         const auto N = static_cast<size_t>(c_.num_nodes), P = static_cast<size_t>(a_.num_priorities);
         const double level = at < levels_.size() ? levels_[at] : INF;  // above every level: no node has it
+        if (out.segment > 0) {  // envs.window._segment_totals: per block, whole segments of the level's usable GPUs
+            counts_.assign(N, 0);
+            seg_after_.assign(N, 0);
+            for (size_t n = 0; n < N; ++n) {
+                if (!(c_.node_memory_gb[n] >= level)) continue;
+                int64_t held = 0;
+                for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
+                counts_[n] = a_.node_free[n];
+                seg_after_[n] = a_.node_free[n] + held;
+            }
+            usable_per_node(c_, counts_, tp, usable_);
+            out.now = segment_total(c_, usable_, out.segment);
+            usable_per_node(c_, seg_after_, tp, usable_);
+            out.after = segment_total(c_, usable_, out.segment);
+            return;
+        }
         const bool pow2 = (tp & (tp - 1)) == 0;
         const auto whole = [&](int64_t x) { return pow2 ? (x & -tp) : x / tp * tp; };  // x >= 0
         int64_t now = 0, after = 0;
@@ -906,15 +925,15 @@ class Rollout {
         const int64_t row = a_.priority[u] * lower + std::min(q, lower - 1);
         const auto shape = static_cast<size_t>(a_.shape_id[u]);
         const Totals& t = totals_[shape_key_[shape]];
-        return a_.shape_gpus[shape] <= las_total(row, t.at, t.tp) ? q : -1;
+        return a_.shape_gpus[shape] <= las_total(row, t.at, t.tp, t.segment) ? q : -1;
     }
 
     // envs.window._las_totals' row `row` (priority p, LAS queue q) for a memory level and TP degree:
     // the GPUs usable in whole TP groups counting each node's free GPUs and those held by running
     // preemptible jobs of priority <= p in a LAS queue > q.
-    int64_t las_total(int64_t row, size_t at, int64_t tp) {
+    int64_t las_total(int64_t row, size_t at, int64_t tp, int64_t segment) {
         for (const LasTotal& x : las_totals_)
-            if (x.row == row && x.at == at && x.tp == tp) return x.total;
+            if (x.row == row && x.at == at && x.tp == tp && x.segment == segment) return x.total;
         const auto N = static_cast<size_t>(c_.num_nodes), NQ = las_->thresholds.size() + 1;
         const auto lower = static_cast<int64_t>(NQ - 1);
         const auto p = static_cast<size_t>(row / lower), q = static_cast<size_t>(row % lower);
@@ -924,16 +943,24 @@ class Rollout {
                 const int64_t* h = held_.data() + (p2 * NQ + k) * N;
                 for (size_t n = 0; n < N; ++n) counts_[n] += h[n];
             }
-        const int64_t total = usable_total(counts_.data(), at, tp);
-        las_totals_.push_back(LasTotal{row, at, tp, total});
+        const int64_t total = usable_total(counts_.data(), at, tp, segment);
+        las_totals_.push_back(LasTotal{row, at, tp, segment, total});
         return total;
     }
 
     // envs.window's per-(memory level, TP degree) total over per-node available counts: whole TP
     // groups on the nodes with the level's memory, plus whole groups of fully available trays per
     // domain where the groups span trays (the `totals` above over any counts).
-    int64_t usable_total(const int64_t* counts, size_t at, int64_t tp) const {
+    int64_t usable_total(const int64_t* counts, size_t at, int64_t tp, int64_t segment) {
         const double level = at < levels_.size() ? levels_[at] : INF;
+        if (segment > 0) {  // in whole segments per block (envs.window._segment_totals)
+            const auto N = static_cast<size_t>(c_.num_nodes);
+            seg_after_.assign(N, 0);
+            for (size_t n = 0; n < N; ++n)
+                if (c_.node_memory_gb[n] >= level) seg_after_[n] = counts[n];
+            usable_per_node(c_, seg_after_, tp, usable_);
+            return segment_total(c_, usable_, segment);
+        }
         int64_t total = 0;
         for (size_t n = 0; n < static_cast<size_t>(c_.num_nodes); ++n)
             if (c_.node_memory_gb[n] >= level) total += counts[n] / tp * tp;
@@ -984,8 +1011,12 @@ class Rollout {
     }
 
     // envs.placement._aligned_total: GPUs usable in whole TP groups over per-node available counts.
-    int64_t aligned_total(const std::vector<int64_t>& counts, int64_t tp) {
+    int64_t aligned_total(const std::vector<int64_t>& counts, int64_t tp, int64_t segment) {
         int64_t total = 0;
+        if (segment > 0) {  // in whole segments per block
+            usable_per_node(c_, counts, tp, usable_);
+            return segment_total(c_, usable_, segment);
+        }
         if (c_.num_domains > 0 && c_.spans(tp)) {
             usable_per_node(c_, counts, tp, usable_);
             for (int64_t x : usable_) total += x;
@@ -1004,11 +1035,11 @@ class Rollout {
         victims.clear();
         const auto u = static_cast<size_t>(j);
         const auto N = static_cast<size_t>(c_.num_nodes);
-        const int64_t need = a_.gpus_req[u], tp = a_.tp_degree[u];
+        const int64_t need = a_.gpus_req[u], tp = a_.tp_degree[u], segment = a_.segment_gpus[u];
         const double mem = a_.mem_req[u];
         vcounts_.resize(N);
         for (size_t n = 0; n < N; ++n) vcounts_[n] = c_.node_memory_gb[n] >= mem ? a_.node_free[n] : 0;
-        if (aligned_total(vcounts_, tp) >= need) return;
+        if (aligned_total(vcounts_, tp, segment) >= need) return;
         const int64_t prio = a_.priority[u];
         const int64_t qj = las ? las_queue_queued(u) : 0;
         pool_.clear();
@@ -1048,7 +1079,7 @@ class Rollout {
         });
         chosen_.clear();
         for (size_t i : ranked_) {
-            if (aligned_total(vcounts_, tp) >= need) break;
+            if (aligned_total(vcounts_, tp, segment) >= need) break;
             if (useful_gpus_[i] <= 0) continue;
             const int64_t v = pool_[i];
             chosen_.push_back(v);
@@ -1058,7 +1089,7 @@ class Rollout {
                 if (c_.node_memory_gb[n] >= mem) vcounts_[n] += static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
             }
         }
-        if (aligned_total(vcounts_, tp) < need) return;
+        if (aligned_total(vcounts_, tp, segment) < need) return;
         // envs.placement.place over the free GPUs and the chosen victims'
         avail_.assign(a_.free_mask.data, a_.free_mask.data + a_.free_mask.size);
         for (int64_t v : chosen_) for_gpus(v, [&](size_t g) { avail_[g] = 1; });
@@ -1069,7 +1100,7 @@ class Rollout {
             vcounts_[n] = k;
         }
         Take take;
-        if (!node_take(c_, vcounts_, need, tp, TOPOLOGY, take)) return;
+        if (!node_take(c_, vcounts_, need, tp, TOPOLOGY, take, segment)) return;
         for (const auto& [n, k] : take)
             if (k > 0 || take.size() == 1) pick_in_node(c_, n, k, avail_.data() + c_.node_first_gpu[static_cast<size_t>(n)], gpus);
         used_.assign(static_cast<size_t>(c_.num_gpus), 0);
@@ -1096,11 +1127,11 @@ class Rollout {
     struct LasTotal {
         int64_t row;
         size_t at;
-        int64_t tp, total;
+        int64_t tp, segment, total;
     };
     const LasSpec* las_ = nullptr;
     bool las_ready_ = false, las_below_ = false;
-    std::vector<int64_t> held_, counts_, vcounts_, usable_, pool_, useful_gpus_, chosen_;
+    std::vector<int64_t> held_, counts_, seg_after_, vcounts_, usable_, pool_, useful_gpus_, chosen_;
     std::vector<LasTotal> las_totals_;
     std::vector<std::pair<int64_t, int64_t>> extra_;
     std::vector<uint8_t> aligned_, avail_, used_;

@@ -26,7 +26,7 @@ inline int64_t fragmented_of(int64_t free, int64_t whole_gang) { return free < w
 struct SimArrays {
     // per job (n_jobs each)
     View<const double> arrival, estimate, restore_s, checkpoint_s, work_total, mem_req, comm_fraction, tp_comm_share;
-    View<const int64_t> gpus_req, tp_degree, priority, kind, shape_id;
+    View<const int64_t> gpus_req, tp_degree, priority, kind, shape_id, segment_gpus;  // segment_gpus: 0 none
     View<const uint8_t> preemptible;
     View<double> work_done, queued_since, end, work_left, rate, overhead_left, attained_gpu_s, run_s,
         interference_loss_s, interference, wait_s, first_start, checkpoint_end;
@@ -50,8 +50,8 @@ struct SimArrays {
     View<uint8_t> node_on;
     View<const double> power_terms;  // N x 3: base W, busy W per GPU, idle W per GPU
     View<const int64_t> whole_gang;
-    // shapes: (GPUs, TP degree, GB per GPU, priority) of each shape id
-    View<const int64_t> shape_gpus, shape_tp, shape_priority;
+    // shapes: (GPUs, TP degree, GB per GPU, priority, GPUs per segment) of each shape id
+    View<const int64_t> shape_gpus, shape_tp, shape_priority, shape_segment;
     View<const double> shape_mem;
     std::vector<int64_t> running;  // in the simulator's order
     // preempted jobs still saving (holding their GPUs), and reserved jobs with the GPUs each
