@@ -534,3 +534,48 @@ def test_native_replays_of_segment_workloads_are_the_python_loops(example_jobs, 
         [(s.job_id, s.gpus.tolist(), s.start_s, s.end_s) for s in ref.segments]
     assert np.array_equal(native.end, ref.end) and native.timeline == ref.timeline
     assert any(jobs[s.job_id].segment_gpus for s in native.segments)
+
+
+# ---------------------------------------------------------------- the decision state's plain data
+
+
+def test_the_plain_data_form_carries_segments(example_jobs):
+    """At decisions of a segment episode: `from_dict(state.to_dict())` gives the same candidates
+    (window, mask, GPUs, victims) as the simulator's state, segment requests included (a job
+    without one writes no field, so states without segments read as before)."""
+    from envs.state import ClusterState
+
+    compared = with_segments = 0
+    for k, (sim, q) in enumerate(_segment_env_states(_busier(example_jobs), 60, 9)):
+        state = sim.decision_state()
+        data = state.to_dict()
+        with_segments += any(d.get("segment_gpus") for s in ("running", "queued") for d in data[s])
+        assert all("segment_gpus" not in d for s in ("running", "queued") for d in data[s]
+                   if not sim.jobs[d["id"]].segment_gpus)
+        back = ClusterState.from_dict(data, sim.cluster)
+        with reference_path():
+            a = build_candidates(state, q)
+            b = build_candidates(back, q)
+        assert [state.name_of(j) for j in a.window] == [back.name_of(j) for j in b.window]
+        assert np.array_equal(a.mask, b.mask)
+        for i in np.flatnonzero(a.mask[:-1]).tolist():
+            assert a.candidates[i].gpus.tolist() == b.candidates[i].gpus.tolist()
+            assert [state.name_of(v) for v in a.candidates[i].victims] == [back.name_of(v) for v in b.candidates[i].victims]
+        compared += 1
+    assert compared >= 40 and with_segments >= 10
+
+
+def test_bad_segments_in_plain_data_name_the_field():
+    from envs.state import ClusterState
+
+    def run(gpus, segment):
+        return {"id": "r", "gpus": gpus, "tp_degree": 4, "segment_gpus": segment, "estimate_s": 60.0, "arrival_s": 0.0}
+
+    queued = {"id": "q", "num_gpus": 64, "tp_degree": 8, "segment_gpus": 12, "estimate_s": 60.0}
+    with pytest.raises(ValueError, match=r"queued\[0\]\.segment_gpus: 12 must be a multiple of the TP group"):
+        ClusterState.from_dict({"queued": [queued]}, NVL72_4)
+    with pytest.raises(ValueError, match=r"running\[0\]\.gpus: segment 1 .* not inside one block \(segment_gpus 16\)"):
+        ClusterState.from_dict({"running": [run(trays(range(0, 4), range(16, 20)), 16)]}, NVL72_4)
+    st = ClusterState.from_dict({"running": [run(trays(range(14, 18), range(18, 22)), 16)], "queued": [dict(queued, segment_gpus=32)]},
+                                NVL72_4)
+    assert st.segment_gpus.tolist() == [16, 32] and st.to_dict()["running"][0]["segment_gpus"] == 16
