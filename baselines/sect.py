@@ -20,7 +20,7 @@ class ShortestExpectedCompletion(Baseline):
     name = native_replay = "sect"
 
     def select(self, state: ClusterState, cset: CandidateSet) -> int:
-        if _jit.ENABLED and not state.has_segments:  # the native core (envs.core), bit for bit the loop below
+        if _jit.ENABLED:  # the native core (envs.core), bit for bit the loop below
             best = _core.choose_sect(state, cset.window, cset.mask, len(RULES))
             return wait_or_any(cset) if best < 0 else best
         pos = fifo_positions(state)

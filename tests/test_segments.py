@@ -579,3 +579,23 @@ def test_bad_segments_in_plain_data_name_the_field():
     st = ClusterState.from_dict({"running": [run(trays(range(14, 18), range(18, 22)), 16)], "queued": [dict(queued, segment_gpus=32)]},
                                 NVL72_4)
     assert st.segment_gpus.tolist() == [16, 32] and st.to_dict()["running"][0]["segment_gpus"] == 16
+
+
+def test_sects_native_choice_on_segment_states_is_the_python_loops(example_jobs):
+    """`sect`'s choice over a decision state in the native core (envs.core.choose_sect, which
+    places segment jobs' candidates in segments) is the Python loop's at every decision of a
+    segment episode."""
+    from baselines.base import wait_or_any
+    from envs.placement import RULES
+
+    sect = make_baseline("sect")
+    segment_choices = 0
+    for sim, q in _segment_env_states(_busier(example_jobs), 100, 4):
+        state = sim.decision_state()
+        with reference_path():
+            cset = build_candidates(state, q)
+            want = sect.select(state, cset)
+        got = core.choose_sect(state, cset.window, cset.mask, len(RULES))
+        assert (got if got >= 0 else wait_or_any(cset)) == want
+        segment_choices += 0 <= got < len(cset.candidates) and bool(sim.jobs[cset.candidates[got].job_id].segment_gpus)
+    assert segment_choices >= 3

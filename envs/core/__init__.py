@@ -108,7 +108,11 @@ def choose_sect(state, window: list[int], mask: np.ndarray, num_rules: int) -> i
         cluster_arrays(state.cluster), rate_model(state.speed_model), state.free_mask, state.node_free,
         state.node_pressure, state.uplink_demand, state.num_gpus, state.tp_degree, state.mem_per_gpu_gb, state.kind,
         state.comm_fraction, state.tp_comm_share, state.estimate_s, state.work_done_s, state.restore_s,
-        state.needs_restore, state.enqueue_seq, state.num_restores_owed > 0, window, mask, num_rules)
+        state.needs_restore, state.enqueue_seq, state.num_restores_owed > 0, window, mask, num_rules,
+        _NO_SEGMENTS if state.segment_gpus is None else state.segment_gpus)
+
+
+_NO_SEGMENTS = np.zeros(0, dtype=np.int64)  # choose_sect's segment_gpus where no job asks for segments
 
 
 def whole_gang(cluster) -> np.ndarray:

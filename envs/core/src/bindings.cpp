@@ -509,7 +509,7 @@ NB_MODULE(_core, m) {
            const Array1<double>& comm_fraction, const Array1<double>& tp_comm_share, const Array1<double>& estimate_s,
            const Array1<double>& work_done_s, const Array1<double>& restore_s, const Array1<bool>& needs_restore,
            const Array1<int64_t>& enqueue_seq, bool any_restore, const std::vector<int64_t>& window, const Array1<bool>& mask,
-           int64_t num_rules) {
+           int64_t num_rules, const Array1<int64_t>& segment_gpus) {
             if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
                 throw BadInput("model: one sensitivity per job kind expected");
             const auto N = static_cast<size_t>(c.num_nodes);
@@ -524,7 +524,15 @@ NB_MODULE(_core, m) {
                       sized(tp_comm_share, J, "tp_comm_share"), sized(estimate_s, J, "estimate_s"),
                       sized(work_done_s, J, "work_done_s"), sized(restore_s, J, "restore_s"),
                       reinterpret_cast<const uint8_t*>(sized(needs_restore, J, "needs_restore")),
-                      sized(enqueue_seq, J, "enqueue_seq"), any_restore};
+                      sized(enqueue_seq, J, "enqueue_seq"), any_restore,
+                      segment_gpus.shape(0) ? sized(segment_gpus, J, "segment_gpus") : nullptr};
+            if (jobs.segment_gpus != nullptr)
+                for (int64_t j : window)
+                    if (j >= 0 && static_cast<size_t>(j) < J) {
+                        const int64_t seg = jobs.segment_gpus[j];
+                        if (seg < 0 || (seg > 0 && (seg % jobs.tp_degree[j] != 0 || jobs.num_gpus[j] % seg != 0)))
+                            throw BadInput("segment_gpus: 0 (none) or whole TP groups dividing the gang expected");
+                    }
             return choose_sect(c, model, a, jobs, window, reinterpret_cast<const uint8_t*>(mask.data()),
                                static_cast<int64_t>(mask.shape(0)), num_rules);
         },
@@ -532,8 +540,9 @@ NB_MODULE(_core, m) {
         nb::arg("uplink_demand"), nb::arg("num_gpus"), nb::arg("tp_degree"), nb::arg("mem_per_gpu_gb"), nb::arg("kind"),
         nb::arg("comm_fraction"), nb::arg("tp_comm_share"), nb::arg("estimate_s"), nb::arg("work_done_s"),
         nb::arg("restore_s"), nb::arg("needs_restore"), nb::arg("enqueue_seq"), nb::arg("any_restore"), nb::arg("window"),
-        nb::arg("mask"), nb::arg("num_rules"),
-        "baselines/sect.py's choice over a decision state's arrays: a candidate index, or -1 when none is valid.");
+        nb::arg("mask"), nb::arg("num_rules"), nb::arg("segment_gpus"),
+        "baselines/sect.py's choice over a decision state's arrays: a candidate index, or -1 when none is valid "
+        "(`segment_gpus`: GPUs per segment of each job, or an empty array when no job asks for segments).");
 
 
     nb::class_<ArrayMemo>(m, "ArrayMemo",
