@@ -79,9 +79,9 @@ class SlurmBlock(EasyBackfill):
         c = state.cluster
         j = cset.window[slot]
         if state.segment_gpus is not None and state.segment_of(j):  # each segment inside one base block, whatever the level
-            for rule in _SEGMENT_RULE_ORDER:
+            for rule in _SEGMENT_RULE_ORDER:  # every rule's placement keeps each segment inside one block
                 i = cset.index(slot, rule)
-                if cset.mask[i] and c.segment_straddles(cset.candidates[i].gpus, state.segment_of(j)) is None:
+                if cset.mask[i]:
                     return i
             return None
         level = block_level(c, int(state.num_gpus[j]))
