@@ -487,3 +487,28 @@ def test_sects_native_choice_on_segment_states_is_the_python_loops(example_jobs)
         assert (got if got >= 0 else wait_or_any(cset)) == want
         segment_choices += 0 <= got < len(cset.candidates) and bool(sim.jobs[cset.candidates[got].job_id].segment_gpus)
     assert segment_choices >= 3
+
+
+@pytest.mark.parametrize("name", ["lookahead", "lookahead-oracle"])
+def test_the_lookahead_on_a_segment_workload_is_the_same_with_native_rollouts(example_jobs, name, monkeypatch):
+    """The honest lookahead (sampled futures drawn from the state, segment requests included) and
+    its oracle on 40 jobs of the busier segment workload: the native rollouts (the core's worlds)
+    give the Python loop's schedule."""
+    import dataclasses as dc
+
+    import agents.lookahead as L
+    from envs.scenario import load_scenario
+
+    sc = load_scenario("nvl72")
+    cluster = load_cluster(sc.cluster)
+    jobs = _busier(example_jobs)[:40]
+    search = dc.replace(sc.lookahead, k=2, preempt_k=1, samples=2, horizon_s=3600.0)
+    runs = []
+    for native in (True, False):
+        monkeypatch.setattr(L, "NATIVE_ROLLOUTS", native)
+        clear_cluster_memos(cluster)
+        sim, steps, _ = L.run_lookahead(name, cluster, load_workload_spec(EXAMPLE), jobs, 1, search, sc.objective,
+                                        sc.queue_window, sc.max_checkpoint_s)
+        runs.append((steps, [(s.job_id, s.gpus.tolist(), s.start_s, s.end_s) for s in sim.segments]))
+    assert runs[0] == runs[1]
+    assert any(jobs[j].segment_gpus for j, *_ in runs[0][1])
