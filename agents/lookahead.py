@@ -242,6 +242,7 @@ class FutureSampler:
                 estimate_s=est, comm_fraction=float(state.comm_fraction[j]), tp_comm_share=float(state.tp_comm_share[j]),
                 priority=int(state.priority[j]), preemptible=bool(state.preemptible[j]),
                 checkpoint_s=float(state.checkpoint_s[j]), restore_s=float(state.restore_s[j]),
+                segment_gpus=state.segment_of(j),
             ))
 
 
@@ -497,7 +498,8 @@ def simulator_from_state(state: ClusterState, max_checkpoint_s: float = 60.0) ->
                         mem_per_gpu_gb=float(state.mem_per_gpu_gb[j]), work_s=max(est, done + 1.0), estimate_s=est,
                         comm_fraction=float(state.comm_fraction[j]), tp_comm_share=float(state.tp_comm_share[j]),
                         priority=int(state.priority[j]), preemptible=bool(state.preemptible[j]),
-                        checkpoint_s=float(state.checkpoint_s[j]), restore_s=float(state.restore_s[j])))
+                        checkpoint_s=float(state.checkpoint_s[j]), restore_s=float(state.restore_s[j]),
+                        segment_gpus=state.segment_of(j)))
     sim = Simulator(state.cluster, jobs, SimConfig(speed_model=state.speed_model, max_checkpoint_s=max_checkpoint_s))
     while sim.now < now or sim.num_arrived < len(jobs):  # every job arrives, queued, by now
         sim.advance_until(now)

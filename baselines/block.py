@@ -12,8 +12,17 @@ placement rules offer where (the topology rule first: the tightest NVLink domain
 tightest switch subtree, which on the shipped block-shaped clusters are the block levels; then
 binpack, then spread), and the first that stays inside one block of the job's level is taken.
 Where Slurm breaks ties towards the highest block index, the rules break them towards the
-lowest. TP groups larger than a tray are Slurm's `--segment`s: each inside one base block,
-which every placement rule guarantees.
+lowest. TP groups larger than a tray sit on whole trays of one base block, which every
+placement rule guarantees.
+
+A job asking for segments (`Job.segment_gpus`, Slurm's `--segment`) is placed as Slurm places
+one: segment after segment, each inside one base block, and no block of a higher level is asked
+of the job as a whole (Slurm's documentation: "no requirement would be placed on all segments
+for a job needing to be placed within the same higher-level block"); each segment goes to the
+smallest fitting base block (`eval_nodes_block` evaluates each segment as a job of its size and
+`_choose_best_bblock` takes the fitting base block with the fewest available nodes). That is the
+binpack rule's placement of segments (`envs.decision.placement._smallest_fitting`), taken first; then the
+topology rule's, then spread's (each keeps every segment inside one block).
 """
 
 from __future__ import annotations
@@ -30,17 +39,16 @@ from envs.decision.state import ClusterState
 from baselines.easy import EasyBackfill
 
 _RULE_ORDER = (TOPOLOGY, BINPACK, SPREAD)
+_SEGMENT_RULE_ORDER = (BINPACK, TOPOLOGY, SPREAD)  # binpack places segments in the smallest fitting blocks first
 
 
 def blocks_of(c: Cluster) -> tuple[np.ndarray, int, int, int]:
     """(each node's base block, the base block size in nodes (the smallest), the number of base
     blocks, the GPUs of the largest node): base blocks are the NVLink domains in order, then one
     per leaf switch (in switch order) for the nodes outside them."""
-    outside = c.node_domain < 0
-    leaves = np.unique(c.node_leaf[outside])
-    block = np.where(outside, c.num_domains + np.searchsorted(leaves, c.node_leaf), c.node_domain)
+    block = c.node_block
     sizes = np.bincount(block)
-    return block, int(sizes[sizes > 0].min()), c.num_domains + len(leaves), int(c.node_gpus.max())
+    return block, int(sizes[sizes > 0].min()), c.num_domains + len(np.unique(c.node_leaf[c.node_domain < 0])), int(c.node_gpus.max())
 
 
 def block_level(c: Cluster, gpus: int) -> int | None:
@@ -62,13 +70,21 @@ def inside_one_block(c: Cluster, gpus: np.ndarray, level: int | None) -> bool:
 
 class SlurmBlock(EasyBackfill):
     """EASY backfill (as `easy`) where a job starts only on a placement inside one block of the
-    level its size asks for (Slurm's topology/block); it waits otherwise."""
+    level its size asks for, or, asking for segments, with each segment inside one base block,
+    the smallest fitting first (Slurm's topology/block); it waits otherwise."""
 
     name = "block"
 
     def placement(self, state: ClusterState, cset: CandidateSet, slot: int) -> int | None:
         c = state.cluster
-        level = block_level(c, int(state.num_gpus[cset.window[slot]]))
+        j = cset.window[slot]
+        if state.segment_gpus is not None and state.segment_of(j):  # each segment inside one base block, whatever the level
+            for rule in _SEGMENT_RULE_ORDER:  # every rule's placement keeps each segment inside one block
+                i = cset.index(slot, rule)
+                if cset.mask[i]:
+                    return i
+            return None
+        level = block_level(c, int(state.num_gpus[j]))
         for rule in _RULE_ORDER:
             i = cset.index(slot, rule)
             if cset.mask[i] and inside_one_block(c, cset.candidates[i].gpus, level):

@@ -13,9 +13,10 @@
 - `envs.gym`: the Gymnasium env `gangsched/GpuCluster-v0` and the vector envs.
 - `envs.scenario`: a scenario: a cluster, a workload, an objective and its seeds.
 
-The direction of imports: cluster and workload know nothing of decisions or simulation; the
-decision layer never imports the simulator, the env or the workload (a decision is made from the
-state alone); the simulator uses the decision layer; the Gymnasium layer uses them all.
+The direction of imports: the cluster knows nothing of the other layers; the workload nothing of
+simulation (it asks the placement rules only whether a job can ever fit); the decision layer never
+imports the simulator, the env or the workload (a decision is made from the state alone); the
+simulator uses the decision layer; the Gymnasium layer uses them all.
 
 Importing `envs` registers `gangsched/GpuCluster-v0` with Gymnasium when Gymnasium is installed;
 the simulator, the decision state and the candidate layer need neither Gymnasium nor torch.

@@ -27,6 +27,21 @@ PRIORITY_NAMES = {PRIORITY_LOW: "low", PRIORITY_NORMAL: "normal", PRIORITY_HIGH:
 PRIORITY_BY_NAME = {v: k for k, v in PRIORITY_NAMES.items()}
 
 
+def segment_problem(gpus: int, tp_degree: int, segment_gpus) -> str | None:
+    """What is wrong with a request for segments of `segment_gpus` GPUs by a gang of `gpus` in TP
+    groups of `tp_degree` (None: nothing). 0 asks for none; otherwise a segment is a whole number
+    of TP groups and the gang a whole number of segments."""
+    if isinstance(segment_gpus, bool) or not isinstance(segment_gpus, int) or segment_gpus < 0:
+        return "must be a whole number of GPUs >= 0 (0: no segments)"
+    if not segment_gpus:
+        return None
+    if tp_degree < 1 or segment_gpus % tp_degree:
+        return f"must be a multiple of the TP group (tp_degree {tp_degree})"
+    if gpus % segment_gpus:
+        return f"must divide the gang (gpus {gpus})"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """One gang job as submitted.
@@ -51,6 +66,10 @@ class Job:
     checkpoint_s: float = 30.0  # graceful-stop save time (GPUs held, no progress)
     restore_s: float = 60.0  # paid before progress resumes after a preemption
     tenant: str = "default"
+    # GPUs per segment (Slurm topology/block's `--segment`, counted in GPUs rather than nodes):
+    # the gang is split into gpus // segment_gpus segments, each placed inside one block (an
+    # NVLink domain; outside them, the nodes of one leaf switch). 0: no segment request.
+    segment_gpus: int = 0
 
     @property
     def dp_groups(self) -> int:
@@ -77,9 +96,19 @@ class Job:
             raise ValueError(f"job {self.job_id}: field 'tp_comm_share' must be in [0, 1]")
         if self.priority not in PRIORITY_NAMES:
             raise ValueError(f"job {self.job_id}: field 'priority' must be one of 0, 1, 2")
+        problem = segment_problem(self.gpus, self.tp_degree, self.segment_gpus)
+        if problem:
+            raise ValueError(f"job {self.job_id}: field 'segment_gpus' ({self.segment_gpus!r}) {problem}")
+
+    @property
+    def num_segments(self) -> int:
+        """Segments of the gang (1 without a segment request)."""
+        return self.gpus // self.segment_gpus if self.segment_gpus else 1
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
+        if not self.segment_gpus:  # records without a segment request read as before
+            del d["segment_gpus"]
         d["kind"] = JOB_KIND_NAMES[self.kind]
         d["priority"] = PRIORITY_NAMES[self.priority]
         return d

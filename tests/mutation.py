@@ -39,8 +39,10 @@ SURVIVORS = ROOT / "tests" / "mutation_survivors.json"
 
 # group -> (modules mutated, test files that must catch them)
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
-    "baselines": (["baselines/*.py"], ["tests/test_baselines.py", "tests/test_baselines_choices.py", "tests/test_block_baseline.py"]),
-    "placement": (["envs/decision/placement.py"], ["tests/test_core.py", "tests/test_nvlink_domains.py", "tests/test_spanning_groups.py"]),
+    "baselines": (["baselines/*.py"], ["tests/test_baselines.py", "tests/test_baselines_choices.py", "tests/test_block_baseline.py",
+                                       "tests/test_segment_states.py"]),
+    "placement": (["envs/decision/placement.py"], ["tests/test_core.py", "tests/test_nvlink_domains.py", "tests/test_spanning_groups.py",
+                                          "tests/test_segment_rules.py"]),
     "objective": (["envs/sim/objective.py", "envs/sim/metrics.py"], ["tests/test_metrics_hand.py"]),
     "window": (["envs/decision/window.py", "envs/decision/candidates.py"], ["tests/test_window_hand.py", "tests/test_kernels_spanning.py"]),
     "lookahead-sampling": (["agents/lookahead.py"], ["tests/test_lookahead.py"]),

@@ -171,7 +171,7 @@ def _fields(c):
             "gpu_local": i64(c.gpu_local), "gpu_speed": f64(c.gpu_speed), "switch_level": i64(c.switch_level),
             "switch_uplink_GBps": f64(c.switch_uplink_GBps), "node_under_switch": np.ascontiguousarray(c.node_under_switch),
             "node_tier": np.ascontiguousarray(c.node_tier, dtype=np.int8), "gpu_speed_by_kind": f64(c.gpu_speed_by_kind),
-            "node_domain": i64(c.node_domain), "num_domains": int(c.num_domains)}
+            "node_domain": i64(c.node_domain), "num_domains": int(c.num_domains), "node_block": i64(c.node_block)}
 
 
 def test_bad_cluster_arrays_name_the_field():
@@ -183,7 +183,7 @@ def test_bad_cluster_arrays_name_the_field():
                          ("node_under_switch", np.ones((2, 2), dtype=bool)), ("gpu_socket", i64([0] * 15)),
                          ("switch_level", i64([0])), ("node_speed", i64([1, 1])), ("gpu_local", i64(list(range(16)))),
                          ("node_tier", np.zeros((2, 3), dtype=np.int8)), ("num_kinds", "four"), ("node_domain", i64([0, 0])),
-                         ("node_memory_gb", np.ones(3))]:
+                         ("node_memory_gb", np.ones(3)), ("node_block", i64([0, 2])), ("node_block", i64([0]))]:
         with pytest.raises(ValueError, match=field):
             core.ClusterArrays({**good, field: value})
     with pytest.raises(ValueError, match="gpu_node: missing"):

@@ -123,7 +123,7 @@ LAYERS = {
     "jobs": set(),
     "core": {"jobs", "cluster"},  # the compiled hot path reads the cluster's arrays
     "cluster": {"jobs", "core"},  # the speed model's compiled twins
-    "workload": {"jobs", "cluster"},
+    "workload": {"jobs", "cluster", "decision"},  # a job that can never fit: the placement rules' whole-segment counts
     "decision": {"jobs", "cluster", "core"},
     "sim": {"jobs", "cluster", "core", "decision"},
     "scenario": {"jobs", "cluster", "workload", "sim"},
@@ -137,9 +137,10 @@ def _layer(module: str) -> str:
 
 
 def test_each_layer_of_envs_imports_only_the_layers_below_it() -> None:
-    """envs/ is cut into layers (envs/__init__.py): the cluster and the workload know nothing of
-    decisions or simulation, the decision layer nothing of the simulator, the workload or the
-    envs, the simulator nothing of Gymnasium. Every module lives in a known layer."""
+    """envs/ is cut into layers (envs/__init__.py): the cluster knows nothing of the others, the
+    workload nothing of simulation (only the placement rules' counts, to refuse a job that can
+    never fit), the decision layer nothing of the simulator, the workload or the envs, the
+    simulator nothing of Gymnasium. Every module lives in a known layer."""
     graph = import_graph(ROOT)
     assert graph.has_edge("envs.sim.simulator", "envs.decision.state")  # the scan sees the layers' edges
     unknown = sorted(m for m in graph if _layer(m) not in LAYERS and m != "envs")

@@ -102,6 +102,26 @@ def test_native_candidates_are_the_reference(scenario):
         assert rules[PREEMPT] > 0 and rules[PREEMPT_LAS] > 0 and with_victims > 0
 
 
+def test_native_placements_of_segment_states_are_the_reference():
+    """Gangs asking for segments (each inside one block): the native candidate set and the
+    native placements of a state (the service's path, on the state and on its plain-data form)
+    are the reference's at every decision of a random-action episode."""
+    env = gym.make("gangsched/GpuCluster-v0", cluster="gb200-nvl72-8rack", workload="llm-mix-nvl72-segments", num_jobs=100)
+    u = env.unwrapped
+    rng = np.random.default_rng(5)
+    env.reset(seed=2)
+    segment_placed = 0
+    for _ in range(120):
+        placed = _compare(u.sim, u.queue_window, True, None)
+        state, window = u.cset.state, u.cset.window
+        segment_placed += sum(gpus is not None and state.segment_of(window[i // R]) > 0 for i, gpus, _ in placed)
+        valid = np.flatnonzero(u.cset.mask)
+        _, _, term, trunc, _ = env.step(int(valid[rng.integers(len(valid))]))
+        if term or trunc:
+            break
+    assert segment_placed > 10
+
+
 def test_native_candidates_change_nothing():
     sc = load_scenario("slo-preempt")
     env = gym.make("gangsched/GpuCluster-v0", cluster=sc.cluster, workload=sc.workload, num_jobs=80)
@@ -180,6 +200,10 @@ def test_state_placements_bad_arguments_name_the_argument():
     tp = state.tp_degree.copy()
     tp[0] = 3 if state.num_gpus[0] % 3 else 5
     raises("tp_degree: a gang", Changed(tp_degree=tp))
+    segments = np.zeros(len(state.num_gpus), np.int64)
+    segments[0] = state.num_gpus[0] + 1  # does not divide the gang
+    raises("segment_gpus: 0 \\(none\\) or whole TP groups", Changed(segment_gpus=segments))
+    raises("segment_gpus: .* entries, expected", Changed(segment_gpus=segments[:-1]))
     raises("running: a job id out of range", Changed(running=np.array([len(state.num_gpus)], dtype=np.int64)))
     raises("running: a job listed twice", Changed(running=np.concatenate([state.running, state.running[:1]])))
     raises("window: a job id out of range", w=[len(state.num_gpus)])
@@ -193,5 +217,5 @@ def test_state_placements_bad_arguments_name_the_argument():
                                 "attained_gpu_s": state.attained_gpu_s, "checkpoint_s": state.checkpoint_s,
                                 "restore_s": state.restore_s, "queued_since": state.queued_since_s, "free_mask": state.free_mask,
                                 "gpu_owner": state.gpu_owner, "node_free": state.node_free, "node_pressure": state.node_pressure,
-                                "uplink_demand": state.uplink_demand},
+                                "uplink_demand": state.uplink_demand, "segment_gpus": np.zeros(len(state.num_gpus), np.int64)},
                                state.running, state.checkpointing, float(state.now), window, mask, [3600.0, 60.0], 4.0)

@@ -26,7 +26,8 @@ from envs.sim.simulator import Simulator
 
 pytestmark = pytest.mark.skipif(not jit.ENABLED, reason="the native episode is the compiled path's")
 
-# Every shipped scenario (small job counts: whole episodes), one with a wait guard, one without preempt-las.
+# Every shipped scenario (small job counts: whole episodes), one with a wait guard, one without preempt-las,
+# and gangs asking for segments.
 EPISODES = [
     {"scenario": "default", "num_jobs": 60},
     {"scenario": "slo-preempt", "num_jobs": 60},
@@ -38,6 +39,7 @@ EPISODES = [
     {"scenario": "philly", "num_jobs": 120},
     {"scenario": "default", "num_jobs": 60, "wait_guard": {"overdue_factor": 2.0, "min_wait_s": 600.0}, "queue_window": 3},
     {"scenario": "slo-preempt", "num_jobs": 60, "preempt_las": False},
+    {"cluster": "gb200-nvl72-8rack", "workload": "llm-mix-nvl72-segments", "num_jobs": 100},  # segment requests
 ]
 
 

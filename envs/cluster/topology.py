@@ -247,6 +247,32 @@ class Cluster:
         return np.array([next(iter(s)) if len(s) == 1 else 0 for s in sizes], dtype=np.int64)
 
     @cached_property
+    def node_block(self) -> np.ndarray:
+        """(N,) int64 each node's block, where a segment of a gang is placed whole (Slurm
+        topology/block's base block): the multi-node NVLink domains first, in order; then, for
+        the nodes outside them, one block per leaf switch in switch order (nodes under no switch
+        share one)."""
+        outside = self.node_domain < 0
+        leaves = np.unique(self.node_leaf[outside])
+        return np.where(outside, self.num_domains + np.searchsorted(leaves, self.node_leaf), self.node_domain).astype(np.int64)
+
+    @cached_property
+    def block_nodes(self) -> list[list[int]]:
+        """The nodes of each block (`node_block`), in node order; a block numbers no node only
+        where a domain has none."""
+        out: list[list[int]] = [[] for _ in range(int(self.node_block.max(initial=-1)) + 1)]
+        for n, b in enumerate(self.node_block.tolist()):
+            out[b].append(n)
+        return out
+
+    def segment_straddles(self, gpus: np.ndarray, segment_gpus: int) -> int | None:
+        """The first segment of a placement (each consecutive run of `segment_gpus` of `gpus`)
+        whose GPUs are not all inside one block, None when every segment is."""
+        block = self.node_block[self.gpu_node[np.asarray(gpus, dtype=np.int64)]].reshape(-1, segment_gpus)
+        bad = np.flatnonzero((block != block[:, :1]).any(axis=1))
+        return int(bad[0]) if len(bad) else None
+
+    @cached_property
     def _spanning(self) -> dict[int, tuple[int, ...]]:
         return {}
 

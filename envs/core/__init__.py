@@ -88,7 +88,7 @@ def cluster_arrays(cluster) -> ClusterArrays:
             "node_under_switch": np.ascontiguousarray(c.node_under_switch, dtype=bool),
             "node_tier": np.ascontiguousarray(c.node_tier, dtype=np.int8),
             "gpu_speed_by_kind": f64(c.gpu_speed_by_kind),
-            "node_domain": i64(c.node_domain), "num_domains": int(c.num_domains),
+            "node_domain": i64(c.node_domain), "num_domains": int(c.num_domains), "node_block": i64(c.node_block),
         })
         cluster.__dict__["_core_arrays"] = arrays
     return arrays
@@ -119,7 +119,11 @@ def choose_sect(state, window: list[int], mask: np.ndarray, num_rules: int) -> i
         cluster_arrays(state.cluster), rate_model(state.speed_model), state.free_mask, state.node_free,
         state.node_pressure, state.uplink_demand, state.num_gpus, state.tp_degree, state.mem_per_gpu_gb, state.kind,
         state.comm_fraction, state.tp_comm_share, state.estimate_s, state.work_done_s, state.restore_s,
-        state.needs_restore, state.enqueue_seq, state.num_restores_owed > 0, window, mask, num_rules)
+        state.needs_restore, state.enqueue_seq, state.num_restores_owed > 0, window, mask, num_rules,
+        _NO_SEGMENTS if state.segment_gpus is None else state.segment_gpus)
+
+
+_NO_SEGMENTS = np.zeros(0, dtype=np.int64)  # choose_sect's segment_gpus where no job asks for segments
 
 
 def whole_gang(cluster) -> np.ndarray:
@@ -184,6 +188,7 @@ def state_placements(state, window, mask: np.ndarray, las_thresholds: list[float
         "checkpoint_s": s.checkpoint_s, "restore_s": s.restore_s, "queued_since": s.queued_since_s,
         "free_mask": s.free_mask, "gpu_owner": s.gpu_owner, "node_free": s.node_free, "node_pressure": s.node_pressure,
         "uplink_demand": s.uplink_demand,
+        "segment_gpus": s.segment_gpus if s.segment_gpus is not None else np.zeros(len(s.num_gpus), dtype=np.int64),
     }
     return _core.state_placements(cluster_arrays(s.cluster), rate_model(s.speed_model), arrays, s.running, s.checkpointing,
                                   float(s.now), window, mask, las_thresholds, starvation_factor)

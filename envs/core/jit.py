@@ -10,7 +10,11 @@ included), which tests/test_kernels.py checks kernel by kernel and episode by ep
 
 `ENABLED` is true when numba imports and the environment variable `GANGSCHED_JIT` is not `0`;
 `reference_path()` turns it off for a block (tests and benchmarks compare the two paths in one
-process). Without numba everything runs on the reference path.
+process). Without numba everything runs on the reference path. Segment requests
+(envs.jobs.Job.segment_gpus) are counted by the reference and the native core, not by the
+kernels' feasibility counts: the window's counts take the reference for a state with segment
+jobs, and the decision loop (envs.sim.replay) does not run the compiled event loop for a workload
+with them.
 """
 
 from __future__ import annotations

@@ -169,20 +169,23 @@ class _Placer:
         state = self.state
         jobs = self.jobs
         gpus_req, tp, mem = jobs.num_gpus[j], jobs.tp_degree[j], jobs.mem_per_gpu_gb[j]
+        segment = 0 if state.segment_gpus is None else state.segment_of(j)
         if rule == PREEMPT or rule == PREEMPT_LAS:
             if rule == PREEMPT:
                 memo, key, choose = self.shapes, (rule, gpus_req, tp, mem, jobs.priority[j]), choose_victims
             else:
                 memo, key, choose = self.las_shapes, (gpus_req, tp, mem, jobs.priority[j], int(las_queue(state, [j])[0])), choose_las_victims
+            if segment:
+                key += (segment,)
             hit = memo.get(key)
             if hit is None:
                 chosen = choose(state, j)
                 hit = memo[key] = (None, (), None) if chosen is None else (chosen[0], chosen[1], geometry_of(state, chosen[0], tp))
             return hit
-        key = (rule, gpus_req, tp, mem)
+        key = (rule, gpus_req, tp, mem, segment) if segment else (rule, gpus_req, tp, mem)
         hit = self.shapes.get(key)
         if hit is None:
-            gpus = place(state, gpus_req, tp, mem, rule)
+            gpus = place(state, gpus_req, tp, mem, rule, segment=segment)
             hit = self.shapes[key] = (gpus, None if gpus is None else geometry_of(state, gpus, tp))
         return hit[0], (), hit[1]
 

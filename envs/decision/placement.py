@@ -210,9 +210,12 @@ def _single_type(c: Cluster, free: Sequence[int], need: int, rule: int, tp: int)
     return free if t is None else [f if ty == t else 0 for f, ty in zip(free, lists.gpu_type)]
 
 
-def place(state: ClusterState, gpus: int, tp: int, mem: float, rule: int, avail: np.ndarray | None = None) -> np.ndarray | None:
+def place(state: ClusterState, gpus: int, tp: int, mem: float, rule: int, avail: np.ndarray | None = None,
+          segment: int = 0) -> np.ndarray | None:
     """GPU ids for a gang of `gpus` GPUs in TP groups of `tp`, needing `mem` GB per GPU, under one
-    placement rule over the available GPUs (default: the free ones)."""
+    placement rule over the available GPUs (default: the free ones); with `segment` (GPUs per
+    segment, Job.segment_gpus), each consecutive run of `segment` GPUs inside one block
+    (`_node_take_segments`)."""
     c = state.cluster
     if avail is None:
         avail = state.free_mask
@@ -226,9 +229,11 @@ def place(state: ClusterState, gpus: int, tp: int, mem: float, rule: int, avail:
     # the node counts are memoised per cluster.
     memo = memo_of(state, "node_take")
     key = (free, gpus, tp, rule if rule in (BINPACK, SPREAD) else TOPOLOGY)
+    if segment:
+        key += (segment,)
     take = memo.get(key, False)
     if take is False:
-        take = memo[key] = _node_take(c, free, gpus, tp, rule)
+        take = memo[key] = _node_take_segments(c, free, gpus, tp, rule, segment) if segment else _node_take(c, free, gpus, tp, rule)
     return None if take is None else _gpus_from_counts(c, take, avail, memo_of(state, "gpu_picks"))
 
 
@@ -361,6 +366,86 @@ def _spanning_topology(c: Cluster, groups: list[int], members: list[list[int]], 
     return _fill_domain(g, present, k, 1, host_speed)
 
 
+def _segment_hosts(c: Cluster, usable: Sequence[int], segment: int) -> tuple[list[int], list[list[int]]]:
+    """The hosts of a gang's segments for per-node usable GPUs (`usable_per_node`): each block
+    (`Cluster.block_nodes`: an NVLink domain, else a leaf switch's nodes), with the whole
+    segments its usable GPUs make, and its nodes with usable GPUs, in node order."""
+    groups: list[int] = []
+    members: list[list[int]] = []
+    for nodes in c.block_nodes:
+        have = [n for n in nodes if usable[n]]
+        groups.append(sum([usable[n] for n in have]) // segment)
+        members.append(have)
+    return groups, members
+
+
+def _smallest_fitting(groups: list[int], usable: list[int], k: int, segment: int) -> dict[int, int]:
+    """Slurm topology/block's choice for segments, one segment at a time: the block with the
+    fewest usable GPUs (`usable`, per block) among those that still hold a whole segment
+    (`groups`), lowest id on ties; per block, the segments it takes, in the order first taken."""
+    groups, usable = list(groups), list(usable)
+    out: dict[int, int] = {}
+    for _ in range(k):
+        h = min((u, h) for h, (g, u) in enumerate(zip(groups, usable)) if g > 0)[1]
+        out[h] = out.get(h, 0) + 1
+        groups[h] -= 1
+        usable[h] -= segment
+    return out
+
+
+def segment_total(c: Cluster, usable: Sequence[int], segment: int) -> int:
+    """GPUs usable in whole segments of `segment` GPUs, each inside one block, for per-node
+    usable GPUs (`usable_per_node`): per block, its usable GPUs rounded down to whole segments."""
+    return sum(_segment_hosts(c, usable, segment)[0]) * segment
+
+
+def _node_take_segments(c: Cluster, free: Sequence[int], need: int, tp: int, rule: int, segment: int) -> dict[int, int] | None:
+    """`_node_take` for a gang asking for segments of `segment` GPUs (a whole number of TP
+    groups that divides the gang), each inside one block (Slurm topology/block's `--segment`).
+    The rule distributes the `need // segment` segments over the blocks (`_segment_hosts`):
+    binpack one segment at a time into the smallest fitting block (Slurm's best fit,
+    `_smallest_fitting`); spread one segment at a time to the block with the most left, as it
+    spreads pods over nodes; topology and the preempt rules the fastest, then
+    tightest block that holds them all (the smallest fitting block), else the smallest switch
+    subtree whose blocks do (`_spanning_topology`). Inside a block the segments take its first
+    usable GPUs in node order, whole TP groups per node (whole groups of trays where TP groups
+    span trays), so each consecutive run of `segment` GPUs of the result is one segment and
+    each run of `tp` one TP group. A gang stays on one GPU type when one type alone holds its
+    segments. None when the blocks' whole segments fall short: the job waits, however many
+    GPUs are free across blocks."""
+    if _jit.ENABLED:  # the native core (envs.core), bit for bit this reference
+        return _core.node_take(_core.cluster_arrays(c), free, need, tp, rule, segment)
+    usable = usable_per_node(c, free, tp)
+    lists = c.node_lists
+    if lists.num_types > 1:
+        fits = [(segment_total(c, [u if t == ty else 0 for u, t in zip(usable, lists.gpu_type)], segment), ty)
+                for ty in range(lists.num_types)]
+        fits = [(room, ty) for room, ty in fits if room >= need]
+        if fits:
+            keep = (max(fits, key=lambda x: (x[0], -x[1])) if rule == SPREAD else min(fits))[1]
+            usable = [u if t == keep else 0 for u, t in zip(usable, lists.gpu_type)]
+    groups, members = _segment_hosts(c, usable, segment)
+    k = need // segment
+    if sum(groups) < k:
+        return None
+    if rule == BINPACK:
+        by_host = _smallest_fitting(groups, [sum([usable[n] for n in m]) for m in members], k, segment)
+    elif rule == SPREAD:
+        by_host = _spread(groups, k)
+    else:
+        by_host = _spanning_topology(c, groups, members, k)
+    take: dict[int, int] = {}
+    for h, g in by_host.items():
+        left = g * segment
+        for n in members[h]:
+            if not left:
+                break
+            share = min(usable[n], left)
+            take[n] = share
+            left -= share
+    return take
+
+
 def free_view(state: ClusterState) -> tuple[list[int], int, int]:
     """(free GPUs per node as a list, their total, the fragmented ones among them), once per
     allocation."""
@@ -381,8 +466,11 @@ def whole_free_nodes(state: ClusterState) -> int:
     return hit
 
 
-def _aligned_total(c: Cluster, counts: list[int], tp: int) -> int:
-    """GPUs usable in whole TP groups over nodes with these available counts."""
+def _aligned_total(c: Cluster, counts: list[int], tp: int, segment: int = 0) -> int:
+    """GPUs usable in whole TP groups (in whole segments, with `segment`) over nodes with these
+    available counts."""
+    if segment:
+        return segment_total(c, usable_per_node(c, counts, tp), segment)
     if c.num_domains and c.spans(tp):
         return sum(usable_per_node(c, counts, tp))
     return sum([f // tp * tp for f in counts])
@@ -423,8 +511,9 @@ def _place_over_victims(state: ClusterState, j: int, pool: np.ndarray, order, ru
     node; then the topology rule over those GPUs, keeping the victims whose GPUs it uses."""
     c = state.cluster
     need, tp, mem = int(state.num_gpus[j]), int(state.tp_degree[j]), float(state.mem_per_gpu_gb[j])
+    segment = state.segment_of(j)
     counts = list(_eligible(c, free_view(state)[0], mem))  # per node: free GPUs, then also the victims'
-    if _aligned_total(c, counts, tp) >= need:
+    if _aligned_total(c, counts, tp, segment) >= need:
         return None
     if not len(pool):
         return None
@@ -439,21 +528,23 @@ def _place_over_victims(state: ClusterState, j: int, pool: np.ndarray, order, ru
     # The outcome depends on the allocation and the ranked pool alone: kept until the allocation changes.
     memo = per_alloc(state).setdefault("victims", {})
     key = (need, tp, mem, pool[ranked].tobytes())
+    if segment:
+        key += (segment,)
     hit = memo.get(key, False)
     if hit is False:
-        hit = memo[key] = _greedy_victims(state, need, tp, mem, counts, pool, useful, ranked, rule)
+        hit = memo[key] = _greedy_victims(state, need, tp, mem, counts, pool, useful, ranked, rule, segment)
     return hit
 
 
 def _greedy_victims(state: ClusterState, need: int, tp: int, mem: float, counts: list[int], pool: np.ndarray,
-                    useful: np.ndarray, ranked: np.ndarray, rule: int) -> tuple[np.ndarray, tuple[int, ...]] | None:
+                    useful: np.ndarray, ranked: np.ndarray, rule: int, segment: int = 0) -> tuple[np.ndarray, tuple[int, ...]] | None:
     """`_place_over_victims` past the ranking: victims in `ranked` order until the gang fits,
     then the topology rule over their GPUs and the free ones."""
     c = state.cluster
     memory = c.node_lists.memory_gb
     chosen: list[int] = []
     for i in ranked.tolist():
-        if _aligned_total(c, counts, tp) >= need:
+        if _aligned_total(c, counts, tp, segment) >= need:
             break
         if useful[i] > 0:
             v = int(pool[i])
@@ -462,12 +553,12 @@ def _greedy_victims(state: ClusterState, need: int, tp: int, mem: float, counts:
             for n, k in zip(p.nodes.tolist(), p.gpus_on_node.tolist()):
                 if memory[n] >= mem:
                     counts[n] += k
-    if _aligned_total(c, counts, tp) < need:
+    if _aligned_total(c, counts, tp, segment) < need:
         return None
     avail = state.free_mask.copy()
     for v in chosen:
         avail[state.placement[v]] = True
-    gpus = place(state, need, tp, mem, rule, avail)
+    gpus = place(state, need, tp, mem, rule, avail, segment)
     if gpus is None:
         return None
     used = np.zeros(c.num_gpus, dtype=bool)

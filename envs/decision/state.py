@@ -29,6 +29,7 @@ The plain-data form (what `from_dict` reads and `to_dict` writes)::
       "id": "any string or int",              # unique
       "num_gpus": 8,                          # gang size (all at once or none)
       "tp_degree": 8,                         # TP group size; divides num_gpus
+      "segment_gpus": 0,                      # GPUs per segment, each inside one block (default 0: none)
       "mem_per_gpu_gb": 40.0,
       "kind": "pretrain|finetune|inference|batch",
       "priority": "low|normal|high",          # or 0, 1, 2
@@ -65,7 +66,7 @@ import numpy as np
 
 from envs.core import jit as _jit
 from envs.core import kernels as _kernels
-from envs.jobs import JOB_KIND_BY_NAME, JOB_KIND_NAMES, PRIORITY_BY_NAME, PRIORITY_HIGH, PRIORITY_NAMES, JobKind
+from envs.jobs import JOB_KIND_BY_NAME, JOB_KIND_NAMES, PRIORITY_BY_NAME, PRIORITY_HIGH, PRIORITY_NAMES, JobKind, segment_problem
 from envs.cluster.speed import (
     PlacementProfile,
     SpeedModel,
@@ -176,6 +177,7 @@ class ClusterState:
         "checkpoint_end_s",  # float64, s: when a checkpointing job frees its GPUs (inf otherwise)
         "rate",  # float64, reference-s of work per s of a running job under the speed model (0 otherwise)
         "job_lists",  # JobLists: num_gpus ... tp_comm_share of every job as Python lists (single-job reads)
+        "segment_gpus",  # (m,) int64 GPUs per segment, 0 none (Job.segment_gpus); None: no job asks for segments
         # live sets
         "queue",  # (q,) int64 queued job indices in FIFO order
         "queue_by_remaining_ids",  # (q,) int64 queued job indices by remaining estimate (shortest first), ties by enqueue_seq
@@ -252,6 +254,16 @@ class ClusterState:
             t = min(t, float(self.checkpoint_end_s[self.checkpointing].min()))
         return t
 
+    def segment_of(self, j: int) -> int:
+        """Job `j`'s GPUs per segment (Job.segment_gpus), 0 when it asks for none."""
+        return 0 if self.segment_gpus is None else int(self.segment_gpus[j])
+
+    @property
+    def has_segments(self) -> bool:
+        """Some job of the state asks for segments: the window's counts then take the reference,
+        whose counts know segments (the compiled kernels' do not)."""
+        return self.segment_gpus is not None and bool(self.segment_gpus.any())
+
     def name_of(self, index: int):
         """The external id of job `index`."""
         return index if self.names is None else self.names[index]
@@ -274,6 +286,8 @@ class ClusterState:
                 "attained_gpu_s": float(self.attained_gpu_s[j]), "preemptions": int(self.preemptions[j]),
                 "needs_restore": bool(self.needs_restore[j]),
             }
+            if self.segment_gpus is not None and self.segment_gpus[j]:
+                d["segment_gpus"] = int(self.segment_gpus[j])
             if section in ("queued", "reserved"):
                 d["queued_since_s"] = float(self.queued_since_s[j])
             if section != "queued":
@@ -333,6 +347,10 @@ class ClusterState:
                       queued_gpus=int(fields["num_gpus"][queue].sum()),
                       queued_high_priority=int((fields["priority"][queue] == PRIORITY_HIGH).sum()), derived=None,
                       version=0, alloc_version=0, num_restores_owed=int(fields["needs_restore"].sum()))
+        if self.segment_gpus is not None or one.segment_gpus is not None:  # segment requests: 0 for the jobs without
+            mine = self.segment_gpus if self.segment_gpus is not None else np.zeros(len(self.num_gpus), dtype=np.int64)
+            new = one.segment_gpus if one.segment_gpus is not None else np.zeros(1, dtype=np.int64)
+            fields["segment_gpus"] = np.concatenate([mine[:p], new, mine[p:]])
         fields["job_lists"] = JobLists.of_arrays(fields)
         return ClusterState(**fields)
 
@@ -394,6 +412,7 @@ _JOB_KEYS = {
     "id", "num_gpus", "tp_degree", "mem_per_gpu_gb", "kind", "priority", "preemptible", "comm_fraction",
     "tp_comm_share", "estimate_s", "work_done_s", "checkpoint_s", "restore_s", "arrival_s", "wait_s",
     "queued_since_s", "attained_gpu_s", "preemptions", "needs_restore", "gpus", "restore_left_s", "checkpoint_end_s",
+    "segment_gpus",
 }
 _SECTION_KEYS = {"running": {"gpus", "restore_left_s"}, "checkpointing": {"gpus", "checkpoint_end_s"},
                  "reserved": {"gpus", "queued_since_s"}, "queued": {"queued_since_s"}}
@@ -459,6 +478,10 @@ def _from_dict_reference(data: Any, cluster: Cluster, model: SpeedModel, max_che
             row["tp_degree"] = tp = _number(d, "tp_degree", path, default=1, minimum=1, integer=True)
             if n % tp:
                 _fail(f"{path}.tp_degree", f"{tp} must divide num_gpus ({n})")
+            row["segment_gpus"] = segment = _number(d, "segment_gpus", path, default=0, integer=True)
+            problem = segment_problem(n, tp, segment)
+            if problem:
+                _fail(f"{path}.segment_gpus", f"{segment} {problem}")
             row["mem_per_gpu_gb"] = mem = _number(d, "mem_per_gpu_gb", path, default=1.0, minimum=0.0)
             row["kind"] = _choice(d, "kind", path, JOB_KIND_BY_NAME, "finetune")
             row["priority"] = _choice(d, "priority", path, PRIORITY_BY_NAME, "normal")
@@ -497,6 +520,10 @@ def _from_dict_reference(data: Any, cluster: Cluster, model: SpeedModel, max_che
                 short = [g for g in gpu_ids if gpu_memory[g] < mem]
                 if short:
                     _fail(f"{path}.gpus", f"GPU {short[0]} has {gpu_memory[short[0]]:g} GB, the job needs {mem:g} GB per GPU")
+                straddles = cluster.segment_straddles(gpu_ids, segment) if segment else None
+                if straddles is not None:
+                    _fail(f"{path}.gpus", f"segment {straddles} (GPUs {gpu_ids[straddles * segment:(straddles + 1) * segment]}) is not "
+                                          f"inside one block (segment_gpus {segment})")
                 if tp > 1:
                     spanning = set(cluster.spanning_domains(tp)) if cluster.num_domains else set()
                     for k in range(0, n, tp):
@@ -592,9 +619,10 @@ def _assemble(cluster, model, now, rows, sections, owner, reserved_for, times, r
     remaining = remaining_estimate_s(estimate, done, restore_s, needs, queue, any_restore).tolist() if len(queue) else []
     by_remaining_ids = _by_remaining(remaining, queue)
     job_lists = JobLists({name: [r[name] for r in rows] for name in JOB_LIST_FIELDS})
+    segment_gpus = col("segment_gpus", np.int64)
     return ClusterState(
         cluster=cluster, speed_model=model, now=now, version=0, alloc_version=0, names=[r["id"] for r in rows],
-        job_lists=job_lists,
+        job_lists=job_lists, segment_gpus=segment_gpus if segment_gpus.any() else None,
         num_gpus=num_gpus, tp_degree=tp, mem_per_gpu_gb=col("mem_per_gpu_gb"), kind=kind, priority=prio,
         preemptible=preemptible, comm_fraction=comm, tp_comm_share=tp_share, estimate_s=estimate, work_done_s=done,
         requested_gpu_s=num_gpus * estimate, checkpoint_s=col("checkpoint_s"), restore_s=restore_s, needs_restore=needs,
@@ -706,6 +734,8 @@ def _bulk(data: Any, cluster: Cluster, model: SpeedModel, max_checkpoint_s: floa
         if type(items) is not list:
             raise _NotPlain
         if items and (set(map(type, items)) != _DICT_TYPES or not set().union(*items) <= _SECTION_JOB_KEYS[section]):
+            raise _NotPlain
+        if any("segment_gpus" in d for d in items):  # segment requests: the reference reads them
             raise _NotPlain
         jobs += items
         bounds.append(len(jobs))

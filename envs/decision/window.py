@@ -26,6 +26,7 @@ from envs.core import jit as _jit
 from envs.core import kernels as _kernels
 from envs.decision.cache import job_table, memo_of, per_alloc, per_jobs, per_state
 from envs.decision.las import LAS_THRESHOLDS, NUM_LAS_QUEUES, STARVATION_FACTOR, las_queue
+from envs.decision.placement import segment_total, usable_per_node
 from envs.decision.state import ClusterState
 from envs.jobs import PRIORITY_HIGH, PRIORITY_NORMAL
 
@@ -46,7 +47,8 @@ class _Classes:
     degree, memory level and priority, and `index` (what `class_fits` looks up) for the current
     class count. `levels` are the cluster's distinct GPU memory sizes."""
 
-    __slots__ = ("ids", "of_shape", "need", "tp", "level", "priority", "index", "index_for", "levels", "spanning")
+    __slots__ = ("ids", "of_shape", "need", "tp", "level", "priority", "index", "index_for", "levels", "spanning",
+                 "segment", "segmented")
 
     def __init__(self, levels: list[float]):
         self.levels = levels
@@ -59,6 +61,8 @@ class _Classes:
         self.index: tuple | None = None
         self.index_for = -1  # the class count `index` was made for
         self.spanning: list[tuple[int, int]] = []  # (column, TP degree) of the index's TP degrees whose groups span trays
+        self.segment: list[int] = []  # GPUs per segment (0: none); a class asking for segments is a class of its own
+        self.segmented: list[tuple[int, int, int]] = []  # (column, TP degree, GPUs per segment) of the index's segment columns
 
 
 def _memory_levels(state: ClusterState) -> tuple[np.ndarray, np.ndarray]:
@@ -93,13 +97,15 @@ def _class_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
     lists = state.job_lists
     of_shape = cls.of_shape
     out = np.empty(hi - lo, dtype=np.int64)
-    for i, shape in enumerate(zip(lists.num_gpus[lo:hi], lists.tp_degree[lo:hi], lists.mem_per_gpu_gb[lo:hi],
-                                  lists.priority[lo:hi])):
+    shapes = zip(lists.num_gpus[lo:hi], lists.tp_degree[lo:hi], lists.mem_per_gpu_gb[lo:hi], lists.priority[lo:hi])
+    if state.has_segments:  # a job asking for segments has the shape (GPUs, TP, GB, priority, GPUs per segment)
+        shapes = (shape + (seg,) if seg else shape for shape, seg in zip(shapes, state.segment_gpus[lo:hi].tolist()))
+    for i, shape in enumerate(shapes):
         k = of_shape.get(shape)
         if k is None:  # the memory asked, as the smallest level that holds it
             levels = cls.levels  # the smallest level that holds it; above every level: inf, no node has it
             at = bisect.bisect_left(levels, shape[2])
-            key = (shape[0], shape[1], levels[at] if at < len(levels) else math.inf, shape[3])
+            key = (shape[0], shape[1], levels[at] if at < len(levels) else math.inf, *shape[3:])
             k = cls.ids.get(key)
             if k is None:
                 k = cls.ids[key] = len(cls.need)
@@ -107,6 +113,7 @@ def _class_rows(state: ClusterState, lo: int, hi: int) -> np.ndarray:
                 cls.tp.append(key[1])
                 cls.level.append(key[2])
                 cls.priority.append(key[3])
+                cls.segment.append(key[4] if len(key) > 4 else 0)
             of_shape[shape] = k
         out[i] = k
     return out
@@ -128,7 +135,16 @@ def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
         node_memory, levels = _memory_levels(state)
         levels = np.append(levels, np.inf)  # a last level no node has: classes asking more memory than any GPU
         need, tps, mems, prios = (np.array(x) for x in (cls.need, cls.tp, cls.level, cls.priority))
-        tp_values, tp_of = np.unique(tps, return_inverse=True)
+        if any(cls.segment):  # a column per (TP degree, GPUs per segment): segment columns are counted apart
+            pairs = sorted(set(zip(cls.tp, cls.segment)))
+            column = {p: i for i, p in enumerate(pairs)}
+            tp_values = np.array([p[0] for p in pairs], dtype=tps.dtype)
+            tp_of = np.array([column[p] for p in zip(cls.tp, cls.segment)], dtype=np.int64)
+            cls.segmented = [(i, tp, seg) for i, (tp, seg) in enumerate(pairs) if seg]
+        else:
+            tp_values, tp_of = np.unique(tps, return_inverse=True)
+            cls.segmented = []
+        segment_columns = {col for col, _, _ in cls.segmented}
         on_level = (node_memory[None, :] >= levels[:, None]).astype(np.int64)
         counts = np.arange(int(state.cluster.node_gpus.max()) + 1)
         by_free = aligned(counts[:, None], tp_values[None, :])
@@ -137,7 +153,8 @@ def _class_index(state: ClusterState) -> tuple[np.ndarray, ...]:
         cell = np.searchsorted(levels, mems) * len(tp_values) + tp_of.reshape(-1)
         positions = np.concatenate([cell, prios.astype(np.int64) * len(levels) * len(tp_values) + cell]).astype(np.int64)
         c = state.cluster
-        cls.spanning = [(i, int(t)) for i, t in enumerate(tp_values.tolist()) if c.num_domains and c.spans(int(t))]
+        cls.spanning = [(i, int(t)) for i, t in enumerate(tp_values.tolist())
+                        if c.num_domains and c.spans(int(t)) and i not in segment_columns]
         span_rows, span_level = [], []
         for col, tp in cls.spanning:
             for d in c.spanning_domains(tp):
@@ -179,6 +196,21 @@ def _spanning_totals(state: ClusterState, counts: np.ndarray) -> np.ndarray:
         out[:, :, col] = (whole // trays * spanning) @ on_level[:, first].T
     return out
 
+
+
+def _segment_totals(state: ClusterState, counts: np.ndarray, totals: np.ndarray) -> None:
+    """Set the segment columns of `totals` (rows, levels, columns; see `_spanning_totals`) for
+    per-node available counts `counts` (rows, nodes): per memory level, the GPUs usable in
+    whole TP groups on the nodes of that level (`envs.decision.placement.usable_per_node`), per block
+    rounded down to whole segments (`envs.decision.placement.segment_total`). The reference path only:
+    the compiled kernels do not count segments (episodes with segments take the reference)."""
+    c = state.cluster
+    on_level = _class_index(state)[1].astype(bool)
+    for col, tp, seg in _classes(state).segmented:
+        for r, row in enumerate(counts.tolist()):
+            for lv, on in enumerate(on_level.tolist()):
+                usable = usable_per_node(c, [f if o else 0 for f, o in zip(row, on)], tp)
+                totals[r, lv, col] = segment_total(c, usable, seg)
 
 
 def shape_classes(state: ClusterState, shapes: list[tuple]) -> tuple[np.ndarray, tuple] | None:
@@ -224,7 +256,7 @@ def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     # free alone): per node from a lookup by that count, summed over the nodes of each level;
     # plus, per NVLink domain where a TP degree spans trays, its fully available trays in whole
     # groups of trays.
-    if _jit.ENABLED:
+    if _jit.ENABLED and not state.has_segments:
         rows = _kernels.class_fits(state.node_free, state.node_preemptible, *index)
         cache["class_fits"] = hit = (rows[0], rows[1], rows[2], len(state.num_gpus))
         return hit
@@ -232,6 +264,8 @@ def class_fits(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     totals = on_level @ by_free[counts]  # (priorities, levels, TP degrees), read per class
     if _spanning(state):
         totals += _spanning_totals(state, counts)
+    if _classes(state).segmented:
+        _segment_totals(state, counts, totals)
     fits = need <= totals.take(positions)
     fits_aligned = fits[:n_classes]
     fits_preempt = fits[n_classes:] & ~fits_aligned
@@ -352,7 +386,7 @@ def _las_totals(state: ClusterState) -> np.ndarray | None:
         return cache["las_totals"]
     totals = None
     held = _preemptible_gpus(state)
-    if held is not None and _jit.ENABLED:
+    if held is not None and _jit.ENABLED and not state.has_segments:
         owner, node = held
         class_fits(state)  # every job's class is registered: the class index below is final for this state
         index = _class_index(state)
@@ -374,6 +408,8 @@ def _las_totals(state: ClusterState) -> np.ndarray | None:
             totals = on_level @ by_free[counts]
             if _spanning(state):
                 totals += _spanning_totals(state, counts)
+            if _classes(state).segmented:
+                _segment_totals(state, counts, totals)
             totals = totals.reshape(len(counts), -1)
     cache["las_totals"] = totals
     return totals

@@ -47,7 +47,8 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
     the mask, never which moments are decisions. `features`: see `candidates_now`.
 
     On the compiled path the events between decisions run in one compiled call
-    (Simulator.run_events) while no job checkpoints or is reserved, with the same test."""
+    (Simulator.run_events) while no job checkpoints or is reserved and no job of the workload
+    asks for segments (the compiled event loop does not count them; the native core does)."""
     compiled = _jit.ENABLED
     while not sim.done:
         if sim.queue_len:
@@ -58,7 +59,7 @@ def advance_to_decision(sim: Simulator, queue_window: int, until: float | None =
                 placeable = can_place(state) if preempt_las else any_feasible(state)
             if placeable:
                 return candidates_now(sim, queue_window, preempt_las, wait_guard, features)
-        if compiled and not sim.checkpointing and not sim.reserved:
+        if compiled and not sim.checkpointing and not sim.reserved and not sim.has_segments:
             state = sim.decision_state()
             job_classes(state)  # arrivals since the last decision registered: else their shapes stop run_events each time
             classes = shape_classes(state, sim.job_shapes()[1])
@@ -82,7 +83,7 @@ def decide(sim: Simulator, cset: CandidateSet, action: int, queue_window: int, u
     and the action starts a job without preempting, the start and the events that follow it are
     one compiled call (Simulator.start_and_run); so are a WAIT without `until` (its event is
     the first the call processes) and the events after it (Simulator.run_events)."""
-    if _jit.ENABLED and not sim.checkpointing and not sim.reserved \
+    if _jit.ENABLED and not sim.checkpointing and not sim.reserved and not sim.has_segments \
             and 0 <= action < len(cset.candidates) and cset.mask[action]:
         cd = cset.candidates[action]
         wait = cd.rule == -1

@@ -171,15 +171,16 @@ class _JobShapes:
         return out
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The shapes as arrays by field (shape_gpus, shape_tp, shape_mem, shape_priority), remade
-        when a shape is added (the native rollout reads them)."""
+        """The shapes as arrays by field (shape_gpus, shape_tp, shape_mem, shape_priority,
+        shape_segment), remade when a shape is added (the native rollout reads them)."""
         if self._columns is None or self._columns[0] != len(self.shapes):
             shapes = self.shapes
             self._columns = (len(shapes), {
                 "shape_gpus": np.array([x[0] for x in shapes], dtype=np.int64),
                 "shape_tp": np.array([x[1] for x in shapes], dtype=np.int64),
                 "shape_mem": np.array([x[2] for x in shapes], dtype=float),
-                "shape_priority": np.array([x[3] for x in shapes], dtype=np.int64)})
+                "shape_priority": np.array([x[3] for x in shapes], dtype=np.int64),
+                "shape_segment": _shape_segments(shapes)})
         return self._columns[1]
 
     def of(self, sim: Simulator) -> tuple[np.ndarray, list[tuple]]:
@@ -189,8 +190,11 @@ class _JobShapes:
             ids[: self.made] = self.ids[: self.made]
             shapes, index = self.shapes, self.index
             lo = self.made
-            for k, shape in enumerate(zip(sim.gpus_req[lo:].tolist(), sim.tp_degree[lo:].tolist(),
-                                          sim.mem_req[lo:].tolist(), sim.priority[lo:].tolist()), lo):
+            shapes_now = zip(sim.gpus_req[lo:].tolist(), sim.tp_degree[lo:].tolist(), sim.mem_req[lo:].tolist(),
+                             sim.priority[lo:].tolist())
+            if sim.has_segments:  # a job asking for segments: (GPUs, TP, GB, priority, GPUs per segment)
+                shapes_now = (x + (g,) if g else x for x, g in zip(shapes_now, sim.segment_gpus[lo:].tolist()))
+            for k, shape in enumerate(shapes_now, lo):
                 i = index.get(shape)
                 if i is None:
                     i = index[shape] = len(shapes)
@@ -201,9 +205,16 @@ class _JobShapes:
 
 
 def _shapes_of(arrays: dict[str, np.ndarray]) -> list[tuple]:
-    """Each job's shape, (GPUs, TP degree, GB per GPU asked, priority), from its `_job_arrays`."""
-    return list(zip(arrays["gpus_req"].tolist(), arrays["tp_degree"].tolist(), arrays["mem_req"].tolist(),
-                    arrays["priority"].tolist()))
+    """Each job's shape, (GPUs, TP degree, GB per GPU asked, priority), with its GPUs per segment
+    added when it asks for segments, from its `_job_arrays`."""
+    shapes = zip(arrays["gpus_req"].tolist(), arrays["tp_degree"].tolist(), arrays["mem_req"].tolist(),
+                 arrays["priority"].tolist())
+    return [x + (g,) if g else x for x, g in zip(shapes, arrays["segment_gpus"].tolist())]
+
+
+def _shape_segments(shapes: list[tuple]) -> np.ndarray:
+    """Each shape's GPUs per segment (its fifth field; 0 for a shape of four)."""
+    return np.array([x[4] if len(x) > 4 else 0 for x in shapes], dtype=np.int64)
 
 
 def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
@@ -242,6 +253,7 @@ def _job_arrays(jobs: list[Job], config: SimConfig) -> dict[str, np.ndarray]:
     a["attained_gpu_s"] = np.zeros(n)  # GPU-seconds received (Tiresias' attained service)
     a["preemptions"] = np.zeros(n, dtype=np.int64)
     a["needs_restore"] = np.zeros(n, dtype=bool)
+    a["segment_gpus"] = np.array([j.segment_gpus for j in jobs], dtype=np.int64)
     return a
 
 
@@ -252,7 +264,7 @@ JOB_ARRAYS: tuple[str, ...] = tuple(_job_arrays([], SimConfig()))
 _LAS_THRESHOLDS = list(LAS_QUEUE_THRESHOLDS_GPU_S)  # envs.core's las_thresholds
 NATIVE_REPLAY_POLICIES = {"sect": 0, "binpack": 1, "spread": 2, "topology": 3, "sjf": 4}
 
-_ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "checkpoint_s", "checkpoint_end", "preemptions", "work_total", "mem_req", "comm_fraction", "tp_comm_share",
+_ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "checkpoint_s", "checkpoint_end", "preemptions", "work_total", "mem_req", "comm_fraction", "tp_comm_share", "segment_gpus",
                        "gpus_req", "tp_degree", "priority", "kind", "preemptible", "work_done", "queued_since", "end",
                        "work_left", "rate", "overhead_left", "attained_gpu_s", "run_s", "interference_loss_s",
                        "interference", "wait_s", "first_start", "needs_restore", "state")
@@ -299,6 +311,8 @@ class Simulator:
         # Per job, indexed by id: (n,) arrays (see _job_arrays).
         for name, a in _job_arrays(jobs, self.config).items():
             setattr(self, name, a)
+        # Some job asks for segments (Job.segment_gpus): the compiled event loop does not count them
+        self.has_segments = bool(self.segment_gpus.any())
         self._num_needs_restore = 0  # needs_restore.sum()
         self.placement: dict[int, np.ndarray] = {}
         self.profiles: dict[int, PlacementProfile] = {}
@@ -517,6 +531,7 @@ class Simulator:
             s.attained_gpu_s, s.preemptions, s.enqueue_seq = self.attained_gpu_s[:n], self.preemptions[:n], self.job_queue.enqueue_seq[:n]
             s.restore_left_s, s.checkpoint_end_s, s.rate = self.overhead_left[:n], self.checkpoint_end[:n], self.rate[:n]
             s.arrival_times_s, s.arrival_requested_gpu_s = s.arrival_s, s.requested_gpu_s
+            s.segment_gpus = self.segment_gpus[:n] if self.has_segments else None
         q, ledger = self.job_queue, self.ledger
         s.now, s.version, s.alloc_version = self.now, self.version, ledger.alloc_version
         s.queue = q.ids[: q.length]
@@ -549,6 +564,12 @@ class Simulator:
             mem_ok = self._mem_ok[mem] = ~(self.cluster.gpu_memory_gb < mem)
         if not all(mem_ok[gpus].tolist()):
             raise SchedulingError(f"job {job_id} needs {self.mem_req[job_id]:g} GB per GPU")
+        segment = self.segment_gpus.item(job_id)
+        if segment:
+            straddles = self.cluster.segment_straddles(gpus, segment)
+            if straddles is not None:
+                raise SchedulingError(f"job {job_id}: segment {straddles} (GPUs {gpus[straddles * segment:(straddles + 1) * segment].tolist()}) "
+                                      f"is not inside one block (segment_gpus {segment})")
 
     def start(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None = None) -> None:
         """Start a queued job on free GPUs now (gang rule: all of them at once). `profile`, when
@@ -715,6 +736,7 @@ class Simulator:
             for name in JOB_ARRAYS:
                 setattr(f, name, np.concatenate((getattr(self, name)[:arrived], tails[name])))
             f.jobs = new_jobs
+        f.has_segments = self.has_segments if future_jobs is None else bool(f.segment_gpus.any())
         if work:
             if new_jobs is None:
                 new_jobs = f.jobs
@@ -798,8 +820,9 @@ class Simulator:
         stop test is the decision loop's `can_place` instead of `any_feasible`: a queued job that
         only preempt-las places stops it too. Only on the compiled path, and only with no job
         checkpointing or reserved (ValueError)."""
-        if not _jit.ENABLED or self.checkpointing or self.reserved:
-            raise ValueError("run_events needs the compiled path and no job checkpointing or reserved")
+        if not _jit.ENABLED or self.checkpointing or self.reserved or self.has_segments:
+            raise ValueError("run_events needs the compiled path, no job checkpointing or reserved and no segment "
+                             "request in the workload (the compiled event loop does not count segments)")
         return self._run_events(class_of_shape, class_index, until, test_first, las, -1, _NO_GPUS)
 
     def start_and_run(self, job_id: int, gpus: np.ndarray, profile: PlacementProfile | None, class_of_shape: np.ndarray,
@@ -809,8 +832,9 @@ class Simulator:
         load, GPU, power and rate bookkeeping in the call (envs.core.kernels._launch_job), the same
         operations in the same order as the two calls. Returns run_events' stop reason. The same
         conditions as run_events (ValueError); SchedulingError as `start`."""
-        if not _jit.ENABLED or self.checkpointing or self.reserved:
-            raise ValueError("start_and_run needs the compiled path and no job checkpointing or reserved")
+        if not _jit.ENABLED or self.checkpointing or self.reserved or self.has_segments:
+            raise ValueError("start_and_run needs the compiled path, no job checkpointing or reserved and no segment "
+                             "request in the workload (the compiled event loop does not count segments)")
         gpus = np.asarray(gpus, dtype=np.int64)
         self._check_placement(job_id, gpus, self.ledger.free_mask)
         self.wait_s[job_id] += self.now - self.queued_since[job_id]
@@ -1008,7 +1032,8 @@ class Simulator:
                 columns = {"shape_gpus": np.concatenate((columns["shape_gpus"], [x[0] for x in new])),
                            "shape_tp": np.concatenate((columns["shape_tp"], [x[1] for x in new])),
                            "shape_mem": np.concatenate((columns["shape_mem"], [x[2] for x in new])),
-                           "shape_priority": np.concatenate((columns["shape_priority"], [x[3] for x in new]))}
+                           "shape_priority": np.concatenate((columns["shape_priority"], [x[3] for x in new])),
+                           "shape_segment": np.concatenate((columns["shape_segment"], _shape_segments(new)))}
             arrays.update(columns)
             arrays["shape_id"] = np.concatenate((ids[:arrived], tail_ids))
             q = self.job_queue

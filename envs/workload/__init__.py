@@ -9,5 +9,6 @@
 
 Contract: a workload is a list of `envs.jobs.Job` sorted by arrival, the same for the same spec,
 cluster and seed. It holds each job's true work (the simulator's) beside its estimate (what a
-scheduler sees); nothing here imports the decision layer, the simulator or the envs.
+scheduler sees); nothing here imports the simulator or the envs, and of the decision layer only
+the placement rules' counts (whether a job asking for segments can ever fit).
 """

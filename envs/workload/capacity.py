@@ -8,6 +8,7 @@ arrivals to a target load); it imports neither, so they need not import each oth
 from __future__ import annotations
 
 from envs.cluster.topology import Cluster
+from envs.decision.placement import segment_total, usable_per_node
 from envs.jobs import Job
 
 
@@ -32,6 +33,16 @@ def offered_load(jobs: list[Job], cluster: Cluster) -> float:
 
 
 def job_fits_cluster(job: Job, cluster: Cluster) -> bool:
-    """Whether the job could ever run on the empty cluster (enough GPUs with enough memory)."""
+    """Whether the job could ever run on the empty cluster (enough GPUs with enough memory; for
+    a job asking for segments, enough whole segments inside blocks, `segment_capacity`)."""
     eligible = cluster.gpu_memory_gb >= job.mem_per_gpu_gb
+    if job.segment_gpus:
+        return segment_capacity(cluster, job.tp_degree, job.segment_gpus, job.mem_per_gpu_gb) >= job.gpus
     return int(eligible.sum()) >= job.gpus
+
+
+def segment_capacity(cluster: Cluster, tp_degree: int, segment_gpus: int, mem_per_gpu_gb: float) -> int:
+    """GPUs of the empty cluster usable in whole segments of `segment_gpus` (each inside one
+    block, in whole TP groups of `tp_degree`) by a job needing `mem_per_gpu_gb` per GPU."""
+    free = [g if m >= mem_per_gpu_gb else 0 for g, m in zip(cluster.node_lists.gpus, cluster.node_lists.memory_gb)]
+    return segment_total(cluster, usable_per_node(cluster, free, tp_degree), segment_gpus)

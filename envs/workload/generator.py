@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.workload.capacity import capacity_ref_gpus, job_fits_cluster, offered_load  # noqa: F401  (the last two re-exported)
+from envs.workload.capacity import capacity_ref_gpus, job_fits_cluster, offered_load, segment_capacity  # noqa: F401  (two re-exported)
 from envs.cluster.config import ConfigError, Fields, read_yaml, resolve_config
 from envs.cluster.topology import Cluster
-from envs.jobs import JOB_KIND_BY_NAME, PRIORITY_BY_NAME, Job, JobKind
+from envs.jobs import JOB_KIND_BY_NAME, PRIORITY_BY_NAME, Job, JobKind, segment_problem
 from envs.workload.traces import workload_from_trace
 
 
@@ -46,6 +46,7 @@ class KindProfile:
     checkpoint_s: float
     restore_s: float
     tenants: tuple[str, ...] = ("default",)
+    segment_gpus: int = 0  # GPUs per segment for the kind's gangs larger than it (Job.segment_gpus); 0 none
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ def generate(spec: WorkloadSpec, cluster: Cluster, seed: int) -> list[Job]:
         preemptible = random() < p.preemptible
         # integers(1) draws no bits (a range of one value), so one tenant needs no call.
         tenant = str(p.tenants[rng.integers(len(p.tenants))] if len(p.tenants) > 1 else p.tenants[0])
+        extra = {"segment_gpus": p.segment_gpus} if 0 < p.segment_gpus < gpus else {}  # no draw: the stream is unchanged
         drafts.append(
             dict(
                 kind=kind,
@@ -156,6 +158,7 @@ def generate(spec: WorkloadSpec, cluster: Cluster, seed: int) -> list[Job]:
                 checkpoint_s=p.checkpoint_s,
                 restore_s=p.restore_s,
                 tenant=tenant,
+                **extra,
             )
         )
     unit_times = _arrival_times(spec, rng)
@@ -178,6 +181,16 @@ def generate(spec: WorkloadSpec, cluster: Cluster, seed: int) -> list[Job]:
                 f"a {j.gpus}-GPU job needing {j.mem_per_gpu_gb:g} GB per GPU can never fit cluster "
                 f"'{cluster.name}' ({eligible[j.mem_per_gpu_gb]} eligible GPUs)",
             )
+        if j.segment_gpus:
+            key = (j.tp_degree, j.segment_gpus, j.mem_per_gpu_gb)
+            if key not in eligible:
+                eligible[key] = segment_capacity(cluster, *key)
+            if eligible[key] < j.gpus:
+                raise ConfigError(
+                    spec.source, f"kinds.{j.kind.name.lower()}.segment_gpus",
+                    f"a {j.gpus}-GPU job in segments of {j.segment_gpus} GPUs can never fit cluster '{cluster.name}' "
+                    f"({eligible[key]} GPUs in whole segments inside its blocks)",
+                )
     return jobs
 
 
@@ -218,6 +231,7 @@ def _dist(f: Fields, key: str, default, cast, names: dict | None = None) -> dict
 _KIND_KEYS = {
     "share", "gpus", "tp_max", "work_median_s", "work_sigma", "work_min_s", "work_max_s", "comm_fraction",
     "tp_comm_share", "mem_per_gpu_gb", "mem_per_gpu_gb_tp", "priority", "preemptible", "checkpoint_s", "restore_s", "tenants",
+    "segment_gpus",
 }
 
 
@@ -229,10 +243,17 @@ def _kind_profile(f: Fields) -> KindProfile:
     work_min = f.get("work_min_s", float, 60.0, min_value=1.0)
     work_max = f.get("work_max_s", float, 7 * 86400.0, min_value=work_min)
     preemptible = f.get("preemptible", (bool, float), True)
+    tp_max = f.get("tp_max", int, 1, min_value=1)
+    segment = f.get("segment_gpus", int, 0, min_value=0)
+    for g in sorted(gpus):
+        if segment and g > segment:  # a gang within one segment is left alone, as Slurm's --segment does
+            problem = segment_problem(g, min(g, tp_max), segment)
+            if problem:
+                raise f.error("segment_gpus", f"{segment} {problem}, for the kind's {g}-GPU gangs")
     return KindProfile(
         share=f.get("share", float, min_value=0.0),
         gpus=gpus,
-        tp_max=f.get("tp_max", int, 1, min_value=1),
+        tp_max=tp_max,
         work_median_s=f.get("work_median_s", float, min_value=1.0),
         work_sigma=f.get("work_sigma", float, 0.8, min_value=0.0),
         work_min_s=work_min,
@@ -246,6 +267,7 @@ def _kind_profile(f: Fields) -> KindProfile:
         checkpoint_s=f.get("checkpoint_s", float, 30.0, min_value=0.0),
         restore_s=f.get("restore_s", float, 60.0, min_value=0.0),
         tenants=tuple(f.get("tenants", list, ["default"])),
+        segment_gpus=segment,
     )
 
 
@@ -303,6 +325,15 @@ def check_workload_fits(spec: WorkloadSpec, cluster: Cluster) -> None:
                     f"a {max(too_big)}-GPU job needing {mem:g} GB per GPU can never fit cluster '{cluster.name}' "
                     f"({eligible} GPUs with enough memory)",
                 )
+            for g in sorted(p.gpus):
+                if 0 < p.segment_gpus < g and g <= eligible:
+                    room = segment_capacity(cluster, min(g, p.tp_max), p.segment_gpus, mem)
+                    if room < g:
+                        raise ConfigError(
+                            spec.source, f"kinds.{name}.segment_gpus",
+                            f"a {g}-GPU job in segments of {p.segment_gpus} GPUs needing {mem:g} GB per GPU can never fit "
+                            f"cluster '{cluster.name}' ({room} GPUs in whole segments inside its blocks)",
+                        )
 
 
 def load_workload_spec(name_or_path: str | Path | WorkloadSpec) -> WorkloadSpec:

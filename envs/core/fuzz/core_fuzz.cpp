@@ -27,6 +27,7 @@ namespace {
 int failures = 0;
 uint64_t domain_checks = 0;  // placements checked to stay inside one NVLink domain
 uint64_t spanning_placements = 0;  // placements with TP groups on whole trays of a domain
+uint64_t segment_placements = 0;  // placements of gangs in segments, each inside one block
 uint64_t feature_candidates = 0, feature_victims = 0;  // valid candidates whose features were checked, victims among them
 
 void check(bool ok, const char* what, uint64_t iteration) {
@@ -136,6 +137,21 @@ Cluster random_cluster(std::mt19937_64& rng) {
         }
     for (int64_t s = 0; s < c.num_switches; ++s)
         c.switch_uplink_GBps.push_back(c.switch_level[static_cast<size_t>(s)] == c.max_level ? HUGE_VAL : bw(rng));
+    // Blocks (envs.cluster.topology.Cluster.node_block): the NVLink domains, then one per leaf switch, in
+    // switch order, for the nodes outside them (the nodes under no leaf share one).
+    std::vector<int64_t> leaf(static_cast<size_t>(c.num_nodes), -1), leaves;
+    for (int64_t n = 0; n < c.num_nodes; ++n) {
+        for (int64_t s = 0; s < c.num_switches && leaf[static_cast<size_t>(n)] < 0; ++s)
+            if (c.switch_level[static_cast<size_t>(s)] == 1 && c.node_under(n, s)) leaf[static_cast<size_t>(n)] = s;
+        if (c.node_domain[static_cast<size_t>(n)] < 0) leaves.push_back(leaf[static_cast<size_t>(n)]);
+    }
+    std::sort(leaves.begin(), leaves.end());
+    leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
+    for (int64_t n = 0; n < c.num_nodes; ++n) {
+        const int64_t d = c.node_domain[static_cast<size_t>(n)];
+        c.node_block.push_back(d >= 0 ? d : c.num_domains + (std::lower_bound(leaves.begin(), leaves.end(), leaf[static_cast<size_t>(n)]) -
+                                                          leaves.begin()));
+    }
     c.validate();
     c.set_derived();
     return c;
@@ -262,6 +278,36 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
         }
         geometry(c, gpus, tp, rng, it);
     }
+    // Segments of `segment` GPUs (whole TP groups), each inside one block: a placement exists
+    // exactly when the blocks' usable GPUs (worked above), each block's rounded down to whole
+    // segments, hold the gang; each consecutive run of `segment` GPUs of the take in one block.
+    std::mt19937_64 seg_rng(it);  // its own draws: the other checks' stream is left as it was
+    const int64_t segment = tp * (1 + static_cast<int64_t>(seg_rng() % 4)), seg_need = segment * (1 + static_cast<int64_t>(seg_rng() % 4));
+    std::vector<int64_t> block_room(c.block_nodes.size(), 0);
+    for (int64_t n = 0; n < c.num_nodes; ++n) block_room[static_cast<size_t>(c.node_block[static_cast<size_t>(n)])] += usable[static_cast<size_t>(n)];
+    for (int64_t d = 0; d < c.num_domains; ++d)  // a domain is its own block
+        if (span_room[static_cast<size_t>(d)] > 0) block_room[static_cast<size_t>(d)] += span_room[static_cast<size_t>(d)];
+    int64_t seg_room = 0;
+    for (int64_t r : block_room) seg_room += r / segment * segment;
+    for (int64_t rule = 0; rule < 5; ++rule) {
+        Take take;
+        const bool ok = node_take(c, free, seg_need, tp, rule, take, segment);
+        check(ok == (seg_room >= seg_need), "segments: a placement exists exactly when the blocks hold whole segments", it);
+        if (!ok) continue;
+        int64_t pos = 0, block = -1;
+        std::set<int64_t> nodes;
+        for (const auto& [n, k] : take) {
+            check(n >= 0 && n < c.num_nodes && k > 0 && k <= free[static_cast<size_t>(n)], "segments: a node's free GPUs", it);
+            check(nodes.insert(n).second, "segments: each node once", it);
+            const int64_t b = c.node_block[static_cast<size_t>(n)];
+            for (int64_t i = 0; i < k; ++i, ++pos) {
+                if (pos % segment == 0) block = b;
+                check(b == block, "segments: each segment inside one block", it);
+            }
+        }
+        check(pos == seg_need, "segments: exactly the gang's GPUs", it);
+        segment_placements += 1;
+    }
 }
 
 // A placement's geometry: its nodes and counts, its tier, uplinks and speeds, within their ranges.
@@ -313,6 +359,9 @@ void malformed(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
     must_refuse([&] { node_take(c, bad, 1, 1, static_cast<int64_t>(rng() % 5), take); }, "a count outside the node is refused", it);
     must_refuse([&] { node_take(c, free, 3, 2, 0, take); }, "a gang of partial TP groups is refused", it);
     must_refuse([&] { node_take(c, free, 0, 1, 1, take); }, "an empty gang is refused", it);
+    must_refuse([&] { node_take(c, free, 8, 2, 0, take, 3); }, "a segment of partial TP groups is refused", it);
+    must_refuse([&] { node_take(c, free, 8, 2, 0, take, 6); }, "a segment that does not divide the gang is refused", it);
+    must_refuse([&] { node_take(c, free, 8, 2, 0, take, -2); }, "a negative segment is refused", it);
     std::vector<uint8_t> avail(16, 1);
     std::vector<int64_t> out;
     must_refuse([&] { pick_in_node(c, c.num_nodes, 1, avail.data(), out); }, "a node out of range is refused", it);
@@ -322,10 +371,11 @@ void malformed(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
     must_refuse([&] { placement_geometry(c, {0, c.num_gpus}, 1, SpeedConstants{}, g); }, "a GPU out of range is refused", it);
     must_refuse([&] { placement_geometry(c, {0}, 2, SpeedConstants{}, g); }, "a partial TP group is refused", it);
     Cluster broken = c;
-    switch (rng() % 4) {
+    switch (rng() % 5) {
         case 0: broken.node_type[0] = c.num_types; break;
         case 1: broken.node_first_gpu.back() += 1; break;
         case 2: broken.under.push_back(1); break;
+        case 3: broken.node_block.back() = c.num_nodes; break;
         default: broken.gpu_socket.push_back(0); break;
     }
     must_refuse([&] { broken.validate(); }, "a malformed cluster is refused", it);
@@ -572,9 +622,10 @@ int main(int argc, char** argv) {
         if (it % 10 == 0) malformed(c, rng, it);
     }
     std::printf("core_fuzz: %llu iterations (seed %llu), %llu placements kept inside one NVLink domain, "
-                "%llu with TP groups on whole trays, features of %llu candidates (%llu victims), %d failures\n",
+                "%llu with TP groups on whole trays, %llu in segments, features of %llu candidates (%llu victims), %d failures\n",
                 static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(seed),
                 static_cast<unsigned long long>(domain_checks), static_cast<unsigned long long>(spanning_placements),
+                static_cast<unsigned long long>(segment_placements),
                 static_cast<unsigned long long>(feature_candidates), static_cast<unsigned long long>(feature_victims), failures);
     return failures ? 1 : 0;
 }

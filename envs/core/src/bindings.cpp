@@ -123,6 +123,7 @@ void parse_arrays(const Cluster& c, const RateModel& model, const nb::dict& f, S
     a.priority = view<const int64_t, int64_t>(f, "priority", J);
     a.kind = view<const int64_t, int64_t>(f, "kind", J);
     a.shape_id = view<const int64_t, int64_t>(f, "shape_id", J);
+    a.segment_gpus = view<const int64_t, int64_t>(f, "segment_gpus", J);
     a.preemptible = view<const uint8_t, bool>(f, "preemptible", J);
     a.work_done = view<double>(f, "work_done", J);
     a.queued_since = view<double>(f, "queued_since", J);
@@ -147,6 +148,7 @@ void parse_arrays(const Cluster& c, const RateModel& model, const nb::dict& f, S
     a.shape_tp = view<const int64_t, int64_t>(f, "shape_tp", a.shape_gpus.size);
     a.shape_priority = view<const int64_t, int64_t>(f, "shape_priority", a.shape_gpus.size);
     a.shape_mem = view<const double, double>(f, "shape_mem", a.shape_gpus.size);
+    a.shape_segment = view<const int64_t, int64_t>(f, "shape_segment", a.shape_gpus.size);
     a.job_slot = view<const int64_t, int64_t>(f, "job_slot", ANY);
     a.rec_i = view<const int64_t, int64_t>(f, "rec_i", ANY);
     a.rec_f = view<const double, double>(f, "rec_f", a.rec_i.size * 2);
@@ -181,6 +183,10 @@ void parse_arrays(const Cluster& c, const RateModel& model, const nb::dict& f, S
             throw BadInput("priority: outside node_preemptible's columns");
         if (a.gpus_req[j] < 1 || a.tp_degree[j] < 1 || a.gpus_req[j] % a.tp_degree[j])
             throw BadInput("tp_degree: a gang that is not whole TP groups");
+        const int64_t seg = a.segment_gpus[j];
+        if (seg < 0 || (seg > 0 && (seg % a.tp_degree[j] != 0 || a.gpus_req[j] % seg != 0)))
+            throw BadInput("segment_gpus: 0 (none) or whole TP groups dividing the gang expected");
+        if (a.shape_segment[static_cast<size_t>(k)] != seg) throw BadInput("shape_segment: not the segment of a job of the shape");
     }
     for (size_t k = 0; k < a.shape_gpus.size; ++k)
         if (a.shape_tp[k] < 1) throw BadInput("shape_tp: at least 1");
@@ -459,6 +465,7 @@ NB_MODULE(_core, m) {
                 c.switch_level = column<int64_t>(f, "switch_level");
                 c.switch_uplink_GBps = column<double>(f, "switch_uplink_GBps");
                 c.node_domain = column<int64_t>(f, "node_domain");
+                c.node_block = column<int64_t>(f, "node_block");
                 c.num_domains = scalar<int64_t>(f, "num_domains");
                 c.num_nodes = static_cast<int64_t>(c.node_type.size());
                 c.num_switches = static_cast<int64_t>(c.switch_level.size());
@@ -477,15 +484,16 @@ NB_MODULE(_core, m) {
 
     m.def(
         "node_take",
-        [](const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule) -> nb::object {
+        [](const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, int64_t segment) -> nb::object {
             Take take;
-            if (!node_take(c, free, need, tp, rule, take)) return nb::none();
+            if (!node_take(c, free, need, tp, rule, take, segment)) return nb::none();
             nb::dict out;
             for (const auto& [n, k] : take) out[nb::int_(n)] = nb::int_(k);
             return out;
         },
-        nb::arg("cluster"), nb::arg("free"), nb::arg("need"), nb::arg("tp"), nb::arg("rule"),
-        "Per node, the GPUs a rule gives a gang (a dict in the reference's order), or None.");
+        nb::arg("cluster"), nb::arg("free"), nb::arg("need"), nb::arg("tp"), nb::arg("rule"), nb::arg("segment") = 0,
+        "Per node, the GPUs a rule gives a gang (a dict in the reference's order), or None; with `segment`, in "
+        "segments of that many GPUs, each inside one block.");
 
     m.def(
         "pick_in_node",
@@ -512,7 +520,7 @@ NB_MODULE(_core, m) {
                                   g.tier, as_numpy<int64_t>(std::move(g.uplinks)), as_numpy<double>(std::move(g.uplink_demand_GBps)));
         },
         nb::arg("cluster"), nb::arg("gpus"), nb::arg("tp_degree"), nb::arg("cross_socket_factor"), nb::arg("cross_tier_efficiency"),
-        "envs.speed.placement_geometry's fields, in PlacementGeometry's order.");
+        "envs.cluster.speed.placement_geometry's fields, in PlacementGeometry's order.");
 
     nb::class_<RateModel>(m, "RateModel", "The speed model's constants a rate reads (envs.core.rate_model builds it).")
         .def(
@@ -536,7 +544,7 @@ NB_MODULE(_core, m) {
            const Array1<double>& comm_fraction, const Array1<double>& tp_comm_share, const Array1<double>& estimate_s,
            const Array1<double>& work_done_s, const Array1<double>& restore_s, const Array1<bool>& needs_restore,
            const Array1<int64_t>& enqueue_seq, bool any_restore, const std::vector<int64_t>& window, const Array1<bool>& mask,
-           int64_t num_rules) {
+           int64_t num_rules, const Array1<int64_t>& segment_gpus) {
             if (static_cast<int64_t>(model.sensitivity_by_kind.size()) < c.num_kinds)
                 throw BadInput("model: one sensitivity per job kind expected");
             const auto N = static_cast<size_t>(c.num_nodes);
@@ -551,7 +559,15 @@ NB_MODULE(_core, m) {
                       sized(tp_comm_share, J, "tp_comm_share"), sized(estimate_s, J, "estimate_s"),
                       sized(work_done_s, J, "work_done_s"), sized(restore_s, J, "restore_s"),
                       reinterpret_cast<const uint8_t*>(sized(needs_restore, J, "needs_restore")),
-                      sized(enqueue_seq, J, "enqueue_seq"), any_restore};
+                      sized(enqueue_seq, J, "enqueue_seq"), any_restore,
+                      segment_gpus.shape(0) ? sized(segment_gpus, J, "segment_gpus") : nullptr};
+            if (jobs.segment_gpus != nullptr)
+                for (int64_t j : window)
+                    if (j >= 0 && static_cast<size_t>(j) < J) {
+                        const int64_t seg = jobs.segment_gpus[j];
+                        if (seg < 0 || (seg > 0 && (seg % jobs.tp_degree[j] != 0 || jobs.num_gpus[j] % seg != 0)))
+                            throw BadInput("segment_gpus: 0 (none) or whole TP groups dividing the gang expected");
+                    }
             return choose_sect(c, model, a, jobs, window, reinterpret_cast<const uint8_t*>(mask.data()),
                                static_cast<int64_t>(mask.shape(0)), num_rules);
         },
@@ -559,8 +575,9 @@ NB_MODULE(_core, m) {
         nb::arg("uplink_demand"), nb::arg("num_gpus"), nb::arg("tp_degree"), nb::arg("mem_per_gpu_gb"), nb::arg("kind"),
         nb::arg("comm_fraction"), nb::arg("tp_comm_share"), nb::arg("estimate_s"), nb::arg("work_done_s"),
         nb::arg("restore_s"), nb::arg("needs_restore"), nb::arg("enqueue_seq"), nb::arg("any_restore"), nb::arg("window"),
-        nb::arg("mask"), nb::arg("num_rules"),
-        "baselines/sect.py's choice over a decision state's arrays: a candidate index, or -1 when none is valid.");
+        nb::arg("mask"), nb::arg("num_rules"), nb::arg("segment_gpus"),
+        "baselines/sect.py's choice over a decision state's arrays: a candidate index, or -1 when none is valid "
+        "(`segment_gpus`: GPUs per segment of each job, or an empty array when no job asks for segments).");
 
 
     nb::class_<ArrayMemo>(m, "ArrayMemo",
@@ -651,7 +668,7 @@ NB_MODULE(_core, m) {
         nb::arg("reserved"), nb::arg("now"), nb::arg("counts"), nb::arg("window"), nb::arg("mask"), nb::arg("gpus"),
         nb::arg("gpus_end"), nb::arg("victims"), nb::arg("victims_end"), nb::arg("out_candidates"), nb::arg("out_global"),
         nb::arg("clip") = false, nb::arg("memo") = nb::none(),
-        "envs.features.candidate_features over a decision state's arrays (by name: per job, the queue q_ids, per node, "
+        "envs.decision.features.candidate_features over a decision state's arrays (by name: per job, the queue q_ids, per node, "
         "the past arrivals; the counts say how many of the jobs are known, how long the queue is, how many arrivals are "
         "past) and a candidate set (the window, the mask, each valid candidate's GPUs and victims as flat "
         "arrays with ends), written into out_candidates (K x CANDIDATE_COLUMNS float32) and out_global "
@@ -676,6 +693,7 @@ NB_MODULE(_core, m) {
             };
             a.arrival = sized_view(read_view<const double>(f, "arrival", nullptr, 26), "arrival", J);
             a.tp_degree = sized_view(read_view<const int64_t>(f, "tp_degree", nullptr, 6), "tp_degree", J);
+            a.segment_gpus = sized_view(read_view<const int64_t>(f, "segment_gpus", nullptr, 29), "segment_gpus", J);
             a.mem_req = sized_view(read_view<const double>(f, "mem_req", nullptr, 12), "mem_req", J);
             a.priority = sized_view(read_view<const int64_t>(f, "priority", nullptr, 8), "priority", J);
             a.preemptible = sized_view(read_view<const uint8_t, bool>(f, "preemptible", nullptr, 9), "preemptible", J);
@@ -692,6 +710,9 @@ NB_MODULE(_core, m) {
                 if (a.gpus_req[j] < 1 || a.tp_degree[j] < 1 || a.gpus_req[j] % a.tp_degree[j])
                     throw BadInput("tp_degree: a gang that is not whole TP groups");
                 if (a.priority[j] < 0) throw BadInput("priority: a negative class");
+                const int64_t seg = a.segment_gpus[j];
+                if (seg < 0 || (seg > 0 && (seg % a.tp_degree[j] != 0 || a.gpus_req[j] % seg != 0)))
+                    throw BadInput("segment_gpus: 0 (none) or whole TP groups dividing the gang expected");
             }
             for (size_t n = 0; n < N; ++n)
                 if (a.node_free[n] < 0 || a.node_free[n] > c.node_gpus[n]) throw BadInput("node_free: a count outside 0..the node's GPUs");
@@ -754,7 +775,7 @@ NB_MODULE(_core, m) {
         },
         nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("now"),
         nb::arg("window"), nb::arg("mask"), nb::arg("las_thresholds"), nb::arg("starvation_factor"),
-        "envs.candidates.build_candidates' placements for a decision state's arrays (by name: per job, per GPU, per node, "
+        "envs.decision.candidates.build_candidates' placements for a decision state's arrays (by name: per job, per GPU, per node, "
         "per switch) and a window and mask worked out by it: (the valid candidates' indices other than WAIT, their GPUs "
         "(empty: none found), their victims), as SimView.candidates gives them.");
 
@@ -835,10 +856,10 @@ NB_MODULE(_core, m) {
             nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("queue_window"), nb::arg("priority_high"),
             nb::arg("preempt_las"), nb::arg("wait_guard"), nb::arg("las_thresholds"), nb::arg("starvation_factor"),
             nb::arg("out_candidates") = nb::none(), nb::arg("out_global") = nb::none(), nb::arg("clip") = false,
-            "envs.candidates.build_candidates over the simulator's state (read, not changed): (window, mask, the valid "
+            "envs.decision.candidates.build_candidates over the simulator's state (read, not changed): (window, mask, the valid "
             "candidates' indices other than WAIT, their GPUs (empty: none found), their victims). With out_candidates "
             "(K x CANDIDATE_COLUMNS float32) and out_global (GLOBAL_COLUMNS float32), the same call writes the set's "
-            "features there (envs.features.candidate_features; with clip, clipped to [-1, 1] as the env's observation): "
+            "features there (envs.decision.features.candidate_features; with clip, clipped to [-1, 1] as the env's observation): "
             "a decision's whole observation in one call.")
         .def(
             "can_place",
@@ -854,7 +875,7 @@ NB_MODULE(_core, m) {
             nb::arg("allocation"), nb::arg("running"), nb::arg("checkpointing"), nb::arg("reserved"),
             nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("priority_high"), nb::arg("preempt_las"),
             nb::arg("las_thresholds"), nb::arg("starvation_factor"),
-            "envs.window.can_place (preempt_las) or any_feasible over the simulator's state: some queued job has a "
+            "envs.decision.window.can_place (preempt_las) or any_feasible over the simulator's state: some queued job has a "
             "valid placement.");
 
     nb::class_<EpisodeBox>(m, "Episode",
@@ -964,7 +985,7 @@ NB_MODULE(_core, m) {
         nb::arg("cluster"), nb::arg("model"), nb::arg("arrays"), nb::arg("running"), nb::arg("checkpointing"),
         nb::arg("reserved"), nb::arg("reserved_gpus"), nb::arg("floats"), nb::arg("ints"), nb::arg("queue_window"),
         nb::arg("priority_high"), nb::arg("policy"),
-        "envs.replay.replay of sect (policy 0), a FIFO rule (1 binpack, 2 spread, 3 topology) or sjf (4) to the workload's end, "
+        "envs.sim.replay.replay of sect (policy 0), a FIFO rule (1 binpack, 2 spread, 3 topology) or sjf (4) to the workload's end, "
         "over a simulator's arrays (changed in place): as rollout_sect's result, then the segments (job, start, end, "
         "preempted, GPU list ends, GPUs) and the timeline rows (flat, 6 a row).");
 
@@ -1009,7 +1030,7 @@ NB_MODULE(_core, m) {
             [](const World& w, int64_t queue_window, int64_t priority_high, double until, const nb::list& options,
                const std::vector<double>& weights, const std::vector<double>& priority_weights,
                const std::vector<double>& slo_start_s, const std::vector<double>& slo_finish_slowdown) {
-                if (weights.size() != 5) throw BadInput("weights: the 5 terms' weights (envs.objective.OBJECTIVE_TERMS) expected");
+                if (weights.size() != 5) throw BadInput("weights: the 5 terms' weights (envs.sim.objective.OBJECTIVE_TERMS) expected");
                 ObjectiveSpec o{weights[0], weights[1], weights[2], weights[3], weights[4], priority_weights, slo_start_s,
                                 slo_finish_slowdown};
                 std::vector<FirstAction> firsts;

@@ -17,7 +17,7 @@ inline double np_minimum(double a, double b) {
 
 // A placement and its geometry, made once per (rule, gang shape) inside one choice.
 struct Placed {
-    int64_t rule, need, tp;
+    int64_t rule, need, tp, segment;
     double mem;
     bool ok;
     Geometry geometry;
@@ -27,13 +27,13 @@ struct Placed {
 }  // namespace
 
 bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
-                std::vector<int64_t>& gpus) {
+                std::vector<int64_t>& gpus, int64_t segment) {
     const auto N = static_cast<size_t>(c.num_nodes);
     std::vector<int64_t> free(N);
-    for (size_t n = 0; n < N; ++n) free[n] = c.node_memory_gb[n] >= mem ? a.node_free[n] : 0;  // envs.placement._eligible
+    for (size_t n = 0; n < N; ++n) free[n] = c.node_memory_gb[n] >= mem ? a.node_free[n] : 0;  // envs.decision.placement._eligible
     Take take;
     gpus.clear();
-    if (!node_take(c, free, need, tp, rule, take)) return false;
+    if (!node_take(c, free, need, tp, rule, take, segment)) return false;
     for (const auto& [n, k] : take)
         if (k > 0 || take.size() == 1)
             pick_in_node(c, n, k, a.free_mask + c.node_first_gpu[static_cast<size_t>(n)], gpus);
@@ -42,7 +42,7 @@ bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp,
 
 RateParts rate_parts(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp, double c_dp,
                      double sensitivity, int64_t kind) {
-    // The neighbours' pressure per GPU on the placement's worst node (envs.features._neighbour_pressure).
+    // The neighbours' pressure per GPU on the placement's worst node (envs.decision.features._neighbour_pressure).
     double others;
     const auto n0 = static_cast<size_t>(g.nodes[0]);
     if (g.nodes.size() == 1) {
@@ -67,7 +67,7 @@ RateParts rate_parts(const Cluster& c, const RateModel& m, const Allocation& a, 
             congestion = np_minimum(congestion, share);
         }
     }
-    // PlacementGeometry.congested, then envs.speed.efficiency_of and interference_from.
+    // PlacementGeometry.congested, then envs.cluster.speed.efficiency_of and interference_from.
     const double eff = efficiency_of(g.tp_stretch, g.tp_cross_node ? congestion : 1.0,
                                      g.dp_bw_GBps * (g.uplinks.empty() ? 1.0 : congestion), c_tp, c_dp,
                                      m.reference_net_per_gpu_GBps);
@@ -93,13 +93,14 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
         const auto j = static_cast<size_t>(window[static_cast<size_t>(slot)]);
         const int64_t need = jobs.num_gpus[j], tp = jobs.tp_degree[j], kind = jobs.kind[j];
         const double mem = jobs.mem_per_gpu_gb[j];
+        const int64_t segment = jobs.segment_gpus != nullptr ? jobs.segment_gpus[j] : 0;
         if (need < 1 || tp < 1 || need % tp != 0) throw BadInput("tp_degree: a window job's gang is not whole TP groups");
         if (kind < 0 || kind >= c.num_kinds) throw BadInput("kind: a job kind out of range");
         // ClusterState.remaining_estimate_s
         double remaining = py_max(  // np.maximum: NaN stays
             jobs.estimate_s[j] - jobs.work_done_s[j], 0.0);
         if (jobs.any_restore) remaining = remaining + jobs.restore_s[j] * (jobs.needs_restore[j] ? 1.0 : 0.0);
-        // envs.speed.job_constants_of
+        // envs.cluster.speed.job_constants_of
         const double comm = jobs.comm_fraction[j], share = jobs.tp_comm_share[j];
         double c_tp, c_dp;
         comm_shares(need, tp, comm, share, c_tp, c_dp);
@@ -109,10 +110,10 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
             if (!mask[i]) continue;
             const Placed* p = nullptr;
             for (const Placed& q : placed)
-                if (q.rule == rule && q.need == need && q.tp == tp && q.mem == mem) p = &q;
+                if (q.rule == rule && q.need == need && q.tp == tp && q.segment == segment && q.mem == mem) p = &q;
             if (p == nullptr) {
-                Placed q{rule, need, tp, mem, false, Geometry(), {}};
-                q.ok = place_free(c, a, need, tp, mem, rule, q.gpus);
+                Placed q{rule, need, tp, segment, mem, false, Geometry(), {}};
+                q.ok = place_free(c, a, need, tp, mem, rule, q.gpus, segment);
                 if (q.ok) placement_geometry(c, q.gpus, tp, m.geometry, q.geometry);
                 placed.push_back(std::move(q));
                 p = &placed.back();

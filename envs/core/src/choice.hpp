@@ -1,6 +1,6 @@
 // The base rules' choices over a decision state's arrays: the placement a rule gives a gang on
 // the free GPUs, the rate a job would get if started there now, and `sect`'s choice among the
-// candidates (baselines/sect.py, envs/features.py's rate_if_started state them).
+// candidates (baselines/sect.py, envs/decision/features.py's rate_if_started state them).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace gangsched {
 
-struct RateModel {  // envs.speed.SpeedModel's fields and constants a rate reads
+struct RateModel {  // envs.cluster.speed.SpeedModel's fields and constants a rate reads
     SpeedConstants geometry;
     double interference_coeff = 0.6;
     double reference_net_per_gpu_GBps = 50.0;
@@ -19,7 +19,7 @@ struct RateModel {  // envs.speed.SpeedModel's fields and constants a rate reads
     std::vector<double> pressure_by_kind;     // (K) memory-bandwidth pressure per GPU
 };
 
-// What the decision state holds about the allocation (envs.state.ClusterState's fields).
+// What the decision state holds about the allocation (envs.decision.state.ClusterState's fields).
 struct Allocation {
     const uint8_t* free_mask = nullptr;     // (G) neither owned nor reserved
     const int64_t* node_free = nullptr;     // (N)
@@ -42,35 +42,36 @@ struct Jobs {
     const uint8_t* needs_restore = nullptr;
     const int64_t* enqueue_seq = nullptr;
     bool any_restore = false;  // some job owes a restore (ClusterState.num_restores_owed > 0)
+    const int64_t* segment_gpus = nullptr;  // GPUs per segment (Job.segment_gpus); nullptr: no job asks for segments
 };
 
 // Python's builtin max(a, b) on floats: a unless b > a (NaN in a is kept).
 inline double py_max(double a, double b) { return b > a ? b : a; }
 
-// envs.speed.job_constants_of's communication shares of a gang of `gpus` in TP groups of `tp`.
+// envs.cluster.speed.job_constants_of's communication shares of a gang of `gpus` in TP groups of `tp`.
 inline void comm_shares(int64_t gpus, int64_t tp, double comm, double share, double& c_tp, double& c_dp) {
     c_tp = tp > 1 ? comm * share : 0.0;
     c_dp = gpus / tp > 1 ? comm * (1.0 - share) : 0.0;
 }
 
-// envs.speed.efficiency_of on floats, the same operations in the same order.
+// envs.cluster.speed.efficiency_of on floats, the same operations in the same order.
 inline double efficiency_of(double tp_stretch, double tp_congestion, double dp_bw, double c_tp, double c_dp,
                             double reference_net_per_gpu_GBps) {
     const double dp = py_max(1.0, reference_net_per_gpu_GBps / py_max(dp_bw, 1e-12));
     return 1.0 / ((1.0 - c_tp - c_dp) + c_tp * (tp_stretch / tp_congestion) + c_dp * dp);
 }
 
-// envs.speed.interference_from with the coefficient times the sensitivity made first.
+// envs.cluster.speed.interference_from with the coefficient times the sensitivity made first.
 inline double interference_of(double coeff_sensitivity, double others) {
     return 1.0 / (1.0 + coeff_sensitivity * py_max(others, 0.0));
 }
 
-// envs.placement.place over the free GPUs: the GPUs rule `rule` (BINPACK, SPREAD or TOPOLOGY)
+// envs.decision.placement.place over the free GPUs: the GPUs rule `rule` (BINPACK, SPREAD or TOPOLOGY)
 // gives a gang, grouped by node in the rule's order. False: no placement.
 bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
-                std::vector<int64_t>& gpus);
+                std::vector<int64_t>& gpus, int64_t segment = 0);
 
-// envs.features.rate_if_started's four numbers: the rate (reference-seconds of work per second),
+// envs.decision.features.rate_if_started's four numbers: the rate (reference-seconds of work per second),
 // the placement efficiency, the interference factor and the slowest GPU's speed for the job's kind.
 struct RateParts {
     double rate = 0.0, efficiency = 0.0, interference = 0.0, min_speed = 0.0;
@@ -78,7 +79,7 @@ struct RateParts {
 RateParts rate_parts(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp, double c_dp,
                      double sensitivity, int64_t kind);
 
-// envs.features.rate_if_started's rate: reference-seconds of work per second of a job with
+// envs.decision.features.rate_if_started's rate: reference-seconds of work per second of a job with
 // these constants started on geometry `g` now.
 inline double rate_if_started(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp,
                               double c_dp, double sensitivity, int64_t kind) {

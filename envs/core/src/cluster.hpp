@@ -1,5 +1,5 @@
 // The cluster as the core sees it: the per-node, per-GPU and per-switch arrays of
-// envs.topology.Cluster that the placement rules read, fixed for the cluster's life.
+// envs.cluster.topology.Cluster that the placement rules read, fixed for the cluster's life.
 #pragma once
 
 #include <cstdint>
@@ -29,11 +29,13 @@ struct Cluster {
     std::vector<std::vector<int64_t>> domain_nodes;  // (D) the domain's nodes in node order (set_derived)
     std::vector<std::vector<int64_t>> level_switches;  // (max_level + 1) the switches of each level, by id (set_derived)
     std::vector<std::vector<int64_t>> switch_nodes;    // (S) the nodes under each switch, in node order (set_derived)
-    // The speed model's view (envs/speed.py).
+    std::vector<int64_t> node_block;      // (N) envs.cluster.topology.Cluster.node_block: the block holding a segment whole
+    std::vector<std::vector<int64_t>> block_nodes;     // each block's nodes in node order (set_derived)
+    // The speed model's view (envs/cluster/speed.py).
     int64_t num_kinds = 0;
     bool speed_varies_by_kind = false;
-    int64_t intra_nvswitch = 0, intra_nvlink_pairs = 1;  // envs.topology's INTRA_* codes
-    double reference_nvlink_GBps = 900.0;                 // envs.topology.REFERENCE_NVLINK_GBPS
+    int64_t intra_nvswitch = 0, intra_nvlink_pairs = 1;  // envs.cluster.topology's INTRA_* codes
+    double reference_nvlink_GBps = 900.0;                 // envs.cluster.topology.REFERENCE_NVLINK_GBPS
     std::vector<int64_t> node_intra;      // (N) INTRA_* code
     std::vector<double> node_nvlink_GBps; // (N)
     std::vector<double> node_pcie_GBps;   // (N)
@@ -62,7 +64,7 @@ struct Cluster {
     // The tables derived from the fields above (domain_tray, domain_nodes, level_switches,
     // switch_nodes): called once the fields are set.
     void set_derived();
-    // envs.topology.Cluster.spanning_domains: domain d places TP groups of `tp` on whole trays
+    // envs.cluster.topology.Cluster.spanning_domains: domain d places TP groups of `tp` on whole trays
     // (its nodes' GPU count is one value, below tp, dividing it).
     bool spanning(int64_t d, int64_t tp) const {
         const int64_t g = domain_tray[static_cast<size_t>(d)];

@@ -18,12 +18,12 @@ const char* const GLOBAL_COLUMN_NAMES[NUM_GLOBAL_COLUMNS] = {GANGSCHED_GLOBAL_CO
 namespace {
 
 constexpr double INF = std::numeric_limits<double>::infinity();
-constexpr double ARRIVAL_WINDOWS_S[2] = {3600.0, 6 * 3600.0};  // envs.features.ARRIVAL_WINDOWS_S
+constexpr double ARRIVAL_WINDOWS_S[2] = {3600.0, 6 * 3600.0};  // envs.decision.features.ARRIVAL_WINDOWS_S
 
 // Python's builtin min(a, b) on floats: a unless b < a.
 inline double py_min(double a, double b) { return b < a ? b : a; }
 
-// envs.features.log_scale: log10(1 + max(x, 0)) / 6.
+// envs.decision.features.log_scale: log10(1 + max(x, 0)) / 6.
 inline double log_scale(double x) { return std::log10(1.0 + py_max(x, 0.0)) / 6.0; }
 
 // numpy's min / max of doubles: NaN if any is NaN.
@@ -224,7 +224,7 @@ class Features {
         return placed_.back().g;
     }
 
-    // envs.features._geometry_columns: tier / 3, nodes per GPU, the share of its nodes wholly
+    // envs.decision.features._geometry_columns: tier / 3, nodes per GPU, the share of its nodes wholly
     // free, the change in fragmented free GPUs in node units (summed in node order, clipped).
     void geometry_columns(const Geometry& g, double* out) const {
         int64_t whole = 0, gpus = 0;
@@ -244,7 +244,7 @@ class Features {
         out[COL_fragmentation_delta] = py_min(py_max(frag_delta, -1.0), 1.0);
     }
 
-    // envs.features._victim_columns over victims[lo:hi], in their order (0 without victims).
+    // envs.decision.features._victim_columns over victims[lo:hi], in their order (0 without victims).
     void victim_columns(int64_t lo, int64_t hi, double* out) {
         if (hi == lo) return;
         cost_.clear();
@@ -267,8 +267,8 @@ class Features {
         out[COL_victims_priority] = static_cast<double>(priority) / 2.0;
     }
 
-    // envs.features.next_event_feature: the next estimated end of a running job (as
-    // envs.kernels.next_end_estimate_s finds it) or checkpoint end, log-scaled; 1 when none.
+    // envs.decision.features.next_event_feature: the next estimated end of a running job (as
+    // envs.core.kernels.next_end_estimate_s finds it) or checkpoint end, log-scaled; 1 when none.
     double next_event() const {
         double t = INF;
         if (!a_.running.empty()) {
@@ -287,7 +287,7 @@ class Features {
         return t < INF ? log_scale(t - s_.now) : 1.0;
     }
 
-    // envs.features.head_fit_feature: the time until `job`'s GPU count is free, by the running
+    // envs.decision.features.head_fit_feature: the time until `job`'s GPU count is free, by the running
     // jobs' estimated ends and the checkpoints' ends in time order (a stable sort, NaN last).
     double head_fit(size_t job) {
         const int64_t need = a_.gpus_req[job];
@@ -346,7 +346,7 @@ class Features {
                 waits_[static_cast<size_t>(i)] = s_.now - a_.queued_since[static_cast<size_t>(a_.q_ids[static_cast<size_t>(i)])];
             g[COL_mean_wait_log] = log_scale(pairwise_sum(waits_.data(), waits_.size()) / dq);
         }
-        // envs.features._arrived_loads: exact sums of the GPU-s the window's arrivals requested
+        // envs.decision.features._arrived_loads: exact sums of the GPU-s the window's arrivals requested
         const double* times = past_.times.data;
         const size_t count = past_.times.size;
         for (int w = 0; w < 2; ++w) {

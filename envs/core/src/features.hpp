@@ -1,7 +1,7 @@
-// The features a policy sees of a decision state (envs/features.py states them): per candidate
+// The features a policy sees of a decision state (envs/decision/features.py states them): per candidate
 // of a decision, the job's columns, what the row is, its placement's columns and what its
 // victims give up; the WAIT row's times; and the queue's, the cluster's and the recent
-// arrivals' global columns. Bit for bit `envs.features.candidate_features` (float32, before the
+// arrivals' global columns. Bit for bit `envs.decision.features.candidate_features` (float32, before the
 // env's clip to [-1, 1], which `clip` applies here as the env does).
 #pragma once
 
@@ -13,8 +13,8 @@
 
 namespace gangsched {
 
-// The columns of envs.features.CANDIDATE_SCHEMA and GLOBAL_SCHEMA, in their order. The binding
-// exposes the names and envs.features checks them against the schema before the first call.
+// The columns of envs.decision.features.CANDIDATE_SCHEMA and GLOBAL_SCHEMA, in their order. The binding
+// exposes the names and envs.decision.features checks them against the schema before the first call.
 #define GANGSCHED_CANDIDATE_COLUMNS(X)                                                                                \
     X(gang_log2) X(tp_log2) X(kind_pretrain) X(kind_finetune) X(kind_inference) X(kind_batch) X(priority)             \
     X(preemptible) X(est_remaining_log) X(wait_log) X(progress) X(comm_fraction) X(mem_per_gpu) X(was_preempted)      \
@@ -35,7 +35,7 @@ enum GlobalColumn : int { GANGSCHED_GLOBAL_COLUMNS(GANGSCHED_COLUMN_ENUM) NUM_GL
 extern const char* const CANDIDATE_COLUMN_NAMES[NUM_CANDIDATE_COLUMNS];
 extern const char* const GLOBAL_COLUMN_NAMES[NUM_GLOBAL_COLUMNS];
 
-constexpr int64_t NUM_FEATURE_RULES = 5;  // envs.placement.RULES: the rule one-hot's columns
+constexpr int64_t NUM_FEATURE_RULES = 5;  // envs.decision.placement.RULES: the rule one-hot's columns
 constexpr int64_t NUM_FEATURE_KINDS = 4;  // envs.jobs.JobKind: the kind one-hot's columns
 
 // The decision state's past arrivals, oldest first (ClusterState.arrival_times_s and
@@ -44,7 +44,7 @@ struct PastArrivals {
     View<const double> times, requested;
 };
 
-// A decision's candidate set (envs.candidates.CandidateSet) as plain arrays: the window's jobs,
+// A decision's candidate set (envs.decision.candidates.CandidateSet) as plain arrays: the window's jobs,
 // the mask (K = slots x num_rules + 1 entries, the last one WAIT; candidate i is window slot
 // i / num_rules's rule i % num_rules), and for each valid candidate other than WAIT, in index
 // order, its GPUs (global ids, TP groups consecutive) gpus[gpus_end[v - 1]:gpus_end[v]] and its
@@ -56,10 +56,10 @@ struct CandidateArrays {
     View<const int64_t> gpus, gpus_end, victims, victims_end;
 };
 
-// envs.features.candidate_features: writes the (K, NUM_CANDIDATE_COLUMNS) candidate features to
+// envs.decision.features.candidate_features: writes the (K, NUM_CANDIDATE_COLUMNS) candidate features to
 // `candidates` and the (NUM_GLOBAL_COLUMNS,) global features to `global` (row-major float32,
 // every entry written), from the decision state: the cluster, the speed model, the simulator's
-// arrays and scalars (what `a` and `s` hold of envs.simulator.Simulator.decision_state(); jobs
+// arrays and scalars (what `a` and `s` hold of envs.sim.simulator.Simulator.decision_state(); jobs
 // below s.next_arrival are the known ones) and the past arrivals. The arrays read: per job
 // estimate, work_done, restore_s, needs_restore, checkpoint_s, gpus_req, tp_degree, kind,
 // priority, preemptible, comm_fraction, tp_comm_share, mem_req, queued_since, wait_s,

@@ -8,7 +8,7 @@ namespace gangsched {
 
 namespace {
 
-// envs.speed._group_tp_bandwidth: the bottleneck bandwidth of one TP group's links, and whether
+// envs.cluster.speed._group_tp_bandwidth: the bottleneck bandwidth of one TP group's links, and whether
 // it crosses nodes.
 double group_tp_bandwidth(const Cluster& c, const int64_t* g, int64_t size, const SpeedConstants& model, bool& cross) {
     const int64_t n0 = c.gpu_node[static_cast<size_t>(g[0])];

@@ -1,4 +1,4 @@
-// What a set of GPUs and a TP degree fix for any job placed there (envs.speed.placement_geometry).
+// What a set of GPUs and a TP degree fix for any job placed there (envs.cluster.speed.placement_geometry).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace gangsched {
 
-struct SpeedConstants {  // envs.speed.SpeedModel's fields the geometry reads
+struct SpeedConstants {  // envs.cluster.speed.SpeedModel's fields the geometry reads
     double cross_socket_factor = 0.5;
     double cross_tier_efficiency = 0.85;
 };

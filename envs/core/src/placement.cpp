@@ -37,6 +37,8 @@ void Cluster::validate() const {
     need(node_net_GBps.size() == N, "node_net_per_gpu_GBps: one entry per node expected");
     need(node_tier.size() == N * N, "node_tier: a nodes x nodes table expected");
     need(node_domain.size() == N, "node_domain: one entry per node expected");
+    need(node_block.size() == N, "node_block: one entry per node expected");
+    for (int64_t b : node_block) need(b >= 0 && b < static_cast<int64_t>(N), "node_block: a block index outside 0..nodes-1");
     for (int64_t d : node_domain) need(d >= -1 && d < num_domains, "node_domain: a domain index out of range");
     need(switch_uplink_GBps.size() == S, "switch_uplink_GBps: one entry per switch expected");
     need(gpu_node.size() == G, "gpu_node: one entry per GPU expected");
@@ -52,6 +54,10 @@ void Cluster::validate() const {
 }
 
 void Cluster::set_derived() {
+    int64_t blocks = 0;
+    for (int64_t b : node_block) blocks = std::max(blocks, b + 1);
+    block_nodes.assign(static_cast<size_t>(blocks), {});
+    for (int64_t n = 0; n < num_nodes; ++n) block_nodes[static_cast<size_t>(node_block[static_cast<size_t>(n)])].push_back(n);
     domain_tray.assign(static_cast<size_t>(num_domains), -1);
     domain_nodes.assign(static_cast<size_t>(num_domains), {});
     for (int64_t n = 0; n < num_nodes; ++n) {
@@ -75,7 +81,7 @@ void Cluster::set_derived() {
 
 namespace {
 
-// envs.placement._best_fit on unit counts: the fewest among those with at least `need`, lowest id
+// envs.decision.placement._best_fit on unit counts: the fewest among those with at least `need`, lowest id
 // on ties; -1 when none.
 int64_t best_fit(const std::vector<int64_t>& free, int64_t need) {
     int64_t best = -1;
@@ -93,7 +99,7 @@ void add_to(Take& take, int64_t node, int64_t k) {
     take.emplace_back(node, k);
 }
 
-// envs.placement._fill_domain: inside one domain (`nodes`, ascending), whole TP groups per node,
+// envs.decision.placement._fill_domain: inside one domain (`nodes`, ascending), whole TP groups per node,
 // fastest then emptiest nodes first, best fit for the last groups; leftovers in the same order.
 void fill_domain(const std::vector<double>& speed, const std::vector<int64_t>& free, const std::vector<int64_t>& nodes,
                  int64_t need, int64_t tp, Take& take) {
@@ -145,7 +151,7 @@ void fill_domain(const std::vector<double>& speed, const std::vector<int64_t>& f
     }
 }
 
-// envs.placement._topology_domains: no single node holds the gang; the smallest switch domain
+// envs.decision.placement._topology_domains: no single node holds the gang; the smallest switch domain
 // that holds it in whole TP groups (faster, then tighter, then lower switch id), filled by
 // fill_domain. A domain's speed is the mean over its usable GPUs, summed in node order.
 // The best of the domains `member(d, n)` for d in [0, count): the fastest mean speed of its
@@ -208,7 +214,7 @@ bool topology_domains(const Cluster& c, const std::vector<int64_t>& free, int64_
     return true;
 }
 
-// envs.placement._one_type and the restriction to it: when one GPU type alone has `room` (per
+// envs.decision.placement._one_type and the restriction to it: when one GPU type alone has `room` (per
 // node, GPUs usable in whole TP groups) for the gang, spread keeps the type with the most room,
 // every other rule the tightest (lowest type id on ties); `counts` (per node) is zeroed on the
 // other types' nodes. Nothing changes when no one type can host it.
@@ -228,7 +234,7 @@ void keep_one_type(const Cluster& c, const std::vector<int64_t>& room, std::vect
             if (c.node_type[n] != t) counts[n] = 0;
 }
 
-// envs.placement._binpack over unit counts (`units` is consumed): the best-fit unit holder, else
+// envs.decision.placement._binpack over unit counts (`units` is consumed): the best-fit unit holder, else
 // the fullest whole (lowest id on ties), and again; (holder, units) in the order taken.
 void binpack_units(std::vector<int64_t>& units, int64_t left, Take& out) {
     const size_t N = units.size();
@@ -247,7 +253,7 @@ void binpack_units(std::vector<int64_t>& units, int64_t left, Take& out) {
     }
 }
 
-// envs.placement._spread over unit counts (`units` is consumed): each unit to the holder with the
+// envs.decision.placement._spread over unit counts (`units` is consumed): each unit to the holder with the
 // most left, lowest id on ties; (holder, units) in holder order.
 void spread_units(std::vector<int64_t>& units, int64_t left, Take& out) {
     const size_t N = units.size();
@@ -263,7 +269,7 @@ void spread_units(std::vector<int64_t>& units, int64_t left, Take& out) {
         if (taken[n]) out.emplace_back(static_cast<int64_t>(n), taken[n]);
 }
 
-// envs.placement._spanning_topology over TP-group hosts: the fastest, then tightest, then first
+// envs.decision.placement._spanning_topology over TP-group hosts: the fastest, then tightest, then first
 // host holding the k groups; else the smallest switch subtree whose hosts do (faster, then
 // tighter, then lower id; a host is under a switch when all its nodes are), filled by
 // fill_domain one unit per group; else every host.
@@ -323,7 +329,7 @@ void spanning_topology(const Cluster& c, const std::vector<int64_t>& groups, con
     fill_domain(speed, groups, hosts, k, 1, out);
 }
 
-// envs.placement._node_take_spanning: a gang whose TP groups span trays in some NVLink domain.
+// envs.decision.placement._node_take_spanning: a gang whose TP groups span trays in some NVLink domain.
 bool node_take_spanning(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, Take& take) {
     const auto N = static_cast<size_t>(c.num_nodes);
     std::vector<int64_t> usable;
@@ -376,7 +382,99 @@ bool node_take_spanning(const Cluster& c, const std::vector<int64_t>& free, int6
     return true;
 }
 
+// envs.decision.placement._segment_hosts: per block, the whole segments its usable GPUs make and its
+// nodes with usable GPUs, in node order.
+void segment_hosts(const Cluster& c, const std::vector<int64_t>& usable, int64_t segment, std::vector<int64_t>& groups,
+                   std::vector<std::vector<int64_t>>& members) {
+    groups.clear();
+    members.clear();
+    for (const auto& nodes : c.block_nodes) {
+        int64_t sum = 0;
+        members.emplace_back();
+        for (int64_t n : nodes)
+            if (usable[static_cast<size_t>(n)]) {
+                members.back().push_back(n);
+                sum += usable[static_cast<size_t>(n)];
+            }
+        groups.push_back(sum / segment);
+    }
+}
+
+// envs.decision.placement._node_take_segments: a gang in segments of `segment` GPUs, each inside one block.
+bool node_take_segments(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule,
+                        int64_t segment, Take& take) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    std::vector<int64_t> usable, groups;
+    std::vector<std::vector<int64_t>> members;
+    usable_per_node(c, free, tp, usable);
+    if (c.num_types > 1) {  // one GPU type when one alone holds the segments: spread the most room, else the least
+        int64_t keep = -1, keep_room = 0;
+        std::vector<int64_t> of_type(N);
+        for (int64_t t = 0; t < c.num_types; ++t) {
+            for (size_t n = 0; n < N; ++n) of_type[n] = c.node_type[n] == t ? usable[n] : 0;
+            segment_hosts(c, of_type, segment, groups, members);
+            int64_t room = 0;
+            for (int64_t g : groups) room += g;
+            room *= segment;
+            if (room < need) continue;
+            if (keep < 0 || (rule == SPREAD ? room > keep_room : room < keep_room)) {
+                keep = t;
+                keep_room = room;
+            }
+        }
+        if (keep >= 0)
+            for (size_t n = 0; n < N; ++n)
+                if (c.node_type[n] != keep) usable[n] = 0;
+    }
+    segment_hosts(c, usable, segment, groups, members);
+    const int64_t k = need / segment;
+    int64_t total = 0;
+    for (int64_t g : groups) total += g;
+    if (total < k) return false;
+    Take by_host;
+    if (rule == BINPACK) {  // envs.decision.placement._smallest_fitting: each segment to the smallest fitting block
+        std::vector<int64_t> sums(groups.size(), 0), order;
+        for (size_t h = 0; h < groups.size(); ++h)
+            for (int64_t n : members[h]) sums[h] += usable[static_cast<size_t>(n)];
+        std::vector<int64_t> taken(groups.size(), 0);
+        for (int64_t u = 0; u < k; ++u) {
+            int64_t best = -1;
+            for (size_t h = 0; h < groups.size(); ++h)
+                if (groups[h] > 0 && (best < 0 || sums[h] < sums[static_cast<size_t>(best)])) best = static_cast<int64_t>(h);
+            const auto b = static_cast<size_t>(best);
+            if (!taken[b]++) order.push_back(best);
+            --groups[b];
+            sums[b] -= segment;
+        }
+        for (int64_t h : order) by_host.emplace_back(h, taken[static_cast<size_t>(h)]);
+    } else if (rule == SPREAD) {
+        spread_units(groups, k, by_host);
+    } else {
+        spanning_topology(c, groups, members, k, by_host);
+    }
+    for (const auto& [h, g] : by_host) {
+        int64_t left = g * segment;
+        for (int64_t n : members[static_cast<size_t>(h)]) {
+            if (!left) break;
+            const int64_t share = std::min(usable[static_cast<size_t>(n)], left);
+            take.emplace_back(n, share);
+            left -= share;
+        }
+    }
+    return true;
+}
+
 }  // namespace
+
+int64_t segment_total(const Cluster& c, const std::vector<int64_t>& usable, int64_t segment) {
+    int64_t total = 0;
+    for (const auto& nodes : c.block_nodes) {
+        int64_t sum = 0;
+        for (int64_t n : nodes) sum += usable[static_cast<size_t>(n)];
+        total += sum / segment;
+    }
+    return total * segment;
+}
 
 void usable_per_node(const Cluster& c, const std::vector<int64_t>& free, int64_t tp, std::vector<int64_t>& out) {
     const auto N = static_cast<size_t>(c.num_nodes);
@@ -397,17 +495,21 @@ void usable_per_node(const Cluster& c, const std::vector<int64_t>& free, int64_t
     }
 }
 
-bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take) {
+bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
+               int64_t segment) {
     const auto N = static_cast<size_t>(c.num_nodes);
     if (free_in.size() != N) throw BadInput("free: one count per node expected");
     if (need < 1) throw BadInput("gpus: a gang needs at least one GPU");
     if (tp < 1 || need % tp != 0) throw BadInput("tp: the gang must be whole TP groups of at least one GPU");
+    if (segment < 0 || (segment > 0 && (segment % tp != 0 || need % segment != 0)))
+        throw BadInput("segment: GPUs per segment must be 0 (none) or whole TP groups dividing the gang");
     take.clear();
     std::vector<int64_t> free(free_in);
     for (size_t n = 0; n < N; ++n)
         if (free[n] < 0 || free[n] > c.node_gpus[n]) throw BadInput("free: a count outside 0..the node's GPUs");
+    if (segment > 0) return node_take_segments(c, free, need, tp, rule, segment, take);
     if (c.num_domains > 0 && c.spans(tp)) return node_take_spanning(c, free, need, tp, rule, take);
-    if (c.num_types > 1) {  // envs.placement._single_type
+    if (c.num_types > 1) {  // envs.decision.placement._single_type
         std::vector<int64_t> room(N);
         for (size_t n = 0; n < N; ++n) room[n] = free[n] / tp * tp;
         keep_one_type(c, room, free, need, rule);

@@ -1,4 +1,4 @@
-// The placement rules over per-node counts of available GPUs (envs/placement.py states them):
+// The placement rules over per-node counts of available GPUs (envs/decision/placement.py states them):
 // which nodes a gang takes how many GPUs on, and which GPUs inside a node.
 #pragma once
 
@@ -16,10 +16,16 @@ enum Rule : int64_t { BINPACK = 0, SPREAD = 1, TOPOLOGY = 2 };  // anything else
 using Take = std::vector<std::pair<int64_t, int64_t>>;
 
 // The rule's per-node counts for a gang of `need` GPUs in TP groups of `tp` over the available
-// GPUs `free` (N counts, memory eligibility already applied). False: no placement.
-bool node_take(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, Take& take);
+// GPUs `free` (N counts, memory eligibility already applied); with `segment` > 0, in segments of
+// that many GPUs, each inside one block (envs.decision.placement._node_take_segments). False: no placement.
+bool node_take(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, Take& take,
+               int64_t segment = 0);
 
-// envs.placement.usable_per_node: per node, its available GPUs (`free`) usable in whole TP
+// envs.decision.placement.segment_total: GPUs usable in whole segments of `segment`, each inside one
+// block, for per-node usable GPUs (usable_per_node).
+int64_t segment_total(const Cluster& c, const std::vector<int64_t>& usable, int64_t segment);
+
+// envs.decision.placement.usable_per_node: per node, its available GPUs (`free`) usable in whole TP
 // groups of `tp`; in a domain whose groups span trays, its first fully available trays in whole
 // groups of trays.
 void usable_per_node(const Cluster& c, const std::vector<int64_t>& free, int64_t tp, std::vector<int64_t>& out);

@@ -12,10 +12,10 @@ namespace gangsched {
 
 namespace {
 
-constexpr int8_t QUEUED = 1, RESERVED = 2, RUNNING = 3, CHECKPOINTING = 4, DONE = 5;  // envs.simulator.JobState
-constexpr double EPS = 1e-9;                         // envs.simulator._EPS
+constexpr int8_t QUEUED = 1, RESERVED = 2, RUNNING = 3, CHECKPOINTING = 4, DONE = 5;  // envs.sim.simulator.JobState
+constexpr double EPS = 1e-9;                         // envs.sim.simulator._EPS
 constexpr double INF = std::numeric_limits<double>::infinity();
-constexpr int64_t NUM_RULES = 5;                     // envs.placement.RULES
+constexpr int64_t NUM_RULES = 5;                     // envs.decision.placement.RULES
 
 double block_sum(const double* a, size_t lo, size_t n) {  // numpy's pairwise_sum for n <= 128
     if (n < 8) {
@@ -63,7 +63,7 @@ class Rollout {
         slot_.assign(static_cast<size_t>(n_jobs_), -1);
         for (int64_t j : a_.running) copy_record(j);
         for (int64_t j : a_.checkpointing) copy_record(j);  // placed: their GPUs go at their checkpoints' ends
-        // envs.window's memory levels: the distinct GPU memory sizes, ascending
+        // envs.decision.window's memory levels: the distinct GPU memory sizes, ascending
         levels_ = c_.node_memory_gb;
         std::sort(levels_.begin(), levels_.end());
         levels_.erase(std::unique(levels_.begin(), levels_.end()), levels_.end());
@@ -71,12 +71,14 @@ class Rollout {
         // entry per distinct triple, computed when first asked after an allocation change
         shape_key_.resize(a_.shape_gpus.size);
         for (size_t k = 0; k < a_.shape_gpus.size; ++k) {
-            const int64_t tp = a_.shape_tp[k];
+            const int64_t tp = a_.shape_tp[k], segment = a_.shape_segment[k];
             const auto prio = static_cast<size_t>(a_.shape_priority[k]);
             const size_t at = static_cast<size_t>(std::lower_bound(levels_.begin(), levels_.end(), a_.shape_mem[k]) - levels_.begin());
             size_t key = 0;
-            while (key < totals_.size() && !(totals_[key].at == at && totals_[key].tp == tp && totals_[key].prio == prio)) ++key;
-            if (key == totals_.size()) totals_.push_back(Totals{at, tp, prio, 0, 0, -1});
+            while (key < totals_.size() && !(totals_[key].at == at && totals_[key].tp == tp && totals_[key].prio == prio &&
+                                             totals_[key].segment == segment))
+                ++key;
+            if (key == totals_.size()) totals_.push_back(Totals{at, tp, prio, segment, 0, 0, -1});
             shape_key_[k] = key;
         }
     }
@@ -84,7 +86,7 @@ class Rollout {
     bool done() const { return s_.num_done == n_jobs_; }
 
     // Some queued job fits now, or after preempting lower-priority preemptible jobs
-    // (envs.window.any_feasible, by shape).
+    // (envs.decision.window.any_feasible, by shape).
     bool any_feasible() {
         if (!s_.qlen) return false;
         for (size_t k = 0; k < a_.q_per_shape.size; ++k)
@@ -92,7 +94,7 @@ class Rollout {
         return false;
     }
 
-    // One decision of `sect` (envs.window.select_window, envs.candidates.build_candidates'
+    // One decision of `sect` (envs.decision.window.select_window, envs.decision.candidates.build_candidates'
     // mask for binpack, spread and topology, baselines/sect.py): the candidate index, or -1
     // (WAIT); the chosen job and its GPUs and geometry.
     int64_t decide(int64_t& job, std::vector<int64_t>& gpus, Geometry& geometry, int64_t queue_window) {
@@ -105,7 +107,7 @@ class Rollout {
         Allocation alloc{a_.free_mask.data, a_.node_free.data, a_.node_pressure.data, a_.uplink_demand.data};
         Jobs jobs{n_jobs_, a_.gpus_req.data, a_.tp_degree.data, a_.mem_req.data, a_.kind.data, a_.comm_fraction.data,
                   a_.tp_comm_share.data, a_.estimate.data, a_.work_done.data, a_.restore_s.data, a_.needs_restore.data,
-                  a_.q_seq.data, s_.num_needs_restore > 0};
+                  a_.q_seq.data, s_.num_needs_restore > 0, a_.segment_gpus.data};
         const int64_t best = choose_sect(c_, m_, alloc, jobs, window_, mask_.data(), static_cast<int64_t>(mask_.size()),
                                          NUM_RULES, &gpus, &geometry);
         job = best < 0 ? -1 : window_[static_cast<size_t>(best / NUM_RULES)];
@@ -135,13 +137,13 @@ class Rollout {
         if (job < 0) return -1;
         const auto u = static_cast<size_t>(job);
         Allocation alloc{a_.free_mask.data, a_.node_free.data, a_.node_pressure.data, a_.uplink_demand.data};
-        if (!place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, gpus))
+        if (!place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, gpus, a_.segment_gpus[u]))
             throw BadInput("state: a job whose class fits has no placement");  // the mask's contract broken
         placement_geometry(c_, gpus, a_.tp_degree[u], m_.geometry, geometry);
         return slot * NUM_RULES + rule;
     }
 
-    // envs.candidates.build_candidates (rollout.hpp states it): the window, the mask, and each valid
+    // envs.decision.candidates.build_candidates (rollout.hpp states it): the window, the mask, and each valid
     // candidate's placement.
     void candidates(int64_t queue_window, bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las,
                     CandidateSet& out) {
@@ -195,14 +197,14 @@ class Rollout {
             out.gpus.emplace_back();
             out.victims.emplace_back();
             if (rule < 3)
-                place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, out.gpus.back());
+                place_free(c_, alloc, a_.gpus_req[u], a_.tp_degree[u], a_.mem_req[u], rule, out.gpus.back(), a_.segment_gpus[u]);
             else
                 place_over_victims(j, rule == 4, out.gpus.back(), out.victims.back());
         }
     }
 
   public:
-    // envs.window.can_place (`preempt_las`) or any_feasible: some queued job has a valid placement.
+    // envs.decision.window.can_place (`preempt_las`) or any_feasible: some queued job has a valid placement.
     bool can_place(bool preempt_las, const LasSpec& las) {
         if (any_feasible()) return true;
         if (!preempt_las || !s_.qlen) return false;
@@ -216,7 +218,7 @@ class Rollout {
         return false;
     }
 
-    // envs.state.remaining_estimate_s: the estimate minus the work done, at least 0, plus the
+    // envs.decision.state.remaining_estimate_s: the estimate minus the work done, at least 0, plus the
     // restore owed (added only while some job owes one).
     double remaining_estimate(size_t u) const {
         double r = a_.estimate[u] - a_.work_done[u];
@@ -225,7 +227,7 @@ class Rollout {
         return r;
     }
 
-    // Simulator.start (its records, then envs.kernels._launch_job, the rates and the power).
+    // Simulator.start (its records, then envs.core.kernels._launch_job, the rates and the power).
     void start(int64_t j, const std::vector<int64_t>& gpus, const Geometry& g) {
         const auto u = static_cast<size_t>(j);
         a_.wait_s[u] += s_.now - a_.queued_since[u];
@@ -263,7 +265,7 @@ class Rollout {
         s_.power_w = masked_power();
     }
 
-    // Simulator.advance, bounded by `until` (envs.kernels.run_events' event).
+    // Simulator.advance, bounded by `until` (envs.core.kernels.run_events' event).
     Event event(double until) {
         auto& run = a_.running;
         const size_t nrun = run.size();
@@ -360,7 +362,7 @@ class Rollout {
         }
     }
 
-    double next_completion(bool restoring) const {  // envs.kernels.next_completion_s
+    double next_completion(bool restoring) const {  // envs.core.kernels.next_completion_s
         if (restoring) {
             double t = INF;
             for (int64_t j : a_.running) {
@@ -379,7 +381,7 @@ class Rollout {
         return s_.now + mn;
     }
 
-    // envs.kernels.advance_running: integrate the running jobs over dt; with `finish`, the
+    // envs.core.kernels.advance_running: integrate the running jobs over dt; with `finish`, the
     // finished first in order_ (in run's order), the others after them reversed.
     double advance_running(double dt, bool restoring, bool finish, size_t& found) {
         const auto& run = a_.running;
@@ -560,7 +562,7 @@ class Rollout {
             a_.q_ids[static_cast<size_t>(length)] = j;
             a_.q_remaining[u] = r;
             a_.q_seq[u] = seq;
-            int64_t lo = 0, hi = length;  // envs.kernels.sorted_insert_at
+            int64_t lo = 0, hi = length;  // envs.core.kernels.sorted_insert_at
             while (lo < hi) {
                 const int64_t mid = (lo + hi) / 2;
                 if (r < a_.q_remaining[static_cast<size_t>(a_.q_sorted[static_cast<size_t>(mid)])])
@@ -578,7 +580,7 @@ class Rollout {
         }
     }
 
-    void queue_remove(int64_t j) {  // JobQueue.remove (envs.kernels.queue_positions)
+    void queue_remove(int64_t j) {  // JobQueue.remove (envs.core.kernels.queue_positions)
         const auto u = static_cast<size_t>(j);
         const double key = a_.q_remaining[u];
         const int64_t seq = a_.q_seq[u], length = s_.qlen;
@@ -611,7 +613,7 @@ class Rollout {
         --a_.q_per_shape[static_cast<size_t>(a_.shape_id[u])];
     }
 
-    // envs.load.Placed and PlacedTable.add for job j on geometry g.
+    // envs.sim.load.Placed and PlacedTable.add for job j on geometry g.
     int64_t add_record(int64_t j, const Geometry& g) {
         const auto u = static_cast<size_t>(j);
         const int64_t kind = a_.kind[u], need = a_.gpus_req[u], tp = a_.tp_degree[u];
@@ -701,14 +703,14 @@ class Rollout {
         }
     }
 
-    double masked_power() {  // envs.kernels.masked_sum(node_power_w, node_on)
+    double masked_power() {  // envs.core.kernels.masked_sum(node_power_w, node_on)
         picked_.clear();
         for (size_t n = 0; n < a_.node_power_w.size; ++n)
             if (a_.node_on[n]) picked_.push_back(a_.node_power_w[n]);
         return 0.0 + pairwise(picked_.data(), 0, picked_.size());
     }
 
-    void update_rates() {  // envs.kernels.update_rates over the rollout's records
+    void update_rates() {  // envs.core.kernels.update_rates over the rollout's records
         bool any_uplink = false;
         for (size_t x = 0; x < a_.dirty_uplink.size; ++x) any_uplink |= a_.dirty_uplink[x] != 0;
         bool have_shares = false;
@@ -756,7 +758,7 @@ class Rollout {
         for (size_t x = 0; x < a_.dirty_uplink.size; ++x) a_.dirty_uplink[x] = 0;
     }
 
-    // envs.window.class_fits per shape: fits now in whole TP groups, or after preempting the
+    // envs.decision.window.class_fits per shape: fits now in whole TP groups, or after preempting the
     // preemptible jobs of lower priority (memory as the smallest level that holds it).
     bool fits_now(size_t k) { return a_.shape_gpus[k] <= totals_of(k).now; }
     bool fits_any(size_t k) {
@@ -768,6 +770,7 @@ class Rollout {
         size_t at;
         int64_t tp;
         size_t prio;
+        int64_t segment;     // GPUs per segment, 0 none
         int64_t now, after;  // GPUs in whole TP groups free now, and after preempting lower priorities
         int64_t version;     // the allocation version they were counted at
     };
@@ -781,13 +784,29 @@ class Rollout {
         return t;
     }
 
-    // envs.window.class_fits' totals for a memory level, TP degree and priority: in whole TP groups
+    // envs.decision.window.class_fits' totals for a memory level, TP degree and priority: in whole TP groups
     // on nodes with the memory, plus whole groups of fully available trays per spanning domain.
-    void totals(Totals& out) const {
+    void totals(Totals& out) {
         const size_t at = out.at, prio = out.prio;
         const int64_t tp = out.tp;
         const auto N = static_cast<size_t>(c_.num_nodes), P = static_cast<size_t>(a_.num_priorities);
         const double level = at < levels_.size() ? levels_[at] : INF;  // above every level: no node has it
+        if (out.segment > 0) {  // envs.decision.window._segment_totals: per block, whole segments of the level's usable GPUs
+            counts_.assign(N, 0);
+            seg_after_.assign(N, 0);
+            for (size_t n = 0; n < N; ++n) {
+                if (!(c_.node_memory_gb[n] >= level)) continue;
+                int64_t held = 0;
+                for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
+                counts_[n] = a_.node_free[n];
+                seg_after_[n] = a_.node_free[n] + held;
+            }
+            usable_per_node(c_, counts_, tp, usable_);
+            out.now = segment_total(c_, usable_, out.segment);
+            usable_per_node(c_, seg_after_, tp, usable_);
+            out.after = segment_total(c_, usable_, out.segment);
+            return;
+        }
         const bool pow2 = (tp & (tp - 1)) == 0;
         const auto whole = [&](int64_t x) { return pow2 ? (x & -tp) : x / tp * tp; };  // x >= 0
         int64_t now = 0, after = 0;
@@ -822,7 +841,7 @@ class Rollout {
         out.after = after;
     }
 
-    // envs.window.select_window: up to Q feasible queued jobs, round-robin from the heads of
+    // envs.decision.window.select_window: up to Q feasible queued jobs, round-robin from the heads of
     // the orders arrival (FIFO), shortest remaining estimate, highest priority, least attained.
     // No order is walked further than its first 2Q jobs (at most Q picks and Q skips in each), so
     // each is kept as that head alone: the first 2Q by (key, queue position), in one pass.
@@ -841,7 +860,7 @@ class Rollout {
             if (fifo_.size() < H) fifo_.push_back(j);
             keep_head(by_priority_, H, -static_cast<double>(a_.priority[u]), i, j);
             keep_head(by_attained_, H, a_.attained_gpu_s[u], i, j);
-            // envs.kernels.queue_window's early stop: both heads full of the smallest key a queued
+            // envs.core.kernels.queue_window's early stop: both heads full of the smallest key a queued
             // job can have (the top queued priority, no service): a later job only ties them
             if (feasible >= H && by_priority_.size() == H && by_priority_.back().key <= -top && by_attained_.size() == H &&
                 by_attained_.back().key <= 0.0)
@@ -875,14 +894,14 @@ class Rollout {
         }
     }
 
-    // envs.las.las_queue of attained GPU-service `a` (no starvation promotion): the thresholds reached.
+    // envs.decision.las.las_queue of attained GPU-service `a` (no starvation promotion): the thresholds reached.
     int64_t las_queue_of(double attained) const {
         int64_t q = 0;
         for (double t : las_->thresholds) q += t <= attained;
         return q;
     }
 
-    // envs.las.las_queue of queued job u: with the starvation promotion to queue 0.
+    // envs.decision.las.las_queue of queued job u: with the starvation promotion to queue 0.
     int64_t las_queue_queued(size_t u) const {
         const double att = a_.attained_gpu_s[u];
         const double executed_s = att / static_cast<double>(a_.gpus_req[u]);
@@ -890,7 +909,7 @@ class Rollout {
         return waited_s >= las_->starvation_factor * executed_s ? 0 : las_queue_of(att);
     }
 
-    // The GPUs of running preemptible jobs per (priority, LAS queue) and node (envs.window._las_totals'
+    // The GPUs of running preemptible jobs per (priority, LAS queue) and node (envs.decision.window._las_totals'
     // held_by), once per state; false when none of those jobs is below queue 0 (no job then has
     // a preempt-las victim).
     bool las_state() {
@@ -913,7 +932,7 @@ class Rollout {
         return las_below_;
     }
 
-    // envs.kernels._las_fit: queued job j's LAS queue when preempting the running preemptible jobs of
+    // envs.core.kernels._las_fit: queued job j's LAS queue when preempting the running preemptible jobs of
     // its priority or lower in strictly lower LAS queues would make room for it (by GPU counts),
     // else -1.
     int64_t las_fit(int64_t j) {
@@ -925,15 +944,15 @@ class Rollout {
         const int64_t row = a_.priority[u] * lower + std::min(q, lower - 1);
         const auto shape = static_cast<size_t>(a_.shape_id[u]);
         const Totals& t = totals_[shape_key_[shape]];
-        return a_.shape_gpus[shape] <= las_total(row, t.at, t.tp) ? q : -1;
+        return a_.shape_gpus[shape] <= las_total(row, t.at, t.tp, t.segment) ? q : -1;
     }
 
-    // envs.window._las_totals' row `row` (priority p, LAS queue q) for a memory level and TP degree:
+    // envs.decision.window._las_totals' row `row` (priority p, LAS queue q) for a memory level and TP degree:
     // the GPUs usable in whole TP groups counting each node's free GPUs and those held by running
     // preemptible jobs of priority <= p in a LAS queue > q.
-    int64_t las_total(int64_t row, size_t at, int64_t tp) {
+    int64_t las_total(int64_t row, size_t at, int64_t tp, int64_t segment) {
         for (const LasTotal& x : las_totals_)
-            if (x.row == row && x.at == at && x.tp == tp) return x.total;
+            if (x.row == row && x.at == at && x.tp == tp && x.segment == segment) return x.total;
         const auto N = static_cast<size_t>(c_.num_nodes), NQ = las_->thresholds.size() + 1;
         const auto lower = static_cast<int64_t>(NQ - 1);
         const auto p = static_cast<size_t>(row / lower), q = static_cast<size_t>(row % lower);
@@ -943,16 +962,24 @@ class Rollout {
                 const int64_t* h = held_.data() + (p2 * NQ + k) * N;
                 for (size_t n = 0; n < N; ++n) counts_[n] += h[n];
             }
-        const int64_t total = usable_total(counts_.data(), at, tp);
-        las_totals_.push_back(LasTotal{row, at, tp, total});
+        const int64_t total = usable_total(counts_.data(), at, tp, segment);
+        las_totals_.push_back(LasTotal{row, at, tp, segment, total});
         return total;
     }
 
-    // envs.window's per-(memory level, TP degree) total over per-node available counts: whole TP
+    // envs.decision.window's per-(memory level, TP degree) total over per-node available counts: whole TP
     // groups on the nodes with the level's memory, plus whole groups of fully available trays per
     // domain where the groups span trays (the `totals` above over any counts).
-    int64_t usable_total(const int64_t* counts, size_t at, int64_t tp) const {
+    int64_t usable_total(const int64_t* counts, size_t at, int64_t tp, int64_t segment) {
         const double level = at < levels_.size() ? levels_[at] : INF;
+        if (segment > 0) {  // in whole segments per block (envs.decision.window._segment_totals)
+            const auto N = static_cast<size_t>(c_.num_nodes);
+            seg_after_.assign(N, 0);
+            for (size_t n = 0; n < N; ++n)
+                if (c_.node_memory_gb[n] >= level) seg_after_[n] = counts[n];
+            usable_per_node(c_, seg_after_, tp, usable_);
+            return segment_total(c_, usable_, segment);
+        }
         int64_t total = 0;
         for (size_t n = 0; n < static_cast<size_t>(c_.num_nodes); ++n)
             if (c_.node_memory_gb[n] >= level) total += counts[n] / tp * tp;
@@ -969,7 +996,7 @@ class Rollout {
         return total;
     }
 
-    // envs.window.las_only_queue into the window's free slots: the queued jobs whose class fits
+    // envs.decision.window.las_only_queue into the window's free slots: the queued jobs whose class fits
     // neither now nor after preempting lower priorities but which preempt-las places, in LAS queue
     // order, FIFO inside each.
     void las_only(std::vector<int64_t>& window, size_t Q) {
@@ -988,7 +1015,7 @@ class Rollout {
                 if (q == level && window.size() < Q) window.push_back(j);
     }
 
-    // envs.candidates.wait_valid: something the scheduler knows will happen (a running job, a
+    // envs.decision.candidates.wait_valid: something the scheduler knows will happen (a running job, a
     // checkpoint), and with the guard, no window job that could start without preempting overdue.
     bool wait_valid(const std::vector<int64_t>& window, const WaitGuardSpec& g) const {
         if (a_.running.empty() && a_.checkpointing.empty()) return false;
@@ -1002,9 +1029,13 @@ class Rollout {
         return true;
     }
 
-    // envs.placement._aligned_total: GPUs usable in whole TP groups over per-node available counts.
-    int64_t aligned_total(const std::vector<int64_t>& counts, int64_t tp) {
+    // envs.decision.placement._aligned_total: GPUs usable in whole TP groups over per-node available counts.
+    int64_t aligned_total(const std::vector<int64_t>& counts, int64_t tp, int64_t segment) {
         int64_t total = 0;
+        if (segment > 0) {  // in whole segments per block
+            usable_per_node(c_, counts, tp, usable_);
+            return segment_total(c_, usable_, segment);
+        }
         if (c_.num_domains > 0 && c_.spans(tp)) {
             usable_per_node(c_, counts, tp, usable_);
             for (int64_t x : usable_) total += x;
@@ -1014,7 +1045,7 @@ class Rollout {
         return total;
     }
 
-    // envs.placement.choose_victims (`las` false) and choose_las_victims: the victims from the pool
+    // envs.decision.placement.choose_victims (`las` false) and choose_las_victims: the victims from the pool
     // in the rule's order until the free GPUs and theirs hold the gang in whole TP groups, then the
     // topology rule over those GPUs, keeping the victims whose GPUs it uses. Nothing (`gpus` empty)
     // where the reference gives None.
@@ -1023,11 +1054,11 @@ class Rollout {
         victims.clear();
         const auto u = static_cast<size_t>(j);
         const auto N = static_cast<size_t>(c_.num_nodes);
-        const int64_t need = a_.gpus_req[u], tp = a_.tp_degree[u];
+        const int64_t need = a_.gpus_req[u], tp = a_.tp_degree[u], segment = a_.segment_gpus[u];
         const double mem = a_.mem_req[u];
         vcounts_.resize(N);
         for (size_t n = 0; n < N; ++n) vcounts_[n] = c_.node_memory_gb[n] >= mem ? a_.node_free[n] : 0;
-        if (aligned_total(vcounts_, tp) >= need) return;
+        if (aligned_total(vcounts_, tp, segment) >= need) return;
         const int64_t prio = a_.priority[u];
         const int64_t qj = las ? las_queue_queued(u) : 0;
         pool_.clear();
@@ -1067,7 +1098,7 @@ class Rollout {
         });
         chosen_.clear();
         for (size_t i : ranked_) {
-            if (aligned_total(vcounts_, tp) >= need) break;
+            if (aligned_total(vcounts_, tp, segment) >= need) break;
             if (useful_gpus_[i] <= 0) continue;
             const int64_t v = pool_[i];
             chosen_.push_back(v);
@@ -1077,8 +1108,8 @@ class Rollout {
                 if (c_.node_memory_gb[n] >= mem) vcounts_[n] += static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
             }
         }
-        if (aligned_total(vcounts_, tp) < need) return;
-        // envs.placement.place over the free GPUs and the chosen victims'
+        if (aligned_total(vcounts_, tp, segment) < need) return;
+        // envs.decision.placement.place over the free GPUs and the chosen victims'
         avail_.assign(a_.free_mask.data, a_.free_mask.data + a_.free_mask.size);
         for (int64_t v : chosen_) for_gpus(v, [&](size_t g) { avail_[g] = 1; });
         for (size_t n = 0; n < N; ++n) {
@@ -1088,7 +1119,7 @@ class Rollout {
             vcounts_[n] = k;
         }
         Take take;
-        if (!node_take(c_, vcounts_, need, tp, TOPOLOGY, take)) return;
+        if (!node_take(c_, vcounts_, need, tp, TOPOLOGY, take, segment)) return;
         for (const auto& [n, k] : take)
             if (k > 0 || take.size() == 1) pick_in_node(c_, n, k, avail_.data() + c_.node_first_gpu[static_cast<size_t>(n)], gpus);
         used_.assign(static_cast<size_t>(c_.num_gpus), 0);
@@ -1115,11 +1146,11 @@ class Rollout {
     struct LasTotal {
         int64_t row;
         size_t at;
-        int64_t tp, total;
+        int64_t tp, segment, total;
     };
     const LasSpec* las_ = nullptr;
     bool las_ready_ = false, las_below_ = false;
-    std::vector<int64_t> held_, counts_, vcounts_, usable_, pool_, useful_gpus_, chosen_;
+    std::vector<int64_t> held_, counts_, seg_after_, vcounts_, usable_, pool_, useful_gpus_, chosen_;
     std::vector<LasTotal> las_totals_;
     std::vector<std::pair<int64_t, int64_t>> extra_;
     std::vector<uint8_t> aligned_, avail_, used_;
@@ -1169,7 +1200,7 @@ namespace {
 
 constexpr int64_t ADVANCE_FIRST = -3;  // run(): advance to the first decision before deciding
 
-// The decision loop of a rollout and a replay (envs.replay.replay / agents.lookahead's rollout):
+// The decision loop of a rollout and a replay (envs.sim.replay.replay / agents.lookahead's rollout):
 // the first action (`first_job`: a start, WAIT, the policy's choice, or ADVANCE_FIRST: none, the
 // events to a decision first), then at each decision the policy's choice, carried out, and the
 // events to the next decision, until `until` or the workload's end.
@@ -1179,7 +1210,7 @@ RolloutResult run(const Cluster& c, const RateModel& m, Rollout& sim, SimArrays&
     RolloutResult res;
     std::vector<int64_t> gpus;
     Geometry geometry;
-    // envs.replay.advance_to_decision(until): true at a decision state
+    // envs.sim.replay.advance_to_decision(until): true at a decision state
     const auto advance = [&]() {
         while (!sim.done()) {
             if (sim.any_feasible()) return true;
@@ -1204,7 +1235,7 @@ RolloutResult run(const Cluster& c, const RateModel& m, Rollout& sim, SimArrays&
         }
     }
     while (true) {
-        // a decision state: the first action, then the policy's choices (envs.replay.decide / apply_candidate)
+        // a decision state: the first action, then the policy's choices (envs.sim.replay.decide / apply_candidate)
         int64_t job = -1, best = -1;
         bool preempting = false;
         if (first) {

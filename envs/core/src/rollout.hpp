@@ -1,7 +1,7 @@
 // A lookahead's rollout of `sect` in one call: the decisions (the queue window, each window
 // job's placements and predicted rates, sect's choice), the starts, and the events between
-// them, until a horizon or the workload's end, over a simulator's arrays (envs/simulator.py and
-// envs/kernels.py's run_events state them; agents/lookahead.py calls it).
+// them, until a horizon or the workload's end, over a simulator's arrays (envs/sim/simulator.py and
+// envs/core/kernels.py's run_events state them; agents/lookahead.py calls it).
 #pragma once
 
 #include <cstdint>
@@ -19,21 +19,21 @@ struct View {  // a caller's array: `size` entries, row-major for tables
     T& operator[](size_t i) const { return data[i]; }
 };
 
-// envs.state.fragmented_change's term: a node's free GPUs below its whole gang are fragmented.
+// envs.decision.state.fragmented_change's term: a node's free GPUs below its whole gang are fragmented.
 inline int64_t fragmented_of(int64_t free, int64_t whole_gang) { return free < whole_gang ? free : 0; }
 
 // The simulator's state the rollout reads and changes in place (a fork's own arrays).
 struct SimArrays {
     // per job (n_jobs each)
     View<const double> arrival, estimate, restore_s, checkpoint_s, work_total, mem_req, comm_fraction, tp_comm_share;
-    View<const int64_t> gpus_req, tp_degree, priority, kind, shape_id;
+    View<const int64_t> gpus_req, tp_degree, priority, kind, shape_id, segment_gpus;  // segment_gpus: 0 none
     View<const uint8_t> preemptible;
     View<double> work_done, queued_since, end, work_left, rate, overhead_left, attained_gpu_s, run_s,
         interference_loss_s, interference, wait_s, first_start, checkpoint_end;
     View<int64_t> preemptions;
     View<uint8_t> needs_restore;
     View<int8_t> state;
-    // the queue (envs.sim_queue.JobQueue)
+    // the queue (envs.sim.queue.JobQueue)
     View<int64_t> q_ids, q_sorted, q_seq, q_per_shape;
     View<double> q_remaining;
     // the load model: each job's record row, the records (PlacedTable), loads and dirty marks
@@ -50,8 +50,8 @@ struct SimArrays {
     View<uint8_t> node_on;
     View<const double> power_terms;  // N x 3: base W, busy W per GPU, idle W per GPU
     View<const int64_t> whole_gang;
-    // shapes: (GPUs, TP degree, GB per GPU, priority) of each shape id
-    View<const int64_t> shape_gpus, shape_tp, shape_priority;
+    // shapes: (GPUs, TP degree, GB per GPU, priority, GPUs per segment) of each shape id
+    View<const int64_t> shape_gpus, shape_tp, shape_priority, shape_segment;
     View<const double> shape_mem;
     std::vector<int64_t> running;  // in the simulator's order
     // preempted jobs still saving (holding their GPUs), and reserved jobs with the GPUs each
@@ -108,26 +108,26 @@ enum ReplayPolicy : int64_t {
     REPLAY_SJF = 4
 };
 
-// envs.replay.replay of `policy` without `preempt-las` (the rule never takes it) from any state
+// envs.sim.replay.replay of `policy` without `preempt-las` (the rule never takes it) from any state
 // of a simulator to the workload's end: advance to a decision, the policy's choice, and so on;
 // every segment and event recorded in `rec`.
 RolloutResult replay(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
                      int64_t priority_high, int64_t policy, Recording& rec);
 
-// envs.candidates.WaitGuard: WAIT is invalid while a window job that could start without
+// envs.decision.candidates.WaitGuard: WAIT is invalid while a window job that could start without
 // preempting has waited longer than max(overdue_factor x its estimate, min_wait_s).
 struct WaitGuardSpec {
     bool on = false;
     double overdue_factor = 0.0, min_wait_s = 0.0;
 };
 
-// envs.las: the LAS queue thresholds (attained GPU-s, ascending) and the starvation factor.
+// envs.decision.las: the LAS queue thresholds (attained GPU-s, ascending) and the starvation factor.
 struct LasSpec {
     std::vector<double> thresholds;
     double starvation_factor = 4.0;
 };
 
-// envs.candidates.build_candidates' result: the window (job ids, one per slot), the mask (Q x
+// envs.decision.candidates.build_candidates' result: the window (job ids, one per slot), the mask (Q x
 // NUM_RULES + 1, WAIT last), and the placement of each valid candidate other than WAIT, in index
 // order: its index, its GPUs (consecutive runs of the TP degree form the TP groups; empty where
 // the reference finds none for a candidate valid by count) and its victims.
@@ -139,9 +139,9 @@ struct CandidateSet {
 };
 
 // The candidate set of a decision state over a simulator's arrays (read, never changed): the
-// window (envs.window.candidate_window, or select_window without `preempt_las`), the mask (the
+// window (envs.decision.window.candidate_window, or select_window without `preempt_las`), the mask (the
 // rules' validity by GPU counts, WAIT by wait_valid with `guard`) and each valid candidate's
-// placement (envs.placement.place for binpack, spread and topology; choose_victims and
+// placement (envs.decision.placement.place for binpack, spread and topology; choose_victims and
 // choose_las_victims for the preempt rules), bit for bit the reference.
 void build_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
                       int64_t priority_high, bool preempt_las, const WaitGuardSpec& guard, const LasSpec& las,
@@ -193,7 +193,7 @@ class Episode {
 void place_candidates(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, const std::vector<int64_t>& window,
                       const uint8_t* mask, const LasSpec& las, CandidateSet& out);
 
-// envs.window.can_place (with `preempt_las`; else any_feasible) over a simulator's arrays (read).
+// envs.decision.window.can_place (with `preempt_las`; else any_feasible) over a simulator's arrays (read).
 bool can_place(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t priority_high, bool preempt_las,
                const LasSpec& las);
 

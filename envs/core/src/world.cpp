@@ -77,7 +77,7 @@ OptionCosts World::costs(int64_t queue_window, int64_t priority_high, double unt
 double World::cost(const ObjectiveSpec& o, const ChangedArrays& work, const SimScalars& s, double until) const {
     const auto n = static_cast<size_t>(s.next_arrival);  // the arrived jobs
     std::vector<double> terms;
-    // envs.objective.weighted_total(objective_sums(...)): the weighted terms added in
+    // envs.sim.objective.weighted_total(objective_sums(...)): the weighted terms added in
     // OBJECTIVE_TERMS' order, those of weight 0 left out
     double total = 0.0;
     if (o.avg_jct != 0.0) total += o.avg_jct * (s.jobs_in_system_s / 3600.0);

@@ -16,7 +16,8 @@ namespace gangsched {
     X(double, mem_req) X(double, comm_fraction) X(double, tp_comm_share) X(int64_t, gpus_req) X(int64_t, tp_degree)   \
     X(int64_t, priority) X(int64_t, kind) X(int64_t, shape_id) X(uint8_t, preemptible) X(int64_t, job_slot)           \
     X(int64_t, rec_i) X(int64_t, pool_i) X(double, rec_f) X(double, pool_counts) X(double, power_terms)               \
-    X(int64_t, whole_gang) X(int64_t, shape_gpus) X(int64_t, shape_tp) X(int64_t, shape_priority) X(double, shape_mem)
+    X(int64_t, whole_gang) X(int64_t, shape_gpus) X(int64_t, shape_tp) X(int64_t, shape_priority) X(double, shape_mem)  \
+    X(int64_t, segment_gpus) X(int64_t, shape_segment)
 #define GANGSCHED_CHANGED_ARRAYS(X)                                                                                   \
     X(double, work_done) X(double, queued_since) X(double, end) X(double, work_left) X(double, rate)                  \
     X(double, overhead_left) X(double, attained_gpu_s) X(double, run_s) X(double, interference_loss_s)                \
@@ -44,7 +45,7 @@ struct WorldOutcome {
     std::vector<double> end, first_start, work_left, overhead_left;
 };
 
-// envs.objective.Objective as a lookahead's costs read it: the weights of OBJECTIVE_TERMS, the
+// envs.sim.objective.Objective as a lookahead's costs read it: the weights of OBJECTIVE_TERMS, the
 // weight per priority, and the SLO bounds per job kind.
 struct ObjectiveSpec {
     double avg_jct = 1.0, weighted_jct = 0.0, slo_misses = 0.0, preemption_gpu_h = 0.0, energy_kwh = 0.0;

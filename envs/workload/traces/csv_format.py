@@ -4,8 +4,10 @@ Required: `arrival_s`, `gpus`, `work_s`. Optional (empty cell or absent column =
 of envs.workload.traces.fill, or the default named here): `kind` (pretrain|finetune|inference|batch),
 `tp_degree`, `mem_per_gpu_gb`, `estimate_s`, `comm_fraction`, `tp_comm_share`, `priority`
 (low|normal|high or 0|1|2), `preemptible` (true|false|1|0), `checkpoint_s`, `restore_s`,
-`tenant` (default "default"), `job_id` (accepted and ignored: ids are re-assigned in arrival
-order). Other columns are an error. Each row must pass `Job.validate()`.
+`tenant` (default "default"), `segment_gpus` (GPUs per segment, each segment inside one block;
+0 or empty: none; it must be a multiple of `tp_degree` and divide `gpus`), `job_id` (accepted
+and ignored: ids are re-assigned in arrival order). Other columns are an error. Each row must
+pass `Job.validate()`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from envs.workload.traces.common import RowError, TraceReport, TraceRow, check_w
 CSV_REQUIRED = ("arrival_s", "gpus", "work_s")
 CSV_OPTIONAL = (
     "job_id", "kind", "tp_degree", "mem_per_gpu_gb", "estimate_s", "comm_fraction", "tp_comm_share",
-    "priority", "preemptible", "checkpoint_s", "restore_s", "tenant",
+    "priority", "preemptible", "checkpoint_s", "restore_s", "tenant", "segment_gpus",
 )  # fmt: skip
 
 
@@ -41,6 +43,8 @@ def parse_csv(path: Path, report: TraceReport, strict: bool) -> list[TraceRow]:
         given: dict[str, Any] = {}
         if row.get("tp_degree"):
             given["tp_degree"] = parse_number(row, "tp_degree", int, min_value=1)
+        if row.get("segment_gpus"):
+            given["segment_gpus"] = parse_number(row, "segment_gpus", int, min_value=0)
         for name in ("mem_per_gpu_gb", "estimate_s", "comm_fraction", "tp_comm_share", "checkpoint_s", "restore_s"):
             if row.get(name):
                 given[name] = parse_number(row, name)

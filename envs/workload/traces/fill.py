@@ -97,6 +97,7 @@ def _fill_job(r: TraceRow, i: int, draws: _Draws, job_id: int, t0_s: float, work
         checkpoint_s=checkpoint_s,
         restore_s=g.get("restore_s", RESTORE_PER_CHECKPOINT * checkpoint_s),
         tenant=r.tenant,
+        segment_gpus=g.get("segment_gpus", 0),
     )
 
 
