@@ -122,12 +122,18 @@ def test_native_placements_of_segment_states_are_the_reference():
     assert segment_placed > 10
 
 
-def test_native_candidates_change_nothing():
+def _slo_preempt_after_30_steps():
+    """An slo-preempt env (80 jobs, seed 0) after 30 steps of its first valid action."""
     sc = load_scenario("slo-preempt")
     env = gym.make("gangsched/GpuCluster-v0", cluster=sc.cluster, workload=sc.workload, num_jobs=80)
     env.reset(seed=0)
     for _ in range(30):
         env.step(int(np.flatnonzero(env.unwrapped.cset.mask)[0]))
+    return env
+
+
+def test_native_candidates_change_nothing():
+    env = _slo_preempt_after_30_steps()
     sim = env.unwrapped.sim
     before = {name: np.copy(a) for name, a in sim._native_state()[2].items()}
     sim.native_candidates(8)
@@ -163,11 +169,7 @@ def test_bad_arguments_name_the_argument():
 
 
 def test_state_placements_bad_arguments_name_the_argument():
-    sc = load_scenario("slo-preempt")
-    env = gym.make("gangsched/GpuCluster-v0", cluster=sc.cluster, workload=sc.workload, num_jobs=80)
-    env.reset(seed=0)
-    for _ in range(30):
-        env.step(int(np.flatnonzero(env.unwrapped.cset.mask)[0]))
+    env = _slo_preempt_after_30_steps()
     from envs import core
 
     cset = env.unwrapped.cset

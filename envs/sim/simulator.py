@@ -262,6 +262,11 @@ JOB_ARRAYS: tuple[str, ...] = tuple(_job_arrays([], SimConfig()))
 # The per-job arrays the native rollout (Simulator.rollout_sect) reads or changes.
 # The rules Simulator.replay_native runs in the core, by baseline name (envs.core's policy codes).
 _LAS_THRESHOLDS = list(LAS_QUEUE_THRESHOLDS_GPU_S)  # envs.core's las_thresholds
+
+
+def _guard_args(wait_guard) -> list[float]:
+    """envs.core's wait_guard argument: [overdue_factor, min_wait_s], or [] for no guard."""
+    return [] if wait_guard is None else [wait_guard.overdue_factor, wait_guard.min_wait_s]
 NATIVE_REPLAY_POLICIES = {"sect": 0, "binpack": 1, "spread": 2, "topology": 3, "sjf": 4}
 
 _ROLLOUT_JOB_ARRAYS = ("arrival", "estimate", "restore_s", "checkpoint_s", "checkpoint_end", "preemptions", "work_total", "mem_req", "comm_fraction", "tp_comm_share", "segment_gpus",
@@ -908,7 +913,7 @@ class Simulator:
         if self._spent:
             raise ValueError("this simulator was consumed by a native rollout")
         from envs.decision.candidates import candidates_from_arrays
-        guard = [] if wait_guard is None else [wait_guard.overdue_factor, wait_guard.min_wait_s]
+        guard = _guard_args(wait_guard)
         if features is not None:
             from envs.decision.features import ensure_native_schema
             ensure_native_schema()  # the core's columns are the schema's (RuntimeError naming the first that is not)
@@ -960,7 +965,7 @@ class Simulator:
             raise ValueError("this simulator was consumed by a native rollout")
         from envs.decision.features import ensure_native_schema
         ensure_native_schema()  # the core's columns are the schema's (RuntimeError naming the first that is not)
-        guard = [] if wait_guard is None else [wait_guard.overdue_factor, wait_guard.min_wait_s]
+        guard = _guard_args(wait_guard)
         state = self._native_state()
         episode = _core.Episode(*state, PRIORITY_HIGH, int(queue_window), bool(preempt_las), guard, _LAS_THRESHOLDS,
                                 STARVATION_FACTOR)

@@ -330,6 +330,21 @@ void spanning_topology(const Cluster& c, const std::vector<int64_t>& groups, con
 }
 
 // envs.decision.placement._node_take_spanning: a gang whose TP groups span trays in some NVLink domain.
+// Each host's units (TP groups or segments of `unit` GPUs, `by_host` in its order) taken from its
+// member nodes' usable GPUs in node order (envs.decision.placement's loop after a host rule).
+void fill_hosts(const Take& by_host, const std::vector<std::vector<int64_t>>& members, const std::vector<int64_t>& usable,
+                int64_t unit, Take& take) {
+    for (const auto& [h, g] : by_host) {
+        int64_t left = g * unit;
+        for (int64_t n : members[static_cast<size_t>(h)]) {
+            if (!left) break;
+            const int64_t share = std::min(usable[static_cast<size_t>(n)], left);
+            take.emplace_back(n, share);
+            left -= share;
+        }
+    }
+}
+
 bool node_take_spanning(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, Take& take) {
     const auto N = static_cast<size_t>(c.num_nodes);
     std::vector<int64_t> usable;
@@ -370,15 +385,7 @@ bool node_take_spanning(const Cluster& c, const std::vector<int64_t>& free, int6
     } else {
         spanning_topology(c, groups, members, k, by_host);
     }
-    for (const auto& [h, g] : by_host) {
-        int64_t left = g * tp;
-        for (int64_t n : members[static_cast<size_t>(h)]) {
-            if (!left) break;
-            const int64_t share = std::min(usable[static_cast<size_t>(n)], left);
-            take.emplace_back(n, share);
-            left -= share;
-        }
-    }
+    fill_hosts(by_host, members, usable, tp, take);
     return true;
 }
 
@@ -452,15 +459,7 @@ bool node_take_segments(const Cluster& c, const std::vector<int64_t>& free, int6
     } else {
         spanning_topology(c, groups, members, k, by_host);
     }
-    for (const auto& [h, g] : by_host) {
-        int64_t left = g * segment;
-        for (int64_t n : members[static_cast<size_t>(h)]) {
-            if (!left) break;
-            const int64_t share = std::min(usable[static_cast<size_t>(n)], left);
-            take.emplace_back(n, share);
-            left -= share;
-        }
-    }
+    fill_hosts(by_host, members, usable, segment, take);
     return true;
 }
 
