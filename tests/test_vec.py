@@ -45,11 +45,11 @@ def _same_info(a: dict, b: dict) -> None:
             np.testing.assert_equal(a[key], b[key], err_msg=key)  # NaN equals NaN in the metrics
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_same_episodes_as_dummy_vec_env(workers):
+@pytest.mark.parametrize("workers,threads", [(0, 1), (0, 3), (2, None)])
+def test_same_episodes_as_dummy_vec_env(workers, threads):
     n, steps = 3, 120
     ref = _reference(n)
-    vec = BatchedClusterEnv(KWARGS, n, workers=workers)
+    vec = BatchedClusterEnv(KWARGS, n, workers=workers, threads=threads)
     try:
         want, got = _run(ref, steps), _run(vec, steps)
     finally:
@@ -73,6 +73,106 @@ def test_same_episodes_as_dummy_vec_env(workers):
         np.testing.assert_array_equal(d1, d2)
         for a, b in zip(inf1, inf2):
             _same_info(a, b)
+
+
+def test_each_vector_step_is_one_native_call(monkeypatch):
+    """On the compiled path a vector step steps every episode in one `step_episodes` call; an
+    episode's own native step runs only for its first decision, at each reset."""
+    import envs.core
+    from envs.core import jit
+    from envs.sim.simulator import NativeEpisode
+
+    if not jit.ENABLED:
+        pytest.skip("the native batch needs the compiled path")
+    batch_calls, alone = [], []
+    real_batch, real_step = envs.core.step_episodes, NativeEpisode.step
+
+    def counted_batch(pool, episodes, actions, *arrays):
+        batch_calls.append(actions.copy())
+        return real_batch(pool, episodes, actions, *arrays)
+
+    def counted_step(self, action, features):
+        alone.append(action)
+        return real_step(self, action, features)
+
+    monkeypatch.setattr(envs.core, "step_episodes", counted_batch)
+    monkeypatch.setattr(NativeEpisode, "step", counted_step)
+    vec = BatchedClusterEnv(KWARGS, 3, threads=2)
+    try:
+        record = _run(vec, 60)
+    finally:
+        vec.close()
+    assert sum(int(d.sum()) for *_, d, _ in record[1:]) >= 3  # resets happened
+    assert len(batch_calls) == 60 and all((a >= 0).all() for a in batch_calls)
+    assert alone and set(alone) == {-1}
+
+
+def test_episodes_leaving_the_native_call_stay_the_same_episodes():
+    """An invalid action, or an episode's Python state read mid-episode, steps that episode
+    through its env: the batch still gives DummyVecEnv's episodes, step for step."""
+    n, steps = 3, 90
+    ref, vec = _reference(n), BatchedClusterEnv(KWARGS, n, threads=2)
+    try:
+        for v in (ref, vec):
+            v.seed(7)
+        obs_ref, obs_vec = ref.reset(), vec.reset()
+        rng = np.random.default_rng(0)
+        invalid = 0
+        for t in range(steps):
+            masks = np.stack(ref.env_method("action_masks"))
+            np.testing.assert_array_equal(vec.action_masks(), masks)
+            actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+            if t % 7 == 3 and not masks[1].all():  # episode 1: an action its mask does not allow
+                actions[1] = int(np.flatnonzero(~masks[1])[0])
+                invalid += 1
+            if t == 20:  # episode 2's Python state read mid-episode (rebuilt; the episode goes on in Python)
+                assert vec.env_method("render_text", indices=[2]) == ref.env_method("render_text", indices=[2])
+            (o1, r1, d1, i1), (o2, r2, d2, i2) = ref.step(actions), vec.step(actions)
+            for k in o1:
+                np.testing.assert_array_equal(o2[k], o1[k])
+            np.testing.assert_array_equal(r2, r1)
+            np.testing.assert_array_equal(d2, d1)
+            for a, b in zip(i2, i1):
+                _same_info(a, b)
+        assert invalid >= 5
+    finally:
+        vec.close()
+        ref.close()
+
+
+def test_step_episodes_names_what_is_wrong():
+    from envs.core import TaskPool, jit, step_episodes
+    from envs.decision.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
+
+    if not jit.ENABLED:
+        pytest.skip("the native batch needs the compiled path")
+    env = GpuClusterEnv(**KWARGS)
+    env.reset(seed=1)
+    core, K = env._episode.core, env.action_space.n
+    pool = TaskPool(2)
+
+    def arrays(n=1, **change):
+        a = {"candidates": np.zeros((n, K, NUM_CANDIDATE_FEATURES), np.float32),
+             "global_": np.zeros((n, NUM_GLOBAL_FEATURES), np.float32), "mask": np.zeros((n, K), bool),
+             "floats": np.zeros((n, 4)), "ints": np.zeros((n, 6), np.int64)}
+        return {**a, **change}
+
+    with pytest.raises(ValueError, match=r"candidates: a writable C-contiguous float32 array of 1 x 41 x \d+ expected"):
+        step_episodes(pool, [core], np.array([-1]), **arrays(candidates=np.zeros((1, K, NUM_CANDIDATE_FEATURES))))
+    with pytest.raises(ValueError, match="ints: 1 x 6 entries expected"):
+        step_episodes(pool, [core], np.array([-1]), **arrays(ints=np.zeros((1, 5), np.int64)))
+    with pytest.raises(ValueError, match=r"actions\[1\]: a step for no episode \(None\)"):
+        step_episodes(pool, [core, None], np.array([-2, 0]), **arrays(2))
+    with pytest.raises(ValueError, match=r"episodes\[0\]: an Episode or None expected"):
+        step_episodes(pool, ["not an episode"], np.array([0]), **arrays())
+    invalid = int(np.flatnonzero(~env.mask)[0])
+    with pytest.raises(ValueError, match=r"episodes\[0\]: action: not a valid candidate"):
+        step_episodes(pool, [core], np.array([invalid]), **arrays())
+    out = arrays()
+    step_episodes(pool, [None], np.array([-2]), **out)  # nothing stepped, nothing written
+    assert not out["mask"].any() and not out["ints"].any()
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        BatchedClusterEnv(KWARGS, 2, threads=0)
 
 
 def test_observations_are_copies():

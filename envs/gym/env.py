@@ -236,6 +236,22 @@ class GpuClusterEnv(gym.Env):
                 self._cset = decide(sim, self._cset, action, self.queue_window, preempt_las=self.preempt_las,
                                     wait_guard=self.wait_guard, features=self._feature_arrays())
                 self._took_cset()
+        reward, terminated, truncated, info = self._outcome(invalid)
+        return self._observation(), reward, terminated, truncated, info
+
+    def _took_step(self, action: int, mask: np.ndarray, floats: list, ints: list) -> tuple[float, bool, bool, dict]:
+        """A valid `action` whose step the batched envs' native call took (`envs.core.step_episodes`:
+        its features are in the batch's arrays, `mask` its row of the batch's mask, `floats` and
+        `ints` its scalars): what `step` returns but the observation."""
+        self._steps += 1
+        self._actions.append(action)
+        self._episode.took(floats, ints)
+        self._mask = mask
+        return self._outcome(False)
+
+    def _outcome(self, invalid: bool) -> tuple[float, bool, bool, dict]:
+        """A step's reward, end flags and info, once its action is carried out."""
+        sim = self._sim
         reward = self._tracker.step(sim)
         terminated = sim.done
         truncated = not terminated and self._steps >= self.max_steps
@@ -246,7 +262,7 @@ class GpuClusterEnv(gym.Env):
             info["metrics"] = episode_metrics(self.sim, self.objective)
         if self.render_mode == "human":
             print(self.render_text())
-        return self._observation(), float(reward), terminated, truncated, info
+        return float(reward), terminated, truncated, info
 
     @property
     def sim(self) -> Simulator | None:

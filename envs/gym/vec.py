@@ -12,11 +12,14 @@ and auto-reset happens inside. Two faces over the same machinery:
   built on Gymnasium's vector API. It gives what `gymnasium.vector.SyncVectorEnv` over the same
   envs gives with `autoreset_mode=SAME_STEP` (`final_obs` and `final_info` of ended episodes).
 
+On the compiled path the episodes' steps are one native call (`envs.core.step_episodes`): each
+episode's step runs on a pool of `threads` threads with the GIL released and writes its row of
+the batch arrays; Python then does each episode's reward, info and auto-reset. An episode whose
+action is invalid, or whose Python state was read mid-episode, steps through its env as usual.
 The episodes run in this process (`workers=0`), or split into contiguous chunks over `workers`
-processes that write into shared memory, so that on a machine with spare cores a rollout's env
-steps run side by side while the trainer waits once per vector step. Only infos and the final
+processes that write into shared memory (each with its own threads). Only infos and the final
 observation of an ended episode travel through pipes. Results do not depend on the number of
-workers (tests/test_vec.py).
+workers or threads (tests/test_vec.py).
 
 Each episode may have its own env arguments (a list of dicts: say, clusters of different
 sizes), as long as their observation and action spaces agree (the same queue window).
@@ -25,6 +28,7 @@ sizes), as long as their observation and action spaces agree (the same queue win
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from collections import OrderedDict
 from typing import Any, Sequence
@@ -35,6 +39,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
+from envs.core import jit as _jit
 from envs.gym.env import GpuClusterEnv
 
 _KEYS = ("candidates", "global", "action_mask")
@@ -76,11 +81,20 @@ class _Episodes:
     worker's shared memory): the one implementation of stepping, auto-reset and the episode
     record (Monitor's: summed reward, length, wall time)."""
 
-    def __init__(self, env_kwargs: list[dict], buffers: dict[str, np.ndarray]):
+    def __init__(self, env_kwargs: list[dict], buffers: dict[str, np.ndarray], threads: int = 1):
         self.envs = [GpuClusterEnv(**kw) for kw in env_kwargs]
         self.buf = buffers
         self._rewards: list[list[float]] = [[] for _ in self.envs]
         self._started = [time.time()] * len(self.envs)
+        n = len(self.envs)
+        if _jit.ENABLED:  # the native episodes' steps in one call over a pool of threads
+            from envs.core import TaskPool
+            self._pool = TaskPool(max(1, min(threads, n)))
+            self._codes = np.full(n, -2, dtype=np.int64)  # each episode's action in the native call; -2: not in it
+            self._floats = np.zeros((n, 4))
+            self._ints = np.zeros((n, 6), dtype=np.int64)
+        else:
+            self._pool = None
 
     def _write(self, i: int, obs: dict) -> None:
         buf = self.buf
@@ -88,6 +102,32 @@ class _Episodes:
         buf["global"][i] = obs["global"]
         buf["action_mask"][i] = obs["action_mask"]
         buf["mask"][i] = self.envs[i].mask
+
+    def _row(self, i: int) -> dict:
+        """Episode i's observation as the native call wrote it into the batch arrays (a copy; its
+        `action_mask` as the env's: the mask, or WAIT alone where nothing is valid)."""
+        buf = self.buf
+        mask = buf["mask"][i].astype(np.int8)
+        if not mask.any():
+            mask[-1] = 1
+        return {"candidates": buf["candidates"][i].copy(), "global": buf["global"][i].copy(), "action_mask": mask}
+
+    def _step_natively(self, actions: list[int]) -> list[tuple | None]:
+        """The steps of the episodes the core carries on, with a valid action, in one native call:
+        for each of them (action, its scalars as lists), None for the others."""
+        from envs.core import step_episodes
+        codes, cores, taken = self._codes, [None] * len(self.envs), [None] * len(self.envs)
+        codes.fill(-2)
+        for i, env in enumerate(self.envs):
+            episode, mask, a = env._episode, env.mask, actions[i]
+            if episode is not None and not episode.finished and 0 <= a < len(mask) and mask[a]:
+                codes[i], cores[i], taken[i] = a, episode.core, a
+        if not any(c is not None for c in cores):
+            return taken
+        buf = self.buf
+        step_episodes(self._pool, cores, codes, buf["candidates"], buf["global"], buf["mask"], self._floats, self._ints)
+        floats, ints = self._floats.tolist(), self._ints.tolist()
+        return [None if a is None else (a, floats[i], ints[i]) for i, a in enumerate(taken)]
 
     def _begin(self, i: int) -> None:
         self._rewards[i], self._started[i] = [], time.time()
@@ -104,24 +144,37 @@ class _Episodes:
     def step(self, actions: Sequence[int]) -> tuple[list[dict], list[tuple | None]]:
         """Step every episode. Returns each one's step info and, for each episode that ended
         (and was reset), (final observation, episode record, reset info); None for the others."""
-        rewards, terminations, truncations = self.buf["reward"], self.buf["terminated"], self.buf["truncated"]
+        buf = self.buf
+        rewards, terminations, truncations, masks = buf["reward"], buf["terminated"], buf["truncated"], buf["mask"]
+        actions = [int(a) for a in actions]
+        taken = self._step_natively(actions) if self._pool is not None else [None] * len(self.envs)
         infos: list[dict] = []
         ends: list[tuple | None] = []
         for i, env in enumerate(self.envs):
-            obs, reward, terminated, truncated, info = env.step(actions[i])
+            if taken[i] is not None:  # stepped by the native call: its observation is in the batch arrays
+                obs = None
+                action, floats, ints = taken[i]
+                reward, terminated, truncated, info = env._took_step(action, masks[i], floats, ints)
+            else:
+                obs, reward, terminated, truncated, info = env.step(actions[i])
             rewards[i], terminations[i], truncations[i] = reward, terminated, truncated
             self._rewards[i].append(reward)
             end = None
             if terminated or truncated:
                 record = {"r": round(sum(self._rewards[i]), 6), "l": len(self._rewards[i]),
                           "t": round(time.time() - self._started[i], 6)}
-                final = obs
+                final = obs if obs is not None else self._row(i)
                 obs, reset_info = env.reset()
                 self._begin(i)
                 end = (final, record, reset_info)
-            self._write(i, obs)
+            if obs is not None:
+                self._write(i, obs)
             infos.append(info)
             ends.append(end)
+        if self._pool is not None:  # the native rows' action_mask as the env's: the mask, or WAIT alone
+            action_mask = buf["action_mask"]
+            np.copyto(action_mask, masks)
+            action_mask[~masks.any(axis=1), -1] = 1
         return infos, ends
 
     def call(self, what: str, name: str, indices: Sequence[int], args=(), kwargs=None, value=None) -> list:
@@ -134,10 +187,10 @@ class _Episodes:
         return [getattr(self.envs[i], name)(*args, **(kwargs or {})) for i in indices]
 
 
-def _worker(conn, env_kwargs: list[dict], raw, specs) -> None:
+def _worker(conn, env_kwargs: list[dict], raw, specs, threads: int) -> None:
     """A worker process: one chunk of episodes over shared memory, driven through `conn`."""
     try:
-        episodes = _Episodes(env_kwargs, _views(raw, specs))
+        episodes = _Episodes(env_kwargs, _views(raw, specs), threads)
         conn.send(("ok", None))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
@@ -166,7 +219,8 @@ class _Batch:
     """The episodes of a batched env, in this process or over worker processes, and the batch
     arrays the caller reads after each call (`buf`)."""
 
-    def __init__(self, env_kwargs: dict | Sequence[dict], n_envs: int | None, workers: int, start_method: str | None):
+    def __init__(self, env_kwargs: dict | Sequence[dict], n_envs: int | None, workers: int, start_method: str | None,
+                 threads: int | None = None):
         if n_envs is not None and n_envs < 1:
             raise ValueError(f"n_envs must be >= 1, got {n_envs}")
         kwargs = [dict(env_kwargs)] * (n_envs or 1) if isinstance(env_kwargs, dict) else [dict(k) for k in env_kwargs]
@@ -177,6 +231,11 @@ class _Batch:
             raise ValueError("no env arguments: at least one episode is needed")
         if not 0 <= workers <= n:
             raise ValueError(f"workers must be between 0 and n_envs ({n}), got {workers}")
+        if threads is None:  # the cores this process may run on, shared among the worker processes
+            threads = max(1, len(os.sched_getaffinity(0)) // max(workers, 1))
+        elif threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.threads = threads
         # Check the arguments here, with the caller's traceback, and that the spaces agree.
         first, seen = GpuClusterEnv(**kwargs[0]), {repr(sorted(kwargs[0].items()))}
         for i, kw in enumerate(kwargs):
@@ -193,7 +252,7 @@ class _Batch:
         specs = _buffer_specs(self.observation_space, n)
         self.buf = {name: np.zeros(shape, dtype) for name, shape, dtype in specs}
         if workers == 0:
-            self.local: _Episodes | None = _Episodes(kwargs, self.buf)
+            self.local: _Episodes | None = _Episodes(kwargs, self.buf, threads)
             self.chunks = [range(n)]
             return
         self.local = None
@@ -205,7 +264,8 @@ class _Batch:
             chunk_specs = _buffer_specs(self.observation_space, len(chunk))
             raw = ctx.RawArray("b", _nbytes(chunk_specs))
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, kwargs[chunk.start:chunk.stop], raw, chunk_specs), daemon=True)
+            proc = ctx.Process(target=_worker, args=(child, kwargs[chunk.start:chunk.stop], raw, chunk_specs, threads),
+                               daemon=True)
             proc.start()
             child.close()
             self.parts.append(_views(raw, chunk_specs))
@@ -292,15 +352,16 @@ class _Batch:
 class BatchedClusterEnv(VecEnv):
     """`n_envs` episodes of `GpuClusterEnv(**env_kwargs)` (or one episode per dict of a list)
     stepped in one call, in this process (`workers=0`) or in `workers` processes, each holding a
-    contiguous chunk of them: an SB3 `VecEnv`.
+    contiguous chunk of them: an SB3 `VecEnv`. `threads`: the threads each process steps its
+    episodes on (default: the cores this process may use, divided among the workers).
 
     `action_masks()` returns the (n_envs, K) mask batch; `env_method("action_masks")` (what
     MaskablePPO calls) returns its rows without asking the episodes.
     """
 
     def __init__(self, env_kwargs: dict | Sequence[dict], n_envs: int | None = None, workers: int = 0,
-                 start_method: str | None = None):
-        self._batch = _Batch(env_kwargs, n_envs, workers, start_method)
+                 start_method: str | None = None, threads: int | None = None):
+        self._batch = _Batch(env_kwargs, n_envs, workers, start_method, threads)
         b = self._batch
         self.env_kwargs, self.workers = b.env_kwargs, workers
         super().__init__(b.num_envs, b.observation_space, b.action_space)
@@ -370,8 +431,8 @@ class BatchedClusterVectorEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(self, env_kwargs: dict | Sequence[dict], num_envs: int | None = None, workers: int = 0,
-                 start_method: str | None = None):
-        self._batch = b = _Batch(env_kwargs, num_envs, workers, start_method)
+                 start_method: str | None = None, threads: int | None = None):
+        self._batch = b = _Batch(env_kwargs, num_envs, workers, start_method, threads)
         self.num_envs = b.num_envs
         self.single_observation_space, self.single_action_space = b.observation_space, b.action_space
         self.observation_space = batch_space(b.observation_space, b.num_envs)

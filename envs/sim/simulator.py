@@ -1432,12 +1432,28 @@ class NativeEpisode:
         sim = self.sim
         (mask, ok, sim.now, sim.jobs_in_system_s, sim.energy_j, sim.preemption_gpu_s, sim.num_done, sim._next_arrival,
          self.queued, self.running, done) = self._episode.step(int(action), *features)
+        self._stepped(ok, done)
+        return mask.view(bool)
+
+    @property
+    def core(self):
+        """The core's `Episode` (what `envs.core.step_episodes` steps)."""
+        return self._episode
+
+    def took(self, floats, ints) -> None:
+        """The scalars of a step that `envs.core.step_episodes` took for this episode (its row of
+        the batch's `floats` and `ints`, as lists), set as `step` sets them."""
+        sim = self.sim
+        sim.now, sim.jobs_in_system_s, sim.energy_j, sim.preemption_gpu_s = floats
+        ok, sim.num_done, sim._next_arrival, self.queued, self.running, done = ints
+        self._stepped(ok, done)
+
+    def _stepped(self, ok, done) -> None:
         if not ok:
             self.finish()
             raise SchedulingError("nothing left to wait for: no job is running or arriving")
         if done:
             self.finish()
-        return mask.view(bool)
 
     def finish(self) -> None:
         """The core's scalars, lists and records written back into the simulator (its segments,

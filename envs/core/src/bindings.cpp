@@ -13,6 +13,7 @@
 #include "features.hpp"
 #include "geometry.hpp"
 #include "placement.hpp"
+#include "pool.hpp"
 #include "rollout.hpp"
 #include "world.hpp"
 
@@ -348,6 +349,33 @@ struct EpisodeBox {
     View<const double> requested;
     size_t K;
 };
+
+// One decision step of a core-owned episode (the GIL released by the caller): candidate `action` of
+// the last candidate set carried out (-1: none), the events to the next decision, its candidate set
+// built (returned) and its features, clipped, written to feats (K x CANDIDATE_COLUMNS) and glob. `ok`:
+// false when nothing was left to happen.
+const CandidateSet& step_episode(EpisodeBox& b, int64_t action, float* feats, float* glob, bool& ok) {
+    Episode& e = *b.ep;
+    ok = true;
+    if (action >= 0) ok = e.apply(action);
+    if (ok) ok = e.advance();
+    const CandidateSet& cs = e.candidates();
+    write_features(*b.c, *b.model, e.arrays(), e.scalars(), b.requested, cs, feats, glob, true);
+    return cs;
+}
+
+// A writable C-contiguous array of the batch (`shape` exactly), its data.
+template <typename T, size_t Dims>
+T* batch_arg(nb::handle h, const char* name, const char* dtype, const size_t (&shape)[Dims]) {
+    nb::ndarray<T, nb::ndim<Dims>, nb::c_contig, nb::device::cpu> a;
+    std::string want;
+    for (size_t d = 0; d < Dims; ++d) want += (d ? " x " : "") + std::to_string(shape[d]);
+    if (!nb::try_cast(h, a, false))
+        throw BadInput(std::string(name) + ": a writable C-contiguous " + dtype + " array of " + want + " expected");
+    for (size_t d = 0; d < Dims; ++d)
+        if (a.shape(d) != shape[d]) throw BadInput(std::string(name) + ": " + want + " entries expected");
+    return a.data();
+}
 
 // What one call's arrays were, for the next call on the same state (envs.core.ArrayMemo): each
 // named array held (so its data stay where they are) with its view. An array that is the same
@@ -913,14 +941,11 @@ NB_MODULE(_core, m) {
                 float* feats = out_arg<float, 2>(out_candidates, "out_candidates", b.K, NUM_CANDIDATE_COLUMNS);
                 float* glob = out_arg<float, 1>(out_global, "out_global", NUM_GLOBAL_COLUMNS, 0);
                 Episode& e = *b.ep;
-                bool ok = true;
+                bool ok;
                 const CandidateSet* cs;
                 {
                     nb::gil_scoped_release release;
-                    if (action >= 0) ok = e.apply(action);
-                    if (ok) ok = e.advance();
-                    cs = &e.candidates();
-                    write_features(*b.c, *b.model, e.arrays(), e.scalars(), b.requested, *cs, feats, glob, true);
+                    cs = &step_episode(b, action, feats, glob, ok);
                 }
                 const SimScalars& s = e.scalars();
                 std::vector<uint8_t> mask(cs->mask);
@@ -956,6 +981,73 @@ NB_MODULE(_core, m) {
                                       as_numpy<double>(std::move(rec.timeline)));
             },
             "The segments and timeline rows recorded since the last call (as replay's), handed over.");
+
+    nb::class_<TaskPool>(m, "TaskPool",
+                         "A fixed pool of threads (the caller's included) that step_episodes runs a batch's episodes on.")
+        .def(nb::init<int>(), nb::arg("threads"))
+        .def_prop_ro("threads", &TaskPool::threads);
+
+    m.def(
+        "step_episodes",
+        [](TaskPool& pool, const nb::list& episodes, nb::handle actions_h, nb::handle candidates_h, nb::handle global_h,
+           nb::handle mask_h, nb::handle floats_h, nb::handle ints_h) {
+            const size_t n = episodes.size();
+            std::vector<EpisodeBox*> boxes(n, nullptr);
+            size_t K = 0;
+            for (size_t i = 0; i < n; ++i) {
+                if (episodes[i].is_none()) continue;
+                EpisodeBox* b = nullptr;
+                if (!nb::try_cast(episodes[i], b) || b == nullptr || !b->ep)
+                    throw BadInput("episodes[" + std::to_string(i) + "]: an Episode or None expected");
+                if (K != 0 && b->K != K)
+                    throw BadInput("episodes[" + std::to_string(i) + "]: " + std::to_string(b->K) + " candidates, the batch's " +
+                                   std::to_string(K));
+                K = b->K;
+                boxes[i] = b;
+            }
+            const int64_t* actions = batch_arg<const int64_t, 1>(actions_h, "actions", "int64", {n});
+            for (size_t i = 0; i < n; ++i)
+                if (actions[i] >= -1 && boxes[i] == nullptr)
+                    throw BadInput("actions[" + std::to_string(i) + "]: a step for no episode (None); -2 skips it");
+            if (K == 0) return;
+            float* cand = batch_arg<float, 3>(candidates_h, "candidates", "float32", {n, K, NUM_CANDIDATE_COLUMNS});
+            float* glob = batch_arg<float, 2>(global_h, "global", "float32", {n, NUM_GLOBAL_COLUMNS});
+            bool* mask = batch_arg<bool, 2>(mask_h, "mask", "bool", {n, K});
+            double* fl = batch_arg<double, 2>(floats_h, "floats", "float64", {n, 4});
+            int64_t* it = batch_arg<int64_t, 2>(ints_h, "ints", "int64", {n, 6});
+            std::vector<std::string> errors(n);
+            {
+                nb::gil_scoped_release release;
+                pool.run(n, [&](size_t i) {
+                    if (actions[i] < -1) return;
+                    try {
+                        EpisodeBox& b = *boxes[i];
+                        bool ok;
+                        const std::vector<uint8_t>& m =
+                            step_episode(b, actions[i], cand + i * K * NUM_CANDIDATE_COLUMNS, glob + i * NUM_GLOBAL_COLUMNS, ok).mask;
+                        if (m.size() != K) throw BadInput("the candidate set's mask has " + std::to_string(m.size()) + " entries");
+                        for (size_t k = 0; k < K; ++k) mask[i * K + k] = m[k] != 0;
+                        const SimScalars& s = b.ep->scalars();
+                        double* f = fl + i * 4;
+                        f[0] = s.now, f[1] = s.jobs_in_system_s, f[2] = s.energy_j, f[3] = s.preemption_gpu_s;
+                        int64_t* v = it + i * 6;
+                        v[0] = ok, v[1] = s.num_done, v[2] = s.next_arrival, v[3] = s.qlen;
+                        v[4] = static_cast<int64_t>(b.ep->arrays().running.size()), v[5] = b.ep->done();
+                    } catch (const std::exception& e) {
+                        errors[i] = e.what();
+                    }
+                });
+            }
+            for (size_t i = 0; i < n; ++i)
+                if (!errors[i].empty()) throw BadInput("episodes[" + std::to_string(i) + "]: " + errors[i]);
+        },
+        nb::arg("pool"), nb::arg("episodes"), nb::arg("actions"), nb::arg("candidates"), nb::arg("global_"), nb::arg("mask"),
+        nb::arg("floats"), nb::arg("ints"),
+        "Episode.step for every episode of a batch whose action is at least -1 (-2 skips it; its entry may be None), on "
+        "the pool's threads with the GIL released, each writing row i of the batch arrays: candidates (n x K x "
+        "CANDIDATE_COLUMNS float32) and global_ (n x GLOBAL_COLUMNS) its features, mask (n x K bool) its candidate set's "
+        "mask, floats (n x 4 float64) (now, jobs_in_system_s, energy_j, preemption_gpu_s), ints (n x 6 int64) (ok, "
+        "num_done, arrived, queued, running, done). Rows of skipped episodes are left as they were.");
 
     m.def(
         "replay",
