@@ -6,11 +6,12 @@
 For each batch size and thread count: decision steps per second of `BatchedClusterEnv`
 (envs.gym.vec), summed over its episodes, under random legal actions (drawn for the whole batch
 at once, so the client costs little), best and median of `--repeat` runs of `--steps` steps
-each. With each run, where the wall time went: the native call that steps every episode
-(`envs.core.step_episodes`, on the threads), the episodes' resets (a new workload drawn and its
-first decision), and the rest (each episode's reward, info and end in Python, the action draw).
-`core alone` is the steps per second the native call's share would allow if the rest cost
-nothing: the bound the rest of the batch leaves to be won.
+each. With each run, where the caller's wall time went: in the native batch (`envs.core.
+EpisodeBatch`: stepping an episode itself, or waiting for the threads' steps), the episodes'
+resets (a new workload drawn and its first decision), and the rest (each episode's reward, info
+and end in Python, the action draw). With one thread every native step runs on the caller's, so
+`core alone` (printed then) is the steps per second the native steps would allow if the rest
+cost nothing.
 """
 
 from __future__ import annotations
@@ -23,26 +24,37 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
-import envs.core
 from envs.gym.env import GpuClusterEnv
 from envs.gym.vec import BatchedClusterEnv
 
 
 class _Clock:
-    """Seconds spent in the batch's native calls and in the episodes' resets."""
+    """Seconds the caller's thread spent in the native batch (`start` and `next`: stepping an
+    episode itself or waiting for one; with one thread, every native step) and in the episodes'
+    resets."""
 
     def __init__(self):
         self.native = self.reset = 0.0
 
-    def __enter__(self):
-        native, reset, clock = envs.core.step_episodes, GpuClusterEnv.reset, self
+    def timed(self, batch):
+        clock = self
 
-        def timed_native(*args):
-            t0 = time.perf_counter()
-            try:
-                return native(*args)
-            finally:
+        class Timed:
+            def start(self, *args):
+                t0 = time.perf_counter()
+                batch.start(*args)
                 clock.native += time.perf_counter() - t0
+
+            def next(self):
+                t0 = time.perf_counter()
+                done = batch.next()
+                clock.native += time.perf_counter() - t0
+                return done
+
+        return Timed()
+
+    def __enter__(self):
+        reset, clock = GpuClusterEnv.reset, self
 
         def timed_reset(env, **kwargs):
             t0 = time.perf_counter()
@@ -51,12 +63,12 @@ class _Clock:
             finally:
                 clock.reset += time.perf_counter() - t0
 
-        self._saved = native, reset
-        envs.core.step_episodes, GpuClusterEnv.reset = timed_native, timed_reset
+        self._saved = reset
+        GpuClusterEnv.reset = timed_reset
         return self
 
     def __exit__(self, *exc):
-        envs.core.step_episodes, GpuClusterEnv.reset = self._saved
+        GpuClusterEnv.reset = self._saved
 
 
 def run(cluster: str, workload: str, batch: int, threads: int, steps: int, workers: int = 0) -> tuple[float, _Clock, float]:
@@ -67,6 +79,8 @@ def run(cluster: str, workload: str, batch: int, threads: int, steps: int, worke
     vec.reset()
     n = 0
     with _Clock() as clock:
+        if vec._batch.local is not None:
+            vec._batch.local._native = clock.timed(vec._batch.local._native)
         t0 = time.perf_counter()
         while n < steps:
             masks = vec.action_masks()
@@ -101,7 +115,7 @@ def main() -> None:
             rest = wall - clock.native - clock.reset
             print(f"batch {batch:3d}, threads {threads}: best {max(sps):7.0f}, median {np.median(sps):7.0f} steps/s summed; "
                   f"best run's wall: native call {clock.native / wall:4.0%}, resets {clock.reset / wall:4.0%}, "
-                  f"the rest {rest / wall:4.0%}; core alone {args.steps / clock.native if clock.native else float('nan'):7.0f} steps/s")
+                  f"the rest {rest / wall:4.0%}" + (f"; core alone {args.steps / clock.native:7.0f} steps/s" if threads == 1 else ""))
 
 
 if __name__ == "__main__":

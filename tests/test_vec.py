@@ -75,35 +75,45 @@ def test_same_episodes_as_dummy_vec_env(workers, threads):
             _same_info(a, b)
 
 
-def test_each_vector_step_is_one_native_call(monkeypatch):
-    """On the compiled path a vector step steps every episode in one `step_episodes` call; an
-    episode's own native step runs only for its first decision, at each reset."""
-    import envs.core
+def test_each_vector_step_is_one_native_batch(monkeypatch):
+    """On the compiled path a vector step begins every episode's step in one native batch
+    (`envs.core.EpisodeBatch.start`) and takes each as it finishes; an episode's own native step
+    runs only for its first decision, at each reset."""
     from envs.core import jit
     from envs.sim.simulator import NativeEpisode
 
     if not jit.ENABLED:
         pytest.skip("the native batch needs the compiled path")
-    batch_calls, alone = [], []
-    real_batch, real_step = envs.core.step_episodes, NativeEpisode.step
 
-    def counted_batch(pool, episodes, actions, *arrays):
-        batch_calls.append(actions.copy())
-        return real_batch(pool, episodes, actions, *arrays)
+    class Counted:  # the batch's EpisodeBatch, its calls counted
+        def __init__(self, batch):
+            self.batch, self.starts, self.taken = batch, [], []
+
+        def start(self, episodes, actions, *arrays):
+            self.starts.append(actions.copy())
+            return self.batch.start(episodes, actions, *arrays)
+
+        def next(self):
+            done = self.batch.next()
+            self.taken += done
+            return done
+
+    alone, real_step = [], NativeEpisode.step
 
     def counted_step(self, action, features):
         alone.append(action)
         return real_step(self, action, features)
 
-    monkeypatch.setattr(envs.core, "step_episodes", counted_batch)
     monkeypatch.setattr(NativeEpisode, "step", counted_step)
     vec = BatchedClusterEnv(KWARGS, 3, threads=2)
+    counted = vec._batch.local._native = Counted(vec._batch.local._native)
     try:
         record = _run(vec, 60)
     finally:
         vec.close()
     assert sum(int(d.sum()) for *_, d, _ in record[1:]) >= 3  # resets happened
-    assert len(batch_calls) == 60 and all((a >= 0).all() for a in batch_calls)
+    assert len(counted.starts) == 60 and all((a >= 0).all() for a in counted.starts)
+    assert sorted(counted.taken) == sorted(list(range(3)) * 60)  # each episode's step taken once a vector step
     assert alone and set(alone) == {-1}
 
 
@@ -140,8 +150,8 @@ def test_episodes_leaving_the_native_call_stay_the_same_episodes():
         ref.close()
 
 
-def test_step_episodes_names_what_is_wrong():
-    from envs.core import TaskPool, jit, step_episodes
+def test_episode_batch_names_what_is_wrong():
+    from envs.core import EpisodeBatch, jit
     from envs.decision.features import NUM_CANDIDATE_FEATURES, NUM_GLOBAL_FEATURES
 
     if not jit.ENABLED:
@@ -149,7 +159,7 @@ def test_step_episodes_names_what_is_wrong():
     env = GpuClusterEnv(**KWARGS)
     env.reset(seed=1)
     core, K = env._episode.core, env.action_space.n
-    pool = TaskPool(2)
+    batch = EpisodeBatch(2)
 
     def arrays(n=1, **change):
         a = {"candidates": np.zeros((n, K, NUM_CANDIDATE_FEATURES), np.float32),
@@ -158,19 +168,21 @@ def test_step_episodes_names_what_is_wrong():
         return {**a, **change}
 
     with pytest.raises(ValueError, match=r"candidates: a writable C-contiguous float32 array of 1 x 41 x \d+ expected"):
-        step_episodes(pool, [core], np.array([-1]), **arrays(candidates=np.zeros((1, K, NUM_CANDIDATE_FEATURES))))
+        batch.run([core], np.array([-1]), **arrays(candidates=np.zeros((1, K, NUM_CANDIDATE_FEATURES))))
     with pytest.raises(ValueError, match="ints: 1 x 6 entries expected"):
-        step_episodes(pool, [core], np.array([-1]), **arrays(ints=np.zeros((1, 5), np.int64)))
+        batch.run([core], np.array([-1]), **arrays(ints=np.zeros((1, 5), np.int64)))
     with pytest.raises(ValueError, match=r"actions\[1\]: a step for no episode \(None\)"):
-        step_episodes(pool, [core, None], np.array([-2, 0]), **arrays(2))
+        batch.run([core, None], np.array([-2, 0]), **arrays(2))
     with pytest.raises(ValueError, match=r"episodes\[0\]: an Episode or None expected"):
-        step_episodes(pool, ["not an episode"], np.array([0]), **arrays())
+        batch.run(["not an episode"], np.array([0]), **arrays())
     invalid = int(np.flatnonzero(~env.mask)[0])
-    with pytest.raises(ValueError, match=r"episodes\[0\]: action: not a valid candidate"):
-        step_episodes(pool, [core], np.array([invalid]), **arrays())
+    with pytest.raises(ValueError, match=r"episodes\[1\]: action: not a valid candidate"):
+        batch.run([None, core], np.array([-2, invalid]), **arrays(2))
     out = arrays()
-    step_episodes(pool, [None], np.array([-2]), **out)  # nothing stepped, nothing written
+    batch.run([None], np.array([-2]), **out)  # nothing stepped, nothing written
     assert not out["mask"].any() and not out["ints"].any()
+    with pytest.raises(ValueError, match="threads: at least 1"):
+        EpisodeBatch(0)
     with pytest.raises(ValueError, match="threads must be >= 1"):
         BatchedClusterEnv(KWARGS, 2, threads=0)
 

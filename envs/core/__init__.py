@@ -31,9 +31,10 @@ envs.decision.features.native_candidate_features calls); and the env's whole epi
 (`Episode`, which Simulator.native_episode makes and the Gymnasium env steps: each call carries
 out a candidate, runs the events to the next decision and writes that decision's candidate set
 and features, as envs.sim.replay.decide and candidates_now do, recording the segments and the
-timeline for the simulator's records at the episode's end), and a batch of such episodes stepped in
-one call (`step_episodes`, which the batched vector envs make: each episode's step on a `TaskPool`'s
-threads, the GIL released, writing its row of the batch's arrays); and the placements of a decision
+timeline for the simulator's records at the episode's end), and a batch of such episodes stepped
+together (`EpisodeBatch`, which the batched vector envs hold: each episode's step on one of a pool of
+threads, the GIL released, writing its row of the batch's arrays, the caller taking each finished
+step while the others run); and the placements of a decision
 state's valid candidates, for any `ClusterState` (`state_placements`, which
 envs.decision.candidates.placed_natively calls: the scoring service's, on states rebuilt from plain data).
 
@@ -63,8 +64,7 @@ replay = _core.replay
 SimView = _core.SimView
 World = _core.World
 Episode = _core.Episode
-TaskPool = _core.TaskPool
-step_episodes = _core.step_episodes
+EpisodeBatch = _core.EpisodeBatch
 
 
 def cluster_arrays(cluster) -> ClusterArrays:

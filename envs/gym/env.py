@@ -240,7 +240,7 @@ class GpuClusterEnv(gym.Env):
         return self._observation(), reward, terminated, truncated, info
 
     def _took_step(self, action: int, mask: np.ndarray, floats: list, ints: list) -> tuple[float, bool, bool, dict]:
-        """A valid `action` whose step the batched envs' native call took (`envs.core.step_episodes`:
+        """A valid `action` whose step the batched envs' native batch took (`envs.core.EpisodeBatch`:
         its features are in the batch's arrays, `mask` its row of the batch's mask, `floats` and
         `ints` its scalars): what `step` returns but the observation."""
         self._steps += 1

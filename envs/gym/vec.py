@@ -12,9 +12,9 @@ and auto-reset happens inside. Two faces over the same machinery:
   built on Gymnasium's vector API. It gives what `gymnasium.vector.SyncVectorEnv` over the same
   envs gives with `autoreset_mode=SAME_STEP` (`final_obs` and `final_info` of ended episodes).
 
-On the compiled path the episodes' steps are one native call (`envs.core.step_episodes`): each
-episode's step runs on a pool of `threads` threads with the GIL released and writes its row of
-the batch arrays; Python then does each episode's reward, info and auto-reset. An episode whose
+On the compiled path the episodes' steps are native (`envs.core.EpisodeBatch`): each episode's
+step runs on one of a pool of `threads` threads with the GIL released and writes its row of the
+batch arrays, while Python takes each finished one's reward, info and auto-reset. An episode whose
 action is invalid, or whose Python state was read mid-episode, steps through its env as usual.
 The episodes run in this process (`workers=0`), or split into contiguous chunks over `workers`
 processes that write into shared memory (each with its own threads). Only infos and the final
@@ -87,14 +87,14 @@ class _Episodes:
         self._rewards: list[list[float]] = [[] for _ in self.envs]
         self._started = [time.time()] * len(self.envs)
         n = len(self.envs)
-        if _jit.ENABLED:  # the native episodes' steps in one call over a pool of threads
-            from envs.core import TaskPool
-            self._pool = TaskPool(max(1, min(threads, n)))
+        if _jit.ENABLED:  # the native episodes' steps over a pool of threads
+            from envs.core import EpisodeBatch
+            self._native = EpisodeBatch(max(1, min(threads, n)))
             self._codes = np.full(n, -2, dtype=np.int64)  # each episode's action in the native call; -2: not in it
             self._floats = np.zeros((n, 4))
             self._ints = np.zeros((n, 6), dtype=np.int64)
         else:
-            self._pool = None
+            self._native = None
 
     def _write(self, i: int, obs: dict) -> None:
         buf = self.buf
@@ -112,25 +112,22 @@ class _Episodes:
             mask[-1] = 1
         return {"candidates": buf["candidates"][i].copy(), "global": buf["global"][i].copy(), "action_mask": mask}
 
-    def _step_natively(self, actions: list[int]) -> list[tuple | None]:
-        """The steps of the episodes the core carries on, with a valid action, in one native call:
-        for each of them (action, its scalars as lists), None for the others."""
-        from envs.core import step_episodes
+    def _begin(self, i: int) -> None:
+        self._rewards[i], self._started[i] = [], time.time()
+
+    def _begin_native_steps(self, actions: list[int]) -> list[int | None]:
+        """The steps of the episodes the core carries on, with a valid action, begun on the batch's
+        threads: each one's action, None for the others."""
         codes, cores, taken = self._codes, [None] * len(self.envs), [None] * len(self.envs)
         codes.fill(-2)
         for i, env in enumerate(self.envs):
             episode, mask, a = env._episode, env.mask, actions[i]
             if episode is not None and not episode.finished and 0 <= a < len(mask) and mask[a]:
                 codes[i], cores[i], taken[i] = a, episode.core, a
-        if not any(c is not None for c in cores):
-            return taken
-        buf = self.buf
-        step_episodes(self._pool, cores, codes, buf["candidates"], buf["global"], buf["mask"], self._floats, self._ints)
-        floats, ints = self._floats.tolist(), self._ints.tolist()
-        return [None if a is None else (a, floats[i], ints[i]) for i, a in enumerate(taken)]
-
-    def _begin(self, i: int) -> None:
-        self._rewards[i], self._started[i] = [], time.time()
+        if any(a is not None for a in taken):
+            buf = self.buf
+            self._native.start(cores, codes, buf["candidates"], buf["global"], buf["mask"], self._floats, self._ints)
+        return taken
 
     def reset(self, seeds: Sequence[int | None], options: Sequence[dict | None]) -> list[dict]:
         infos = []
@@ -143,39 +140,47 @@ class _Episodes:
 
     def step(self, actions: Sequence[int]) -> tuple[list[dict], list[tuple | None]]:
         """Step every episode. Returns each one's step info and, for each episode that ended
-        (and was reset), (final observation, episode record, reset info); None for the others."""
-        buf = self.buf
-        rewards, terminations, truncations, masks = buf["reward"], buf["terminated"], buf["truncated"], buf["mask"]
+        (and was reset), (final observation, episode record, reset info); None for the others.
+        The native steps run on the batch's threads meanwhile: the other episodes step first,
+        then each native one's reward, info and end are taken as its step finishes."""
         actions = [int(a) for a in actions]
-        taken = self._step_natively(actions) if self._pool is not None else [None] * len(self.envs)
-        infos: list[dict] = []
-        ends: list[tuple | None] = []
+        taken = self._begin_native_steps(actions) if self._native is not None else [None] * len(self.envs)
+        infos: list[dict | None] = [None] * len(self.envs)
+        ends: list[tuple | None] = [None] * len(self.envs)
         for i, env in enumerate(self.envs):
-            if taken[i] is not None:  # stepped by the native call: its observation is in the batch arrays
-                obs = None
-                action, floats, ints = taken[i]
-                reward, terminated, truncated, info = env._took_step(action, masks[i], floats, ints)
-            else:
+            if taken[i] is None:
                 obs, reward, terminated, truncated, info = env.step(actions[i])
-            rewards[i], terminations[i], truncations[i] = reward, terminated, truncated
-            self._rewards[i].append(reward)
-            end = None
-            if terminated or truncated:
-                record = {"r": round(sum(self._rewards[i]), 6), "l": len(self._rewards[i]),
-                          "t": round(time.time() - self._started[i], 6)}
-                final = obs if obs is not None else self._row(i)
-                obs, reset_info = env.reset()
-                self._begin(i)
-                end = (final, record, reset_info)
-            if obs is not None:
-                self._write(i, obs)
-            infos.append(info)
-            ends.append(end)
-        if self._pool is not None:  # the native rows' action_mask as the env's: the mask, or WAIT alone
-            action_mask = buf["action_mask"]
+                self._took(i, obs, reward, terminated, truncated, info, infos, ends)
+        if any(a is not None for a in taken):
+            masks, floats, ints = self.buf["mask"], self._floats, self._ints
+            while finished := self._native.next():
+                for i in finished:
+                    if taken[i] is not None:  # its observation is in the batch arrays
+                        reward, terminated, truncated, info = self.envs[i]._took_step(taken[i], masks[i], floats[i].tolist(),
+                                                                                    ints[i].tolist())
+                        self._took(i, None, reward, terminated, truncated, info, infos, ends)
+            action_mask = self.buf["action_mask"]  # the native rows' as the env's: the mask, or WAIT alone
             np.copyto(action_mask, masks)
             action_mask[~masks.any(axis=1), -1] = 1
         return infos, ends
+
+    def _took(self, i: int, obs: dict | None, reward: float, terminated: bool, truncated: bool, info: dict,
+              infos: list, ends: list) -> None:
+        """Episode i's step into the batch arrays, its record and, where it ended, its reset
+        (`obs`: its observation, None where the native call wrote it into the batch arrays)."""
+        buf = self.buf
+        buf["reward"][i], buf["terminated"][i], buf["truncated"][i] = reward, terminated, truncated
+        self._rewards[i].append(reward)
+        if terminated or truncated:
+            record = {"r": round(sum(self._rewards[i]), 6), "l": len(self._rewards[i]),
+                      "t": round(time.time() - self._started[i], 6)}
+            final = obs if obs is not None else self._row(i)
+            obs, reset_info = self.envs[i].reset()
+            self._begin(i)
+            ends[i] = (final, record, reset_info)
+        if obs is not None:
+            self._write(i, obs)
+        infos[i] = info
 
     def call(self, what: str, name: str, indices: Sequence[int], args=(), kwargs=None, value=None) -> list:
         if what == "get_attr":

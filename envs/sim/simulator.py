@@ -1437,11 +1437,11 @@ class NativeEpisode:
 
     @property
     def core(self):
-        """The core's `Episode` (what `envs.core.step_episodes` steps)."""
+        """The core's `Episode` (what `envs.core.EpisodeBatch` steps)."""
         return self._episode
 
     def took(self, floats, ints) -> None:
-        """The scalars of a step that `envs.core.step_episodes` took for this episode (its row of
+        """The scalars of a step that `envs.core.EpisodeBatch` took for this episode (its row of
         the batch's `floats` and `ints`, as lists), set as `step` sets them."""
         sim = self.sim
         sim.now, sim.jobs_in_system_s, sim.energy_j, sim.preemption_gpu_s = floats

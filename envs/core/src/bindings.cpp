@@ -377,6 +377,109 @@ T* batch_arg(nb::handle h, const char* name, const char* dtype, const size_t (&s
     return a.data();
 }
 
+// Episodes stepped together on a pool of threads (envs.gym.vec's batched envs): the batch of the
+// last `start`, its episodes and arrays held until every step has been handed out.
+struct EpisodeBatch {
+    TaskPool pool;
+    std::vector<EpisodeBox*> boxes;
+    std::vector<nb::object> held;
+    const int64_t* actions = nullptr;
+    float* cand = nullptr;
+    float* glob = nullptr;
+    bool* mask = nullptr;
+    double* fl = nullptr;
+    int64_t* it = nullptr;
+    size_t K = 0;
+    std::vector<std::string> errors;
+
+    explicit EpisodeBatch(int threads) : pool(threads < 1 ? throw BadInput("threads: at least 1") : threads) {}
+
+    void task(size_t i) {  // on any thread, the GIL released
+        if (actions[i] < -1) return;
+        try {
+            EpisodeBox& b = *boxes[i];
+            bool ok;
+            const std::vector<uint8_t>& m =
+                step_episode(b, actions[i], cand + i * K * NUM_CANDIDATE_COLUMNS, glob + i * NUM_GLOBAL_COLUMNS, ok).mask;
+            if (m.size() != K) throw BadInput("the candidate set's mask has " + std::to_string(m.size()) + " entries");
+            for (size_t k = 0; k < K; ++k) mask[i * K + k] = m[k] != 0;
+            const SimScalars& s = b.ep->scalars();
+            double* f = fl + i * 4;
+            f[0] = s.now, f[1] = s.jobs_in_system_s, f[2] = s.energy_j, f[3] = s.preemption_gpu_s;
+            int64_t* v = it + i * 6;
+            v[0] = ok, v[1] = s.num_done, v[2] = s.next_arrival, v[3] = s.qlen;
+            v[4] = static_cast<int64_t>(b.ep->arrays().running.size()), v[5] = b.ep->done();
+        } catch (const std::exception& e) {
+            errors[i] = e.what();
+        }
+    }
+
+    void start(const nb::list& episodes, nb::handle actions_h, nb::handle candidates_h, nb::handle global_h,
+               nb::handle mask_h, nb::handle floats_h, nb::handle ints_h) {
+        {
+            nb::gil_scoped_release release;
+            while (!pool.next().empty()) {  // the last batch's steps, if its caller stopped taking them
+            }
+        }
+        const size_t n = episodes.size();
+        std::vector<EpisodeBox*> bx(n, nullptr);
+        size_t k_all = 0;
+        for (size_t i = 0; i < n; ++i) {
+            if (episodes[i].is_none()) continue;
+            EpisodeBox* b = nullptr;
+            if (!nb::try_cast(episodes[i], b) || b == nullptr || !b->ep)
+                throw BadInput("episodes[" + std::to_string(i) + "]: an Episode or None expected");
+            if (k_all != 0 && b->K != k_all)
+                throw BadInput("episodes[" + std::to_string(i) + "]: " + std::to_string(b->K) + " candidates, the batch's " +
+                               std::to_string(k_all));
+            k_all = b->K;
+            bx[i] = b;
+        }
+        const int64_t* acts = batch_arg<const int64_t, 1>(actions_h, "actions", "int64", {n});
+        for (size_t i = 0; i < n; ++i)
+            if (acts[i] >= -1 && bx[i] == nullptr)
+                throw BadInput("actions[" + std::to_string(i) + "]: a step for no episode (None); -2 skips it");
+        const size_t k = k_all;
+        float *c = nullptr, *g = nullptr;
+        bool* mk = nullptr;
+        double* f = nullptr;
+        int64_t* v = nullptr;
+        if (k != 0) {  // else every episode is skipped: nothing is written
+            c = batch_arg<float, 3>(candidates_h, "candidates", "float32", {n, k, NUM_CANDIDATE_COLUMNS});
+            g = batch_arg<float, 2>(global_h, "global_", "float32", {n, NUM_GLOBAL_COLUMNS});
+            mk = batch_arg<bool, 2>(mask_h, "mask", "bool", {n, k});
+            f = batch_arg<double, 2>(floats_h, "floats", "float64", {n, 4});
+            v = batch_arg<int64_t, 2>(ints_h, "ints", "int64", {n, 6});
+        }
+        held.clear();
+        for (nb::handle h : {nb::handle(episodes), actions_h, candidates_h, global_h, mask_h, floats_h, ints_h})
+            held.push_back(nb::borrow(h));
+        boxes = std::move(bx);
+        actions = acts, cand = c, glob = g, mask = mk, fl = f, it = v, K = k;
+        errors.assign(n, std::string());
+        pool.start(n, [this](size_t i) { task(i); });
+    }
+
+    std::vector<size_t> next() {
+        std::vector<size_t> done;
+        {
+            nb::gil_scoped_release release;
+            done = pool.next();
+        }
+        for (size_t i : done) {
+            if (errors[i].empty()) continue;
+            std::string what = "episodes[" + std::to_string(i) + "]: " + errors[i];
+            {
+                nb::gil_scoped_release release;
+                while (!pool.next().empty()) {
+                }
+            }
+            throw BadInput(what);
+        }
+        return done;
+    }
+};
+
 // What one call's arrays were, for the next call on the same state (envs.core.ArrayMemo): each
 // named array held (so its data stay where they are) with its view. An array that is the same
 // object as last time is not imported again; numpy arrays do not move or resize their data while
@@ -982,72 +1085,32 @@ NB_MODULE(_core, m) {
             },
             "The segments and timeline rows recorded since the last call (as replay's), handed over.");
 
-    nb::class_<TaskPool>(m, "TaskPool",
-                         "A fixed pool of threads (the caller's included) that step_episodes runs a batch's episodes on.")
+    nb::class_<EpisodeBatch>(m, "EpisodeBatch",
+                             "Episodes stepped together, each on one of a pool of `threads` threads (the caller's "
+                             "included) with the GIL released, each writing its row of the batch's arrays.")
         .def(nb::init<int>(), nb::arg("threads"))
-        .def_prop_ro("threads", &TaskPool::threads);
-
-    m.def(
-        "step_episodes",
-        [](TaskPool& pool, const nb::list& episodes, nb::handle actions_h, nb::handle candidates_h, nb::handle global_h,
-           nb::handle mask_h, nb::handle floats_h, nb::handle ints_h) {
-            const size_t n = episodes.size();
-            std::vector<EpisodeBox*> boxes(n, nullptr);
-            size_t K = 0;
-            for (size_t i = 0; i < n; ++i) {
-                if (episodes[i].is_none()) continue;
-                EpisodeBox* b = nullptr;
-                if (!nb::try_cast(episodes[i], b) || b == nullptr || !b->ep)
-                    throw BadInput("episodes[" + std::to_string(i) + "]: an Episode or None expected");
-                if (K != 0 && b->K != K)
-                    throw BadInput("episodes[" + std::to_string(i) + "]: " + std::to_string(b->K) + " candidates, the batch's " +
-                                   std::to_string(K));
-                K = b->K;
-                boxes[i] = b;
-            }
-            const int64_t* actions = batch_arg<const int64_t, 1>(actions_h, "actions", "int64", {n});
-            for (size_t i = 0; i < n; ++i)
-                if (actions[i] >= -1 && boxes[i] == nullptr)
-                    throw BadInput("actions[" + std::to_string(i) + "]: a step for no episode (None); -2 skips it");
-            if (K == 0) return;
-            float* cand = batch_arg<float, 3>(candidates_h, "candidates", "float32", {n, K, NUM_CANDIDATE_COLUMNS});
-            float* glob = batch_arg<float, 2>(global_h, "global", "float32", {n, NUM_GLOBAL_COLUMNS});
-            bool* mask = batch_arg<bool, 2>(mask_h, "mask", "bool", {n, K});
-            double* fl = batch_arg<double, 2>(floats_h, "floats", "float64", {n, 4});
-            int64_t* it = batch_arg<int64_t, 2>(ints_h, "ints", "int64", {n, 6});
-            std::vector<std::string> errors(n);
-            {
-                nb::gil_scoped_release release;
-                pool.run(n, [&](size_t i) {
-                    if (actions[i] < -1) return;
-                    try {
-                        EpisodeBox& b = *boxes[i];
-                        bool ok;
-                        const std::vector<uint8_t>& m =
-                            step_episode(b, actions[i], cand + i * K * NUM_CANDIDATE_COLUMNS, glob + i * NUM_GLOBAL_COLUMNS, ok).mask;
-                        if (m.size() != K) throw BadInput("the candidate set's mask has " + std::to_string(m.size()) + " entries");
-                        for (size_t k = 0; k < K; ++k) mask[i * K + k] = m[k] != 0;
-                        const SimScalars& s = b.ep->scalars();
-                        double* f = fl + i * 4;
-                        f[0] = s.now, f[1] = s.jobs_in_system_s, f[2] = s.energy_j, f[3] = s.preemption_gpu_s;
-                        int64_t* v = it + i * 6;
-                        v[0] = ok, v[1] = s.num_done, v[2] = s.next_arrival, v[3] = s.qlen;
-                        v[4] = static_cast<int64_t>(b.ep->arrays().running.size()), v[5] = b.ep->done();
-                    } catch (const std::exception& e) {
-                        errors[i] = e.what();
-                    }
-                });
-            }
-            for (size_t i = 0; i < n; ++i)
-                if (!errors[i].empty()) throw BadInput("episodes[" + std::to_string(i) + "]: " + errors[i]);
-        },
-        nb::arg("pool"), nb::arg("episodes"), nb::arg("actions"), nb::arg("candidates"), nb::arg("global_"), nb::arg("mask"),
-        nb::arg("floats"), nb::arg("ints"),
-        "Episode.step for every episode of a batch whose action is at least -1 (-2 skips it; its entry may be None), on "
-        "the pool's threads with the GIL released, each writing row i of the batch arrays: candidates (n x K x "
-        "CANDIDATE_COLUMNS float32) and global_ (n x GLOBAL_COLUMNS) its features, mask (n x K bool) its candidate set's "
-        "mask, floats (n x 4 float64) (now, jobs_in_system_s, energy_j, preemption_gpu_s), ints (n x 6 int64) (ok, "
-        "num_done, arrived, queued, running, done). Rows of skipped episodes are left as they were.");
+        .def_prop_ro("threads", [](EpisodeBatch& b) { return b.pool.threads(); })
+        .def("start", &EpisodeBatch::start, nb::arg("episodes"), nb::arg("actions"), nb::arg("candidates"), nb::arg("global_"),
+             nb::arg("mask"), nb::arg("floats"), nb::arg("ints"),
+             "Begin Episode.step for every episode whose action is at least -1 (-2 skips it; its entry may be None): "
+             "each writes row i of the batch arrays, candidates (n x K x CANDIDATE_COLUMNS float32) and global_ (n x "
+             "GLOBAL_COLUMNS) its features, mask (n x K bool) its candidate set's mask, floats (n x 4 float64) (now, "
+             "jobs_in_system_s, energy_j, preemption_gpu_s), ints (n x 6 int64) (ok, num_done, arrived, queued, running, "
+             "done); a skipped episode's rows are left as they were. Then call `next` until it returns [].")
+        .def("next", &EpisodeBatch::next,
+             "The episodes whose step has finished since the last call (at least one; skipped ones too), after stepping "
+             "one on this thread when none has; [] once all are handed out. ValueError naming the episode if its step "
+             "failed (after the others have finished).")
+        .def(
+            "run",
+            [](EpisodeBatch& b, const nb::list& episodes, nb::handle actions, nb::handle candidates, nb::handle global,
+               nb::handle mask, nb::handle floats, nb::handle ints) {
+                b.start(episodes, actions, candidates, global, mask, floats, ints);
+                while (!b.next().empty()) {
+                }
+            },
+            nb::arg("episodes"), nb::arg("actions"), nb::arg("candidates"), nb::arg("global_"), nb::arg("mask"),
+            nb::arg("floats"), nb::arg("ints"), "`start`, then `next` until every episode's step has finished.");
 
     m.def(
         "replay",

@@ -1,5 +1,7 @@
 #include "pool.hpp"
 
+#include <utility>
+
 namespace gangsched {
 
 TaskPool::TaskPool(int threads) {
@@ -7,17 +9,13 @@ TaskPool::TaskPool(int threads) {
 }
 
 TaskPool::~TaskPool() {
+    finish_batch();
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
     }
     wake_.notify_all();
     for (auto& w : workers_) w.join();
-}
-
-void TaskPool::drain() {
-    const auto& fn = *fn_;
-    for (size_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) fn(i);
 }
 
 void TaskPool::work() {
@@ -29,32 +27,63 @@ void TaskPool::work() {
             if (stop_) return;
             seen = generation_;
         }
-        drain();
-        {
+        for (size_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) {
+            fn_(i);
             std::lock_guard<std::mutex> lock(mu_);
-            if (--busy_ == 0) idle_.notify_one();
+            done_.push_back(i);
+            finished_.notify_all();
         }
+        std::lock_guard<std::mutex> lock(mu_);
+        --busy_;
+        finished_.notify_all();
     }
 }
 
-void TaskPool::run(size_t n, const std::function<void(size_t)>& fn) {
-    if (workers_.empty() || n < 2) {
-        for (size_t i = 0; i < n; ++i) fn(i);
-        return;
-    }
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        fn_ = &fn;
-        n_ = n;
-        next_.store(0);
+void TaskPool::finish_batch() {  // under no lock: every worker out of the last generation
+    std::unique_lock<std::mutex> lock(mu_);
+    finished_.wait(lock, [&] { return busy_ == 0; });
+}
+
+void TaskPool::start(size_t n, std::function<void(size_t)> fn) {
+    finish_batch();
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = std::move(fn);
+    n_ = n;
+    next_.store(0);
+    done_.clear();
+    handed_ = 0;
+    if (!workers_.empty() && n > 1) {
         busy_ = static_cast<int>(workers_.size());
         ++generation_;
+        wake_.notify_all();
     }
-    wake_.notify_all();
-    drain();
+}
+
+std::vector<size_t> TaskPool::next() {
+    std::vector<size_t> out;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (handed_ == n_) return out;
+        if (!done_.empty()) {
+            std::swap(out, done_);
+            handed_ += out.size();
+            return out;
+        }
+    }
+    const size_t i = next_.fetch_add(1);
+    if (i < n_) fn_(i);
     std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return busy_ == 0; });
-    fn_ = nullptr;
+    if (i < n_) done_.push_back(i);
+    finished_.wait(lock, [&] { return !done_.empty(); });
+    std::swap(out, done_);
+    handed_ += out.size();
+    return out;
+}
+
+void TaskPool::run(size_t n, std::function<void(size_t)> fn) {
+    start(n, std::move(fn));
+    while (!next().empty()) {
+    }
 }
 
 }  // namespace gangsched
