@@ -208,3 +208,31 @@ def test_the_other_types_trays_are_not_offered_once_one_type_is_chosen():
     }, "<b-first>")
     take = P._node_take(c, (4,) * 14, 24, 8, P.BINPACK)
     assert take == {8: 4, 9: 4, 10: 4, 11: 4, 12: 4, 13: 4} and list(take) == [8, 9, 10, 11, 12, 13]
+
+
+# A GB200 rack of four 4-GPU trays (t0-t3, nodes 0-3: TP-8 groups span two trays), then an 8-GPU
+# GB200 node outside any domain (big, node 4) and an NVLink domain of two 8-GPU GB200 nodes (c0-c1,
+# nodes 5-6: a TP-8 group sits on one node), all under one leaf.
+PAIR_BESIDE_RACK = cluster_from_dict({
+    "name": "pair-beside-rack",
+    "node_types": {"tray": {"gpu_type": "GB200-186GB", "gpus": 4}, "big": {"gpu_type": "GB200-186GB", "gpus": 8}},
+    "nodes": [{"names": "t[0-3]", "type": "tray"}, {"names": "big", "type": "big"}, {"names": "c[0-1]", "type": "big"}],
+    "nvlink_domains": [{"name": "rack", "nodes": "t[0-3]"}, {"name": "pair", "nodes": "c[0-1]"}],
+    "switches": [{"name": "leaf", "nodes": "t[0-3],big,c[0-1]"}],
+}, "<pair-beside-rack>")
+
+
+def test_a_domain_of_whole_node_groups_is_no_host_where_another_domains_groups_span_trays():
+    """Free: t0 whole, t1-t2 three of four, t3 none (the rack: one whole tray, no TP-8 group); big,
+    c0 and c1 whole. 16 GPUs in TP-4 groups: nothing spans, so the topology rule tries the NVLink
+    domains before the switches and the pair holds the gang: c0 and c1. In TP-8 groups the rack's
+    groups span trays, so the hosts are the rack, big, c0 and c1 (the pair is no host:
+    _node_take_spanning); no host holds two groups, the leaf does, filled in host order: big,
+    then c0, across the pair's boundary. (envs/core/fuzz/core_fuzz.cpp's domain check states
+    the same rule: it failed on such states with seeds 4, 5 and 8 while it counted every domain.)"""
+    free = (4, 3, 3, 0, 8, 8, 8)
+    assert PAIR_BESIDE_RACK.spanning_domains(8) == (0,) and not PAIR_BESIDE_RACK.spans(4)
+    assert P.usable_per_node(PAIR_BESIDE_RACK, list(free), 8) == [0, 0, 0, 0, 8, 8, 8]
+    assert P._node_take(PAIR_BESIDE_RACK, free, 16, 4, P.TOPOLOGY) == {5: 8, 6: 8}
+    take = P._node_take(PAIR_BESIDE_RACK, free, 16, 8, P.TOPOLOGY)
+    assert take == {4: 8, 5: 8} and list(take) == [4, 5]

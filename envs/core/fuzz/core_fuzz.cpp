@@ -1,8 +1,9 @@
 // Fuzz driver of the native core, run under AddressSanitizer and UndefinedBehaviorSanitizer by
 // `make sanitize` (and CI). No Python: random clusters (node sizes, NUMA sockets, GPU types,
 // switch trees of 1-3 levels), random availability, gangs and rules, checked against the rules'
-// invariants; the features of random decision states; and malformed input, which must raise
-// BadInput, never crash.
+// invariants; the features of random decision states; the candidates' placements on states built
+// from per-GPU owners, as the service's are (place_candidates); and malformed input, which must
+// raise BadInput, never crash.
 //
 //   core_fuzz [iterations] [seed]
 #include <algorithm>
@@ -29,6 +30,7 @@ uint64_t domain_checks = 0;  // placements checked to stay inside one NVLink dom
 uint64_t spanning_placements = 0;  // placements with TP groups on whole trays of a domain
 uint64_t segment_placements = 0;  // placements of gangs in segments, each inside one block
 uint64_t feature_candidates = 0, feature_victims = 0;  // valid candidates whose features were checked, victims among them
+uint64_t rebuilt_checks = 0, rebuilt_victims = 0;  // place_candidates' placements on rebuilt states checked, victims among them
 
 void check(bool ok, const char* what, uint64_t iteration) {
     if (!ok) {
@@ -234,26 +236,32 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
         for (int64_t room : per_type) one_type_holds |= room >= need;
         check(!one_type_holds || types.size() == 1, "one GPU type when one type holds the gang", it);
         if (rule == TOPOLOGY && take.size() > 1 && c.num_domains > 0 && types.size() == 1) {
-            // a gang that some NVLink domain of its GPU type holds in whole TP groups is placed inside one
+            // A gang on several nodes of one GPU type t is inside one NVLink domain when one domain of
+            // type t that is a host of the rule holds it in whole TP groups. The hosts
+            // (envs.decision.placement): where no domain's TP groups of tp span trays, _topology_domains
+            // tries every NVLink domain (its nodes' f / tp x tp GPUs) before the switches; where some
+            // domain's do (span_room >= 0), _node_take_spanning's hosts are each spanning domain (its
+            // whole groups of trays) and each node outside them, and _spanning_topology goes from one
+            // host straight to the switch levels: a domain whose groups sit on one node is no host
+            // there (its nodes are, one by one), and a gang it holds but no one node does may leave it.
             const int64_t t = *types.begin();
+            bool spans = false;
+            for (int64_t r : span_room) spans |= r >= 0;
             std::vector<int64_t> room(static_cast<size_t>(c.num_domains), 0);
-            for (int64_t n = 0; n < c.num_nodes; ++n)
-                if (c.node_domain[static_cast<size_t>(n)] >= 0 && c.node_type[static_cast<size_t>(n)] == t)
-                    room[static_cast<size_t>(c.node_domain[static_cast<size_t>(n)])] += usable[static_cast<size_t>(n)];
-            for (int64_t n = 0; n < c.num_nodes; ++n) {  // a spanning domain of type t: its groups, once
+            for (int64_t n = 0; n < c.num_nodes; ++n) {
                 const int64_t d = c.node_domain[static_cast<size_t>(n)];
-                if (d >= 0 && c.node_type[static_cast<size_t>(n)] == t && span_room[static_cast<size_t>(d)] > 0) {
-                    room[static_cast<size_t>(d)] += span_room[static_cast<size_t>(d)];
-                    span_room[static_cast<size_t>(d)] = -span_room[static_cast<size_t>(d)] - 1;  // counted
-                }
+                if (d < 0 || c.node_type[static_cast<size_t>(n)] != t) continue;
+                const int64_t span = span_room[static_cast<size_t>(d)];
+                if (span >= 0)
+                    room[static_cast<size_t>(d)] = span;  // a spanning domain: its whole groups of trays
+                else if (!spans)
+                    room[static_cast<size_t>(d)] += usable[static_cast<size_t>(n)];
             }
-            for (auto& r : span_room)
-                if (r < -1) r = -r - 1;
             bool fits = false;
             for (int64_t r : room) fits |= r >= need;
             std::vector<int64_t> used;
             for (const auto& [n, k] : take) used.push_back(n);
-                    check(!fits || c.one_domain(used.begin(), used.end()), "inside one NVLink domain when one holds the gang", it);
+            check(!fits || c.one_domain(used.begin(), used.end()), "inside one NVLink domain when one of the rule's hosts holds the gang", it);
             domain_checks += fits;
         }
         std::vector<int64_t> gpus;  // the concrete GPUs: available, distinct, ascending per node
@@ -607,12 +615,181 @@ void features(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
     must_refuse([&] { candidate_features(c, m, a, more, past, cs, feats.data(), glob.data()); }, "a queue longer than q_ids is refused", it);
 }
 
+// place_candidates (envs.core.state_placements: the scoring service's placements on decision states
+// rebuilt from plain data) over a random state built as bindings.cpp's state_placements builds it
+// from per-GPU owners: each running or checkpointing job's record lists the nodes of its GPUs,
+// ascending, with the GPUs it holds on each. A random window of queued jobs and a random mask (a
+// candidate valid by the mask may still find no placement: its GPU list is then empty). Checked:
+// one entry per set mask bit of the window's slots, in index order; a placement holds the gang on
+// distinct GPUs with the job's memory, in segments inside blocks; binpack, spread and topology
+// on free GPUs, as place_free gives them, empty exactly where place_free finds none; the preempt
+// rules only where the free GPUs do not hold the gang (node_take over them), on free GPUs and
+// those of victims that are running, preemptible, of a lower priority (preempt) or of no higher
+// one in a strictly lower LAS queue (preempt-las), each victim giving at least one GPU.
+void rebuilt_placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
+    const auto N = static_cast<size_t>(c.num_nodes), G = static_cast<size_t>(c.num_gpus);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const auto J = static_cast<size_t>(1 + rng() % 12);
+    std::vector<double> arrival(J), mem(J), attained(J), ckpt(J), restore(J), since(J);
+    std::vector<int64_t> gpus(J), tp(J), segment(J), prio(J);
+    std::vector<uint8_t> preemptible(J);
+    const int64_t tps[] = {1, 2, 4, 8};
+    const double mems[] = {10.0, 40.0, 80.0, 100.0, 150.0};
+    const double now = 1e5 * unit(rng);
+    for (size_t j = 0; j < J; ++j) {
+        tp[j] = tps[rng() % 4];
+        segment[j] = rng() % 3 ? 0 : tp[j] * static_cast<int64_t>(1 + rng() % 3);
+        gpus[j] = (segment[j] ? segment[j] : tp[j]) * static_cast<int64_t>(1 + rng() % 4);
+        mem[j] = mems[rng() % 5];
+        prio[j] = static_cast<int64_t>(rng() % 3);
+        preemptible[j] = rng() % 4 != 0;
+        arrival[j] = now * unit(rng);
+        since[j] = arrival[j] + (now - arrival[j]) * unit(rng);
+        attained[j] = rng() % 4 ? 1e6 * unit(rng) * unit(rng) : 0.0;
+        ckpt[j] = 60.0 * unit(rng);
+        restore[j] = 60.0 * unit(rng);
+    }
+    // owners: some jobs running or checkpointing on random GPUs (any GPUs: a state from plain data
+    // need not be one the rules made); some unowned GPUs not free (down, or reserved)
+    std::vector<int64_t> owner(G, -1), running, checkpointing, queued;
+    std::vector<size_t> perm(G);
+    for (size_t g = 0; g < G; ++g) perm[g] = g;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    size_t next = 0;
+    for (size_t j = 0; j < J; ++j) {
+        const auto r = rng() % 5;
+        if (r < 2 || next + static_cast<size_t>(gpus[j]) > G) {
+            queued.push_back(static_cast<int64_t>(j));
+            continue;
+        }
+        for (int64_t k = 0; k < gpus[j]; ++k) owner[perm[next++]] = static_cast<int64_t>(j);
+        (r < 4 ? running : checkpointing).push_back(static_cast<int64_t>(j));
+    }
+    if (queued.empty()) return;
+    const bool down = rng() % 3 == 0;
+    std::vector<uint8_t> free_mask(G);
+    std::vector<int64_t> node_free(N, 0);
+    for (size_t g = 0; g < G; ++g)
+        node_free[static_cast<size_t>(c.gpu_node[g])] += free_mask[g] = owner[g] < 0 && !(down && rng() % 8 == 0);
+    std::vector<double> pressure(N), demand(static_cast<size_t>(c.num_switches));
+    for (double& x : pressure) x = 4.0 * unit(rng);
+    for (double& x : demand) x = 200.0 * unit(rng);
+    // the records, as bindings.cpp's state_placements makes them
+    std::vector<int64_t> slot(J, -1), rec_i, pool_i;
+    std::vector<double> rec_f, pool_counts;
+    for (const auto* jobs : {&running, &checkpointing})
+        for (int64_t j : *jobs) {
+            const auto lo = static_cast<int64_t>(pool_i.size());
+            for (size_t g = 0; g < G; ++g) {
+                if (owner[g] != j) continue;
+                if (static_cast<int64_t>(pool_i.size()) == lo || pool_i.back() != c.gpu_node[g]) {
+                    pool_i.push_back(c.gpu_node[g]);
+                    pool_counts.push_back(0.0);
+                }
+                pool_counts.back() += 1.0;
+            }
+            const auto hi = static_cast<int64_t>(pool_i.size());
+            slot[static_cast<size_t>(j)] = static_cast<int64_t>(rec_i.size() / 4);
+            rec_i.insert(rec_i.end(), {lo, hi, hi, 0});
+            rec_f.insert(rec_f.end(), 8, 0.0);
+        }
+    SimArrays a;
+    const auto cv = [](const auto& v) { return View<const typename std::decay_t<decltype(v)>::value_type>{v.data(), v.size()}; };
+    const auto mv = [](auto& v) { return View<typename std::decay_t<decltype(v)>::value_type>{v.data(), v.size()}; };
+    a.arrival = cv(arrival); a.gpus_req = cv(gpus); a.tp_degree = cv(tp); a.segment_gpus = cv(segment); a.mem_req = cv(mem);
+    a.priority = cv(prio); a.preemptible = cv(preemptible); a.attained_gpu_s = mv(attained); a.checkpoint_s = cv(ckpt);
+    a.restore_s = cv(restore); a.queued_since = mv(since); a.free_mask = mv(free_mask); a.gpu_owner = mv(owner);
+    a.node_free = mv(node_free); a.node_pressure = mv(pressure); a.uplink_demand = mv(demand);
+    a.running = running;
+    a.checkpointing = checkpointing;
+    a.job_slot = cv(slot); a.rec_i = cv(rec_i); a.rec_f = cv(rec_f); a.pool_i = cv(pool_i); a.pool_counts = cv(pool_counts);
+    const int64_t R = NUM_FEATURE_RULES, Q = 1 + static_cast<int64_t>(rng() % 6);
+    std::vector<int64_t> window;
+    for (int64_t j : queued)
+        if (static_cast<int64_t>(window.size()) < Q && rng() % 4) window.push_back(j);
+    std::vector<uint8_t> mask(static_cast<size_t>(Q * R + 1), 0);
+    for (auto& m : mask) m = rng() % 3 != 0;
+    const LasSpec las{{3200.0, 36000.0, 360000.0}, 1.0 + 4.0 * unit(rng)};
+    SimScalars s;
+    s.now = now;
+    CandidateSet out;
+    place_candidates(c, RateModel{}, a, s, window, mask.data(), las, out);
+    std::vector<int64_t> want;
+    for (size_t i = 0; i < window.size() * static_cast<size_t>(R); ++i)
+        if (mask[i]) want.push_back(static_cast<int64_t>(i));
+    check(out.index == want && out.gpus.size() == want.size() && out.victims.size() == want.size(),
+          "rebuilt states: one placement per valid candidate, in index order", it);
+    if (out.index != want) return;
+    const auto las_queue = [&](double att) { return static_cast<int64_t>((att >= 3200.0) + (att >= 36000.0) + (att >= 360000.0)); };
+    const Allocation alloc{free_mask.data(), node_free.data(), pressure.data(), demand.data()};
+    for (size_t k = 0; k < want.size(); ++k) {
+        const auto j = static_cast<size_t>(window[static_cast<size_t>(want[k] / R)]);
+        const int64_t rule = want[k] % R;
+        const auto& placed = out.gpus[k];
+        const auto& victims = out.victims[k];
+        std::vector<int64_t> eligible(N);  // free GPUs per node with the job's memory
+        for (size_t n = 0; n < N; ++n) eligible[n] = c.node_memory_gb[n] >= mem[j] ? node_free[n] : 0;
+        Take take;
+        const bool fits_free = node_take(c, eligible, gpus[j], tp[j], TOPOLOGY, take, segment[j]);
+        rebuilt_checks += 1;
+        if (rule < 3) {
+            std::vector<int64_t> again;
+            const bool ok = place_free(c, alloc, gpus[j], tp[j], mem[j], rule, again, segment[j]);
+            check(placed == again && ok == !placed.empty() && ok == fits_free, "rebuilt states: place_free's placement, empty exactly when none", it);
+            check(victims.empty(), "rebuilt states: no victims without preemption", it);
+        } else {
+            check(placed.empty() == victims.empty(), "rebuilt states: victims exactly with a placement over them", it);
+            check(placed.empty() || !fits_free, "rebuilt states: preemption only where the free GPUs do not hold the gang", it);
+            rebuilt_victims += victims.size();
+            std::set<int64_t> seen;
+            for (int64_t v : victims) {
+                const auto x = static_cast<size_t>(v);
+                check(v >= 0 && static_cast<size_t>(v) < J && seen.insert(v).second, "rebuilt states: distinct victims", it);
+                check(std::find(running.begin(), running.end(), v) != running.end() && preemptible[x],
+                      "rebuilt states: victims running and preemptible", it);
+                const double waited = now - since[j], executed = attained[j] / static_cast<double>(gpus[j]);
+                const int64_t qj = waited >= las.starvation_factor * executed ? 0 : las_queue(attained[j]);
+                check(rule == 3 ? prio[x] < prio[j] : prio[x] <= prio[j] && las_queue(attained[x]) > qj,
+                      "rebuilt states: victims the rule may take", it);
+                bool gives = false;
+                for (int64_t g : placed) gives |= owner[static_cast<size_t>(g)] == v;
+                check(gives, "rebuilt states: each victim gives the gang a GPU", it);
+            }
+            for (int64_t g : placed) {
+                const int64_t o = owner[static_cast<size_t>(g)];
+                check(free_mask[static_cast<size_t>(g)] || (o >= 0 && seen.count(o)), "rebuilt states: free GPUs or the victims'", it);
+            }
+        }
+        if (placed.empty()) continue;
+        check(static_cast<int64_t>(placed.size()) == gpus[j], "rebuilt states: the gang's GPUs", it);
+        std::set<int64_t> distinct(placed.begin(), placed.end());
+        check(distinct.size() == placed.size(), "rebuilt states: distinct GPUs", it);
+        for (size_t i = 0; i < placed.size(); ++i) {
+            const int64_t g = placed[i];
+            check(g >= 0 && g < c.num_gpus, "rebuilt states: GPUs in range", it);
+            if (g < 0 || g >= c.num_gpus) break;
+            const auto n = static_cast<size_t>(c.gpu_node[static_cast<size_t>(g)]);
+            check(c.node_memory_gb[n] >= mem[j], "rebuilt states: GPUs with the job's memory", it);
+            const auto first = static_cast<size_t>(placed[i - i % static_cast<size_t>(tp[j])]);
+            const auto n0 = static_cast<size_t>(c.gpu_node[first]);
+            const int64_t d = c.node_domain[n];
+            check(n == n0 || (d >= 0 && d == c.node_domain[n0] && c.spanning(d, tp[j])),
+                  "rebuilt states: each TP group on one node, or on trays of one domain where groups span them", it);
+            if (segment[j]) {
+                const auto s0 = static_cast<size_t>(c.gpu_node[static_cast<size_t>(placed[i - i % static_cast<size_t>(segment[j])])]);
+                check(c.node_block[n] == c.node_block[s0], "rebuilt states: each segment inside one block", it);
+            }
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const uint64_t iterations = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 20000;
     const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
     std::mt19937_64 rng(seed);
+    std::mt19937_64 rebuilt_rng(seed * 0x9E3779B97F4A7C15ULL + 1);  // its own stream: the other checks' draws are left as they were
     Cluster c;
     for (uint64_t it = 0; it < iterations; ++it) {
         if (it % 50 == 0) c = random_cluster(rng);
@@ -620,12 +797,15 @@ int main(int argc, char** argv) {
         choices(c, rng, it);
         if (it % 4 == 0) features(c, rng, it);
         if (it % 10 == 0) malformed(c, rng, it);
+        if (it % 2 == 0) rebuilt_placements(c, rebuilt_rng, it);
     }
     std::printf("core_fuzz: %llu iterations (seed %llu), %llu placements kept inside one NVLink domain, "
-                "%llu with TP groups on whole trays, %llu in segments, features of %llu candidates (%llu victims), %d failures\n",
+                "%llu with TP groups on whole trays, %llu in segments, features of %llu candidates (%llu victims), "
+                "%llu placements on rebuilt states (%llu victims), %d failures\n",
                 static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(seed),
                 static_cast<unsigned long long>(domain_checks), static_cast<unsigned long long>(spanning_placements),
                 static_cast<unsigned long long>(segment_placements),
-                static_cast<unsigned long long>(feature_candidates), static_cast<unsigned long long>(feature_victims), failures);
+                static_cast<unsigned long long>(feature_candidates), static_cast<unsigned long long>(feature_victims),
+                static_cast<unsigned long long>(rebuilt_checks), static_cast<unsigned long long>(rebuilt_victims), failures);
     return failures ? 1 : 0;
 }
