@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The native core's Python tests (tests/test_core*.py, tests/test_native_rollout.py, tests/test_native_replay.py,
 # tests/test_native_candidates.py, tests/test_spanning_episodes.py, tests/test_native_features.py,
-# tests/test_native_episode.py) against the
+# tests/test_native_episode.py, tests/test_vec.py: the batch on threads) against the
 # extension built with AddressSanitizer and UndefinedBehaviorSanitizer: a copy of the working
 # tree in a temporary folder, its envs.core._core compiled there with -fsanitize=address,undefined,
 # the sanitizer runtimes preloaded into Python, the editable install's redirection switched off.
 # Usage: bash envs/core/fuzz/sanitize_python.sh [pytest arguments]   (`make sanitize-python`)
 set -euo pipefail
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(tests/test_core.py tests/test_core_choice.py tests/test_native_rollout.py tests/test_native_replay.py tests/test_native_candidates.py tests/test_spanning_episodes.py tests/test_native_features.py tests/test_native_episode.py)
+[ ${#tests[@]} -gt 0 ] || tests=(tests/test_core.py tests/test_core_choice.py tests/test_native_rollout.py tests/test_native_replay.py tests/test_native_candidates.py tests/test_spanning_episodes.py tests/test_native_features.py tests/test_native_episode.py tests/test_vec.py)
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
