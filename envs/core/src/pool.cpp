@@ -70,6 +70,15 @@ std::vector<size_t> TaskPool::next() {
             return out;
         }
     }
+    if (workers_.empty()) {  // no one to overlap with: every task left, in order, on this thread
+        for (size_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) {
+            fn_(i);
+            out.push_back(i);
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        handed_ += out.size();
+        return out;
+    }
     const size_t i = next_.fetch_add(1);
     if (i < n_) fn_(i);
     std::unique_lock<std::mutex> lock(mu_);

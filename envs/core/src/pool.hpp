@@ -30,8 +30,8 @@ class TaskPool {
     // nothing. A task still running from an earlier `start` is waited for first.
     void start(size_t n, std::function<void(size_t)> fn);
     // The tasks finished since the last call (at least one, in the order they finished), after
-    // running one itself when none has finished and one is left to run; empty once every task of
-    // the last `start` has been handed out.
+    // running one itself when none has finished and one is left to run (every one left, without
+    // other threads); empty once every task of the last `start` has been handed out.
     std::vector<size_t> next();
     int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
