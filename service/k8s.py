@@ -54,6 +54,14 @@ time, every other node held back, the smallest domain whose free GPUs hold the g
 `_in_one_domain`); members already bound confine it to their domain. Required and no domain
 holds it: no node passes filter (so no member binds) until one does. Preferred: the usual
 decision on all offered nodes.
+
+Slice requests (Kueue's `kueue.x-k8s.io/podset-slice-required-topology` + `podset-slice-size`,
+each slice of that many pods inside one domain of the level; see `_slices`): where the level's
+domains are the topology's blocks (every offered block's labelled nodes in one domain of it),
+the gang's job carries a segment request (`segment_gpus` = slice pods x GPUs a pod), which every
+placement rule honours, alone or with a topology request for the whole gang; any other level:
+the whole gang inside one domain of it. No plan: no node passes filter. A size that does not
+divide the gang is a WireError naming the annotation (`check_slices`).
 """
 
 from __future__ import annotations
@@ -704,7 +712,7 @@ class Extender:
         return (slices.level, True,
                 f"{SLICE_TOPOLOGY} with {SLICE_SIZE} {slices.size}: the level's domains are not the topology's blocks, "
                 "so the whole gang is kept in one",
-                f"{slices.words}: the whole gang in one, {slices.level}")
+                f"{slices.words}: the whole gang in one {slices.level} domain")
 
     def _slice_words(self, slices: Slices, first_nodes: dict[int, int], topology: str) -> str:
         """A plan's slices in words: how many in each domain of the level (`GET /v1/state` gang_plans[...].slices)."""
