@@ -529,8 +529,11 @@ class Extender:
 
     @staticmethod
     def check_slices(pod: PodInfo) -> None:
-        """A slice request (Kueue's podset-slice-size) whose size does not divide the gang (its
-        GPU pods, once resolved; 1 for a pod alone) raises WireError naming the annotation."""
+        """Slice annotations that are not a valid request (`PodInfo.slice_error`), and a slice
+        size (Kueue's podset-slice-size) that does not divide the gang (its GPU pods, once
+        resolved; 1 for a pod alone), raise WireError naming the annotation."""
+        if pod.slice_error and pod.gpus > 0:
+            raise WireError(pod.slice_error)
         if pod.slice_size and pod.gpus > 0 and pod.gang_size % pod.slice_size:
             whose = f"gang {pod.gang}'s {pod.gang_size} pods" if pod.gang else "1 pod (the pod is in no gang)"
             raise WireError(f"{pod.slice_where}: slices of {pod.slice_size} pods do not divide {whose} of {pod.gpus} GPUs "
