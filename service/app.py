@@ -472,7 +472,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
             return 200, dict(extender.occupancy_dict(),
                              source="watch" if watch is not None else "push",
                              gang_plans={g: {"slots": p.slots, "domain": p.domain, "gpus_per_pod": p.gpus_per_pod, "size": p.size,
-                                             "topology": p.topology, "by_preemption": p.by_preemption,
+                                             "topology": p.topology, "slices": p.slices, "by_preemption": p.by_preemption,
                                              "victims": p.victims, "assigned": p.assigned}
                                          for g, p in extender._live_plans().items()})
 

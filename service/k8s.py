@@ -54,6 +54,14 @@ time, every other node held back, the smallest domain whose free GPUs hold the g
 `_in_one_domain`); members already bound confine it to their domain. Required and no domain
 holds it: no node passes filter (so no member binds) until one does. Preferred: the usual
 decision on all offered nodes.
+
+Slice requests (Kueue's `kueue.x-k8s.io/podset-slice-required-topology` + `podset-slice-size`,
+each slice of that many pods inside one domain of the level; see `_slices`): where the level's
+domains are the topology's blocks (every offered block's labelled nodes in one domain of it),
+the gang's job carries a segment request (`segment_gpus` = slice pods x GPUs a pod), which every
+placement rule honours, alone or with a topology request for the whole gang; any other level:
+the whole gang inside one domain of it. No plan: no node passes filter. A size that does not
+divide the gang is a WireError naming the annotation (`check_slices`).
 """
 
 from __future__ import annotations
@@ -78,6 +86,8 @@ from service.wire import (
     GANG_SIZE_KEY,
     PREFERRED_TOPOLOGY,
     REQUIRED_TOPOLOGY,
+    SLICE_SIZE,
+    SLICE_TOPOLOGY,
     TOPOLOGY_NODE_LABEL,
     NodeInfo,
     PodInfo,
@@ -140,9 +150,24 @@ class GangPlan:
     created: float  # monotonic seconds
     size: int
     topology: str = ""  # the Kueue topology request it keeps, in words ("" for none)
+    slices: str = ""  # the Kueue slice request it keeps, in words ("" for none)
     by_preemption: bool = False  # made by a member's preempt: kept while its nodes are not offered to filter
     victims: dict[str, list[str]] = field(default_factory=dict)  # made by preemption: topology node -> victim UIDs offered
     assigned: dict[str, str] = field(default_factory=dict)  # member (namespace/name) -> topology node its preempt was given
+
+
+@dataclass
+class Slices:
+    """How a gang's Kueue slice request (podset-slice-required-topology + podset-slice-size) is
+    planned (see `Extender._slices`)."""
+
+    level: str
+    size: int  # pods of each slice
+    segment_gpus: int  # > 0: the level's domains are the topology's blocks: a segment request of this many GPUs
+    nodes: dict[str, int]  # the offered topology nodes a slice may use (the others are held back)
+    keys: dict[int, Any]  # topology node -> its domain at the level (`level_key`)
+    words: str  # the request in words
+    why: str = ""  # not "": no plan, and why
 
 
 @dataclass
@@ -502,6 +527,18 @@ class Extender:
                 self._pod_groups.popitem(last=False)
         return hit[1], hit[2]
 
+    @staticmethod
+    def check_slices(pod: PodInfo) -> None:
+        """Slice annotations that are not a valid request (`PodInfo.slice_error`), and a slice
+        size (Kueue's podset-slice-size) that does not divide the gang (its GPU pods, once
+        resolved; 1 for a pod alone), raise WireError naming the annotation."""
+        if pod.slice_error and pod.gpus > 0:
+            raise WireError(pod.slice_error)
+        if pod.slice_size and pod.gpus > 0 and pod.gang_size % pod.slice_size:
+            whose = f"gang {pod.gang}'s {pod.gang_size} pods" if pod.gang else "1 pod (the pod is in no gang)"
+            raise WireError(f"{pod.slice_where}: slices of {pod.slice_size} pods do not divide {whose} of {pod.gpus} GPUs "
+                            f"(the slice size must divide the pod set; {SLICE_TOPOLOGY} {pod.slice_level})")
+
     def evaluate(self, pod: PodInfo, names: list[str], infos: dict[str, NodeInfo]) -> dict[str, Verdict]:
         """A verdict (fit, score 0..10, reason) for each offered node.
 
@@ -511,11 +548,12 @@ class Extender:
         preemptible, kind, estimate, communication) for SHAPE_TTL_S, so a burst of like pods
         costs one decision; the state's clock is at most that old."""
         pod = self.resolve_gang(pod)
+        self.check_slices(pod)
         self.remember(pod)
         now = self.clock()
         shape = (pod.gpus, pod.mem_per_gpu_gb, pod.gpu_type.name if pod.gpu_type else None, pod.priority_class,
                  pod.preemptible, pod.kind, pod.estimate_s, pod.comm_fraction, bool(infos), pod.topology_level,
-                 pod.topology_required)
+                 pod.topology_required, pod.slice_level, pod.slice_size)
         keys = [(("pod", pod.key, pod.gang, pod.gang_size) + shape, DECISION_TTL_S)]
         if not (pod.gang and pod.gang_size > 1):
             keys.append((("shape",) + shape, SHAPE_TTL_S))
@@ -567,34 +605,47 @@ class Extender:
             del plans[pkey]  # none of its nodes is offered any more: plan again for the members left
             self.version += 1
         members = self._members_left(pod, pkey) if pkey else 1
-        offered = set(topo.values())
         job_id = f"pending:{pkey or pod.key}"
         job = self._job(pod, job_id, members, 0.0)
+        slices = self._slices(pod, pkey, topo, infos) if pkey and pod.slice_size > 1 else None
+        place = topo  # the offered topology nodes the plan may use
+        if slices is not None:
+            if slices.why:
+                return self._fail_all(names, topo, verdicts, slices.why)
+            place = slices.nodes
+            if slices.segment_gpus:
+                job["segment_gpus"] = slices.segment_gpus
+        offered = set(place.values())
         state = self.current_state(pending=job, blocked=set(range(self.cluster.num_nodes)) - offered, skip_plan=pkey)
         scores: dict[int, int] = {}
         first_nodes: dict[int, int] = {}
         policy, topology = "", ""
-        if pkey and pod.topology_level:
-            got, why = self._in_one_domain(pod, pkey, job, topo, infos, state.node_free)
+        if slices is not None and not slices.segment_gpus:
+            # The slice level's domains are not the topology's blocks: the whole gang in one domain of it.
+            got, why = self._in_one_domain(pod, pkey, job, place, infos, state.node_free, *self._whole_gang(slices))
+            if got is None:
+                return self._fail_all(names, topo, verdicts, why)
+            first_nodes, policy, topology = got
+        elif pkey and pod.topology_level:
+            got, why = self._in_one_domain(pod, pkey, job, place, infos, state.node_free)
             if got is not None:
                 first_nodes, policy, topology = got
             elif pod.topology_required:  # no member passes, on a node outside the topology neither
-                for n in names:
-                    if n in topo or verdicts[n].status == OK:
-                        verdicts[n] = Verdict(FAIL, 0, why)
-                log.info("%s", why)
-                return verdicts
+                return self._fail_all(names, topo, verdicts, why)
             else:
                 log.info("%s: placed by the usual rule (%s)", why, PREFERRED_TOPOLOGY)
         if not first_nodes:
             scores, first_nodes, policy = self._decide(state, job_id)
         if pkey:
             if not first_nodes:
+                why = f"gang {pod.gang} ({members} pods x {pod.gpus} GPUs) does not fit the free GPUs of the offered nodes"
+                if slices is not None:  # required: no member passes, on a node outside the topology neither
+                    return self._fail_all(names, topo, verdicts, f"{why} as {slices.words}")
                 for n in topo:
-                    verdicts[n] = Verdict(FAIL, 0, f"gang {pod.gang} ({members} pods x {pod.gpus} GPUs) does not fit "
-                                                   "the free GPUs of the offered nodes")
+                    verdicts[n] = Verdict(FAIL, 0, why)
                 return verdicts
-            plan = self._keep_plan(pod, pkey, first_nodes, members, topology, policy)
+            plan = self._keep_plan(pod, pkey, first_nodes, members, topology, policy,
+                                   slices=self._slice_words(slices, first_nodes, topology) if slices is not None else "")
             return self._plan_verdicts(pod, plan, names, topo, verdicts)
         node_gpus, free = self._node_gpus, state.node_free.tolist()
         for n, i in topo.items():
@@ -608,22 +659,94 @@ class Extender:
                 verdicts[n] = Verdict(FAIL, 0, f"{max(f, 0)} GPUs free, the pod asks for {pod.gpus}")
         return verdicts
 
+    @staticmethod
+    def _fail_all(names: list[str], topo: dict[str, int], verdicts: dict[str, Verdict], why: str) -> dict[str, Verdict]:
+        """Every offered node that would pass fails with `why` (a required request no offered node meets)."""
+        for n in names:
+            if n in topo or verdicts[n].status == OK:
+                verdicts[n] = Verdict(FAIL, 0, why)
+        log.info("%s", why)
+        return verdicts
+
+    def _slices(self, pod: PodInfo, pkey: str, topo: dict[str, int], infos: dict[str, NodeInfo]) -> Slices:
+        """How the gang's slice request is planned on the offered topology nodes `topo`.
+
+        Where the slice level's domains are the topology's blocks (`Cluster.node_block`: an
+        NVLink domain, else a leaf switch's nodes), that is where every offered block's labelled
+        nodes share one domain of the level, the request becomes the model's segment request
+        (`segment_gpus` = slice pods x GPUs a pod), which every placement rule honours: each slice
+        inside one block, so inside one domain of the level. The nodes without the level's label
+        are held back; at `nvidia.com/gpu.clique` so are the nodes outside every NVLink domain
+        (their clique is the node alone) and a tray whose clique is not the one most offered trays
+        of its NVLink domain carry (a contradiction of the topology file). Members already bound
+        must then be whole slices per block. Otherwise (`segment_gpus` 0) the whole gang is
+        planned inside one domain of the level (`_whole_gang`)."""
+        c, level, size = self.cluster, pod.slice_level, pod.slice_size
+        words = f"slices of {size} pods ({size * pod.gpus} GPUs) each inside one {level} domain ({SLICE_TOPOLOGY})"
+        keys: dict[int, Any] = {}
+        for n, i in topo.items():
+            keys[i] = level_key(c, level, i, self._node_labels(n, infos), self.topology_labels)
+        block = c.node_block
+        by_block: dict[int, Counter] = {}
+        for i, k in keys.items():
+            if k is not None:
+                by_block.setdefault(int(block[i]), Counter())[k] += 1
+        if level == CLIQUE_LABEL:
+            major = {b: min(cnt, key=lambda k, cnt=cnt: (-cnt[k], str(k))) for b, cnt in by_block.items()}
+            nodes = {n: i for n, i in topo.items() if c.node_domain[i] >= 0 and keys[i] == major[int(block[i])]}
+        elif all(len(cnt) == 1 for cnt in by_block.values()):
+            nodes = {n: i for n, i in topo.items() if keys[i] is not None}
+        else:
+            return Slices(level, size, 0, topo, keys, words)
+        bound = [b.node for b in self.occ.bound.values() if plan_key(b.pod) == pkey]
+        if self.snap is not None:
+            bound += [node for _, node in self.snap.members.get(pkey, [])]
+        per_block = Counter(None if i is None else int(block[i]) for i in (self.topology_index(n, None) for n in bound))
+        if None in per_block or any(k % size for k in per_block.values()):
+            return Slices(level, size, size * pod.gpus, nodes, keys, words,
+                          why=f"gang {pod.gang} asks for {words}: its members already bound ({', '.join(sorted(set(bound)))}) "
+                              "are not whole slices per block, so the members left cannot be planned as whole slices")
+        return Slices(level, size, size * pod.gpus, nodes, keys, words)
+
+    @staticmethod
+    def _whole_gang(slices: Slices) -> tuple[str, bool, str, str]:
+        """`_in_one_domain`'s level, required, source and prefix for a slice level whose domains
+        are not the topology's blocks: the whole gang inside one domain of it (so is each slice)."""
+        return (slices.level, True,
+                f"{SLICE_TOPOLOGY} with {SLICE_SIZE} {slices.size}: the level's domains are not the topology's blocks, "
+                "so the whole gang is kept in one",
+                f"{slices.words}: the whole gang in one {slices.level} domain")
+
+    def _slice_words(self, slices: Slices, first_nodes: dict[int, int], topology: str) -> str:
+        """A plan's slices in words: how many in each domain of the level (`GET /v1/state` gang_plans[...].slices)."""
+        if not slices.segment_gpus:
+            return topology
+        per: Counter = Counter()
+        for i, k in first_nodes.items():
+            per[slices.keys.get(i)] += k
+        parts = [f"{gpus // slices.segment_gpus} in {describe_key(slices.level, key)}" for key, gpus in
+                 sorted(per.items(), key=lambda kv: describe_key(slices.level, kv[0]) if kv[0] is not None else "")]
+        total = sum(per.values()) // slices.segment_gpus
+        return f"{total} {slices.words}, as segment_gpus {slices.segment_gpus}: {'; '.join(parts)}"
+
     def _keep_plan(self, pod: PodInfo, pkey: str, first_nodes: dict[int, int], members: int, topology: str, policy: str,
-                   victims: dict[str, list[str]] | None = None) -> GangPlan:
+                   victims: dict[str, list[str]] | None = None, slices: str = "") -> GangPlan:
         """The gang's placement (GPUs per topology node) kept as its plan: pod slots per node.
         With `victims` (topology node -> victim UIDs), a plan made by preemption."""
         c = self.cluster
         slots = {c.node_names[i]: k // pod.gpus for i, k in first_nodes.items()}
         domain = sorted({c.switch_names[int(c.node_leaf[i])] for i in first_nodes if c.node_leaf[i] >= 0})
-        plan = GangPlan(pod.gang, pod.gpus, slots, domain, self.clock(), pod.gang_size, topology,
+        if slices and slices == topology:  # the whole gang in one domain of the slice level: said once, as slices
+            topology = ""
+        plan = GangPlan(pod.gang, pod.gpus, slots, domain, self.clock(), pod.gang_size, topology, slices,
                         by_preemption=victims is not None, victims=victims or {})
         plans = self.occ.plans
         plans[pkey] = plan
         while len(plans) > MAX_PLANS:  # the oldest plan goes first
             plans.pop(next(iter(plans)))
         self.version += 1
-        log.info("gang %s: %d pods x %d GPUs planned on %s (domain %s%s) by %s%s", pod.gang, members, pod.gpus,
-                 slots, ",".join(domain), f"; {topology}" if topology else "", policy,
+        log.info("gang %s: %d pods x %d GPUs planned on %s (domain %s%s%s) by %s%s", pod.gang, members, pod.gpus,
+                 slots, ",".join(domain), f"; {topology}" if topology else "", f"; {slices}" if slices else "", policy,
                  f", after preempting {victims}" if victims is not None else "")
         return plan
 
@@ -688,15 +811,22 @@ class Extender:
         return list(self.conflicts)
 
     def _in_one_domain(self, pod: PodInfo, pkey: str, job: dict, topo: dict[str, int], infos: dict[str, NodeInfo],
-                       free: np.ndarray) -> tuple[tuple[dict[int, int], str, str] | None, str]:
+                       free: np.ndarray, level: str | None = None, required: bool | None = None, source: str | None = None,
+                       prefix: str | None = None) -> tuple[tuple[dict[int, int], str, str] | None, str]:
         """A gang placement inside one domain of the pod's topology level (Kueue's
         podset-required/-preferred-topology): the offered nodes grouped by `level_key`; the
         domains whose free GPUs hold the gang in whole pods, the smallest first (then by name),
         each decided by the policy with every other node held back, the first that yields a
         placement wins. Members already bound confine it to their domain. Returns ((GPUs per
-        topology node, policy, the request in words), "") or (None, why not)."""
-        c, level = self.cluster, pod.topology_level
-        groups, what, unlabelled = self._domains(pod, pkey, job, topo, infos)
+        topology node, policy, the request in words), "") or (None, why not). `level`, `required`,
+        `source` (the annotation in words) and `prefix` (of the request in words) stand in for the
+        pod's topology request (a slice level planned as one domain, `_whole_gang`)."""
+        c = self.cluster
+        level = pod.topology_level if level is None else level
+        required = pod.topology_required if required is None else required
+        if prefix is None:
+            prefix = f"{'required' if required else 'preferred'} {level}"
+        groups, what, unlabelled = self._domains(pod, pkey, job, topo, infos, level, required, source)
         if groups is None:
             return None, what
         units = {k: sum(int(free[i]) // pod.gpus for i in nodes) for k, nodes in groups.items()}
@@ -706,8 +836,7 @@ class Extender:
             state = self.current_state(pending=job, blocked=all_nodes - set(groups[k]), skip_plan=pkey)
             _, first_nodes, policy = self._decide(state, job["id"])
             if first_nodes:
-                return (first_nodes, policy, f"{'required' if pod.topology_required else 'preferred'} {level}: "
-                                             f"{describe_key(level, k)}"), ""
+                return (first_nodes, policy, f"{prefix}: {describe_key(level, k)}"), ""
         best = max(groups, key=lambda k: (units[k], describe_key(level, k)), default=None)
         why = f"{what}: no offered domain holds it"
         if best is not None:
@@ -716,16 +845,21 @@ class Extender:
             why += f"; {unlabelled} offered nodes have no {level} label"
         return None, why
 
-    def _domains(self, pod: PodInfo, pkey: str, job: dict, topo: dict[str, int],
-                 infos: dict[str, NodeInfo]) -> tuple[dict[Any, list[int]] | None, str, int]:
+    def _domains(self, pod: PodInfo, pkey: str, job: dict, topo: dict[str, int], infos: dict[str, NodeInfo],
+                 level: str | None = None, required: bool | None = None,
+                 source: str | None = None) -> tuple[dict[Any, list[int]] | None, str, int]:
         """The offered topology nodes grouped by their domain at the pod's topology level
         (`level_key`), confined to the domain of the members already bound: (domain key ->
         topology nodes, the request in words, offered nodes without the level's label), or
-        (None, why not, 0) when the members bound are not in one known domain."""
-        c, level = self.cluster, pod.topology_level
-        kind = "requires" if pod.topology_required else "prefers"
-        what = (f"gang {pod.gang} ({job['num_gpus'] // pod.gpus} pods x {pod.gpus} GPUs) {kind} one {level} domain "
-                f"({REQUIRED_TOPOLOGY if pod.topology_required else PREFERRED_TOPOLOGY})")
+        (None, why not, 0) when the members bound are not in one known domain. `level`,
+        `required` and `source` (the annotation in words) stand in for the pod's topology request."""
+        c = self.cluster
+        level = pod.topology_level if level is None else level
+        required = pod.topology_required if required is None else required
+        if source is None:
+            source = REQUIRED_TOPOLOGY if required else PREFERRED_TOPOLOGY
+        kind = "requires" if required else "prefers"
+        what = f"gang {pod.gang} ({job['num_gpus'] // pod.gpus} pods x {pod.gpus} GPUs) {kind} one {level} domain ({source})"
         groups: dict[Any, list[int]] = {}
         unlabelled = 0
         entries = []
@@ -764,6 +898,7 @@ class Extender:
                        verdicts: dict[str, Verdict]) -> dict[str, Verdict]:
         where = (f"gang {plan.gang} is placed on {', '.join(n for n, s in plan.slots.items() if s > 0)} "
                  f"(domain {','.join(plan.domain)}{'; ' + plan.topology if plan.topology else ''}"
+                 f"{'; ' + plan.slices if plan.slices else ''}"
                  f"{'; by preemption: its nodes take its members once their victims leave' if plan.by_preemption else ''})")
         for n in names:
             if n in topo and plan.slots.get(self.cluster.node_names[topo[n]], 0) > 0:
@@ -868,6 +1003,7 @@ class Extender:
         pod = parse_pod(get(args, "Pod", env), f"{env}.Pod")
         self.sync()
         pod = self.resolve_gang(pod)
+        self.check_slices(pod)
         self.remember(pod)
         full = get(args, "NodeNameToVictims", env)
         if full is None:
@@ -980,17 +1116,28 @@ class Extender:
             return None
         job_id = f"pending:{pkey}"
         job = self._job(pod, job_id, members, 0.0)
-        everywhere = set(topo.values()) | set(free_nodes.values())
+        place = {**topo, **free_nodes}
+        slices = self._slices(pod, pkey, place, {}) if pod.slice_size > 1 else None
+        level, required, source, prefix = pod.topology_level, pod.topology_required, None, None
+        if slices is not None:
+            if slices.why:
+                log.info("preempt %s: %s: no node returned", pod.key, slices.why)
+                return None
+            place = slices.nodes
+            if slices.segment_gpus:
+                job["segment_gpus"] = slices.segment_gpus
+            else:  # the slice level's domains are not the topology's blocks: the whole gang in one domain of it
+                level, required, source, prefix = self._whole_gang(slices)
+        everywhere = set(place.values())
         tries: list[tuple[set[int], str]] = []
-        if pod.topology_level:
-            level = pod.topology_level
-            groups, why, _ = self._domains(pod, pkey, job, {**topo, **free_nodes}, {})
+        if level:
+            prefix = prefix or f"{'required' if required else 'preferred'} {level}"
+            groups, why, _ = self._domains(pod, pkey, job, place, {}, level, required, source)
             for k, nodes in sorted((groups or {}).items(), key=lambda kv: (sum(self._node_gpus[i] // pod.gpus for i in kv[1]),
                                                                            describe_key(level, kv[0]))):
                 if sum(self._node_gpus[i] // pod.gpus for i in nodes) >= members:
-                    tries.append((set(nodes), f"{'required' if pod.topology_required else 'preferred'} {level}: "
-                                              f"{describe_key(level, k)}"))
-        if not (pod.topology_level and pod.topology_required):
+                    tries.append((set(nodes), f"{prefix}: {describe_key(level, k)}"))
+        if not (level and required):
             tries.append((everywhere, ""))
         all_nodes = set(range(c.num_nodes))
         for nodes, topology in tries:
@@ -1002,10 +1149,11 @@ class Extender:
             if first_nodes and set(first_nodes) <= nodes:
                 by_node = {i: n for n, i in topo.items()}
                 taken = {c.node_names[i]: [uid for uid, _ in options[by_node[i]][0]] for i in first_nodes if i in by_node}
-                return self._keep_plan(pod, pkey, first_nodes, members, topology, policy, victims=taken)
-        log.info("preempt %s: %s does not fit the offered nodes%s even after preempting every victim offered: "
+                return self._keep_plan(pod, pkey, first_nodes, members, topology, policy, victims=taken,
+                                       slices=self._slice_words(slices, first_nodes, topology) if slices is not None else "")
+        log.info("preempt %s: %s does not fit the offered nodes%s%s even after preempting every victim offered: "
                  "no node returned (no member preempts)", pod.key, what,
-                 f" in one {pod.topology_level} domain" if pod.topology_level and pod.topology_required else "")
+                 f" in one {level} domain" if level and required else "", f" as {slices.words}" if slices is not None else "")
         return None
 
     def _preempt_choice(self, state: ClusterState, job_id: str) -> tuple[dict[int, int], str]:

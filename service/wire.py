@@ -50,6 +50,10 @@ MIN_MEMBER_KEYS = ("gangsched.io/gang-size", "scheduling.k8s.io/group-min-member
 # nodes of one domain of the level the value names (a node label key, e.g. a rack label).
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+# Kueue TAS PodSet slices: the PodSet split into slices of SLICE_SIZE pods, each slice on nodes of
+# one domain of the level SLICE_TOPOLOGY names; each annotation requires the other.
+SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 ANNOTATION_PREFIX = "gangsched.io/"
 TOPOLOGY_NODE_LABEL = "gangsched.io/topology-node"
 MAX_GPUS_PER_POD = 1024  # more is not a request any node can hold: refused as an error
@@ -394,6 +398,10 @@ class PodInfo:
     labels: dict[str, str] = field(default_factory=dict)
     topology_level: str | None = None  # the node label key of a Kueue topology request (None: none)
     topology_required: bool = False  # required (True) or preferred (False)
+    slice_level: str | None = None  # the node label key of a Kueue slice request (None: none)
+    slice_size: int = 0  # pods of each slice (0: no slice request)
+    slice_where: str = ""  # the request path of the slice size annotation, for errors found later
+    slice_error: str = ""  # what is wrong with the slice annotations ("" nothing): raised when the pod is decided
 
 
 def _container_gpus(containers: list, path: str) -> list[int]:
@@ -488,13 +496,53 @@ def parse_pod(pod: Any, path: str) -> PodInfo:
         if not v or any(ch.isspace() for ch in v) or len(v) > 316:
             raise WireError(f"{where}: must be a node label key (such as cloud.provider.com/topology-rack), got {v!r}")
         level, required = v, req
+    try:  # not raised here: a running pod is counted by the watch whatever its slice annotations say
+        slice_level, slice_size, slice_where = _slice_request(notes, labels, path)
+        slice_error = ""
+    except WireError as e:
+        slice_level, slice_size, slice_where, slice_error = None, 0, "", str(e)
     return PodInfo(
         key=f"{namespace}/{name}", name=name, namespace=namespace, uid=get_str(meta, "uid", f"{path}.metadata"),
         gpus=gpus, priority=priority, priority_class=priority_class,
         preemptible=(pre or "true").lower() == "true", estimate_s=est, kind=kind, mem_per_gpu_gb=mem,
         comm_fraction=comm, gpu_type=gtype, gang=f"{namespace}/{group}" if group else None, gang_size=size, labels=labels,
         gang_key=group_key, gang_size_key=size_key, topology_level=level, topology_required=required,
+        slice_level=slice_level, slice_size=slice_size, slice_where=slice_where, slice_error=slice_error,
     )
+
+
+def _slice_request(notes: dict[str, str], labels: dict[str, str], path: str) -> tuple[str | None, int, str]:
+    """(slice level, pods per slice, the size annotation's path) of Kueue's
+    `podset-slice-required-topology` + `podset-slice-size`, or (None, 0, ""). Each needs the other
+    (as Kueue's webhook checks, but for a JobSet's pods, whose size Kueue defaults to the Job's
+    parallelism, which a pod does not carry); the level is a node label key, the size an integer
+    >= 1. Raises WireError naming the annotation; parse_pod keeps the message in `slice_error`
+    for the extender to raise when it decides the pod (service.k8s `check_slices`), where it also
+    checks that the size divides the gang."""
+    found = {}
+    for k in (SLICE_TOPOLOGY, SLICE_SIZE):
+        v = notes.get(k, labels.get(k))
+        if v is not None:
+            found[k] = (v.strip(), f"{path}.metadata.annotations[{k}]" if k in notes else f"{path}.metadata.labels[{k}]")
+    if not found:
+        return None, 0, ""
+    if SLICE_SIZE not in found:
+        raise WireError(f"{found[SLICE_TOPOLOGY][1]}: needs {SLICE_SIZE} (the pods of each slice) beside it "
+                        "(Kueue defaults it to a JobSet's parallelism, which a pod does not carry: set it on the pod template)")
+    if SLICE_TOPOLOGY not in found:
+        raise WireError(f"{found[SLICE_SIZE][1]}: cannot be set without {SLICE_TOPOLOGY} (the level each slice is inside)")
+    level, where = found[SLICE_TOPOLOGY]
+    if not level or any(ch.isspace() for ch in level) or len(level) > 316:
+        raise WireError(f"{where}: must be a node label key (such as nvidia.com/gpu.clique), got {level!r}")
+    raw, where = found[SLICE_SIZE]
+    if not _INT.match(raw) or len(raw) >= 30:
+        raise WireError(f"{where}: must be a whole number of pods >= 1, got {raw!r}")
+    size = int(raw)
+    if size < 1:
+        raise WireError(f"{where}: must be a whole number of pods >= 1, got {raw!r}")
+    if size > MAX_GANG_SIZE:
+        raise WireError(f"{where}: {size} is more than {MAX_GANG_SIZE}")
+    return level, size, where
 
 
 # ---------------------------------------------------------------------- nodes

@@ -1,0 +1,315 @@
+"""Kueue's PodSet slices (`kueue.x-k8s.io/podset-slice-required-topology` +
+`kueue.x-k8s.io/podset-slice-size`) in the extender's gang planning: a real service process
+(--watch, the binpack baseline, the four-rack GB200 NVL72 cluster) against
+service.testing.FakeAPIServer on 127.0.0.1, reached through a kubeconfig by the official
+`kubernetes` client, as tests/test_extender_topology.py.
+
+The cluster as the API server shows it: 72 trays of 4 GPUs, 18 a rack, each rack one NVLink
+domain (one block of the model); every node carries GFD's `nvidia.com/gpu.clique` (one clique a
+rack) and Kueue's rack and block labels (racks 0-1 in block0, 2-3 in block1). Busy pods hold
+gb-000..gb-015 (rack 0 keeps 2 free trays), gb-018..gb-029 (rack 1 keeps 6) and gb-036 (rack 2
+keeps 17). gb-071 (rack 3) carries rack 2's clique: a contradiction of the topology file. Each
+test deletes the pods it created and leaves no gang plan (a plan ends once all its slots are
+bound), so the tests hold in any order; a test that fails leaves its plan behind, and the tests
+after it in the same process may fail for that.
+
+Seen failing, one break at a time: the segment request left out of the gang's job in filter
+(its slices straddle racks) and in preempt, slices ignored by preempt, every slice level planned
+as the whole gang in one domain (the 20-pod gang is refused), slice levels whose domains are not
+blocks passed as segments (the hostname gang is planned across trays), a contradicting clique
+tray kept, members bound in part of a slice not checked, the slice size's divisibility not
+checked, either slice annotation accepted without the other, the annotations' errors not raised
+for a pod decided, or raised by parse_pod (the watch then drops busy-36: the module's fixture
+never sees all busy pods, every test errors).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import httpx
+import pytest
+
+from service.domains import CLIQUE_LABEL
+from service.testing import FakeAPIServer, ServiceProcess
+
+k8s = pytest.importorskip("kubernetes.client")
+wire = k8s.ApiClient().sanitize_for_serialization
+
+CLUSTER = "gb200-nvl72-4rack"
+RACK, BLOCK = "cloud.provider.com/topology-rack", "cloud.provider.com/topology-block"
+HOSTNAME = "kubernetes.io/hostname"
+REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+SLICE_LEVEL, SLICE_SIZE = "kueue.x-k8s.io/podset-slice-required-topology", "kueue.x-k8s.io/podset-slice-size"
+FABRIC = "4f3d7c1e-2a9b-4c8d-9e0f-1a2b3c4d5e6f"
+NODE_NAMES = [f"gb-{i:03d}" for i in range(72)]
+BUSY = [*range(16), *range(18, 30), 36]
+CONFLICT = "gb-071"  # in rack 3 by the topology file, labelled with rack 2's clique
+
+
+def rack_of(name: str) -> int:
+    return int(name.split("-")[1]) // 18
+
+
+def node(name: str) -> dict:
+    rack = rack_of(name)
+    meta = {"nvidia.com/gpu.product": "NVIDIA-GB200", "nvidia.com/gpu.count": "4", HOSTNAME: name,
+            CLIQUE_LABEL: f"{FABRIC}.{(2 if name == CONFLICT else rack) + 1}", RACK: f"rack{rack}", BLOCK: f"block{rack // 2}"}
+    return wire(k8s.V1Node(api_version="v1", kind="Node", metadata=k8s.V1ObjectMeta(name=name, labels=meta),
+                           status=k8s.V1NodeStatus(allocatable={"nvidia.com/gpu": "4", "cpu": "144"})))
+
+
+def pod(name: str, gpus: int = 4, node_name: str | None = None, labels: dict | None = None,
+        annotations: dict | None = None, priority: int | None = None) -> dict:
+    limits = {"nvidia.com/gpu": str(gpus)}
+    c = k8s.V1Container(name="main", image="trainer:1", resources=k8s.V1ResourceRequirements(limits=limits, requests=limits))
+    return wire(k8s.V1Pod(api_version="v1", kind="Pod",
+                          metadata=k8s.V1ObjectMeta(name=name, namespace="ml", labels=labels, annotations=annotations),
+                          spec=k8s.V1PodSpec(containers=[c], node_name=node_name, priority=priority),
+                          status=k8s.V1PodStatus(phase="Running" if node_name else "Pending")))
+
+
+def gang(group: str, size: int, notes: dict | None = None, gpus: int = 4, priority: int | None = None) -> list[dict]:
+    """`size` pods of `gpus` GPUs of one group, with the annotations `notes`."""
+    notes = {"gangsched.io/gang-size": str(size), **(notes or {})}
+    return [pod(f"{group}-{k}", gpus, labels={"scheduling.x-k8s.io/pod-group": group}, annotations=notes, priority=priority)
+            for k in range(size)]
+
+
+def sliced(level: str, size, **more) -> dict:
+    return {SLICE_LEVEL: level, SLICE_SIZE: str(size), **more}
+
+
+@pytest.fixture(scope="module")
+def api():
+    with FakeAPIServer() as a:
+        for name in NODE_NAMES:
+            a.add_node(node(name))
+        for i in BUSY:
+            # busy-36 is a JobSet's pod: a slice level without a size, which Kueue defaults to the Job's parallelism
+            a.add_pod(pod(f"busy-{i}", node_name=f"gb-{i:03d}", annotations={SLICE_LEVEL: RACK} if i == 36 else None))
+        yield a
+
+
+@pytest.fixture(scope="module")
+def client(api, tmp_path_factory):
+    kubeconfig = api.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    with ServiceProcess(["--cluster", CLUSTER, "--baseline", "binpack", "--kube-api", kubeconfig, "--watch",
+                         "--watch-timeout-s", "5", "--watch-resync-s", "0"]) as svc:
+        with httpx.Client(base_url=svc.url, timeout=60) as c:
+            deadline = time.monotonic() + 30
+            while len(c.get("/v1/state").json().get("running", [])) < len(BUSY):
+                assert time.monotonic() < deadline, "the busy pods never showed in the occupancy"
+                time.sleep(0.1)
+            yield c
+
+
+def filter_first(c: httpx.Client, api: FakeAPIServer, members: list[dict]) -> dict:
+    """The first member created (in place: it carries its UID from here on) and filtered."""
+    members[0] = api.add_pod(members[0])
+    return c.post("/scheduler/filter", json={"Pod": members[0], "NodeNames": NODE_NAMES}).json()
+
+
+def schedule(c: httpx.Client, api: FakeAPIServer, members: list[dict]) -> list[str]:
+    """Each member created (unless it was), filtered and bound to the first node that passes, as
+    kube-scheduler does."""
+    where = []
+    for p in members:
+        p = p if p["metadata"].get("uid") else api.add_pod(p)
+        res = c.post("/scheduler/filter", json={"Pod": p, "NodeNames": NODE_NAMES}).json()
+        assert res["Error"] == "" and res["NodeNames"], res
+        m = p["metadata"]
+        bound = c.post("/scheduler/bind", json={"PodName": m["name"], "PodNamespace": "ml", "PodUID": m["uid"],
+                                                "Node": res["NodeNames"][0]}).json()
+        assert bound == {"Error": ""}
+        where.append(api.node_of("ml", m["name"]))
+    return where
+
+
+def plan_of(c: httpx.Client, key: str) -> dict | None:
+    return c.get("/v1/state").json()["gang_plans"].get(key)
+
+
+def release(c: httpx.Client, api: FakeAPIServer, members: list[dict]) -> None:
+    """The members deleted, and the service's occupancy back to the busy pods alone, with no gang
+    plan: each test leaves the cluster as it found it."""
+    for p in members:
+        api.delete_pod("ml", p["metadata"]["name"])
+    deadline = time.monotonic() + 30
+    while len(c.get("/v1/state").json()["running"]) != len(BUSY):
+        assert time.monotonic() < deadline, "the deleted members never left the occupancy"
+        time.sleep(0.1)
+    assert c.get("/v1/state").json()["gang_plans"] == {}
+
+
+def pods_per_rack(slots: dict[str, int]) -> Counter:
+    per: Counter = Counter()
+    for n, k in slots.items():
+        per[rack_of(n)] += k
+    return per
+
+
+def test_a_sliced_gang_spans_racks_with_every_slice_inside_one_nvlink_domain_where_the_plain_gang_straddles(api, client):
+    # 20 pods x 4 GPUs: more than a rack's 18 trays. Without slices the policy (binpack) takes the
+    # tightest racks first (rack 0's 2 free trays, rack 1's 6, then rack 2): some rack holds a
+    # number of pods that is no multiple of 4.
+    plain = gang("plain", 20)
+    where = schedule(client, api, plain)
+    per = Counter(rack_of(n) for n in where)
+    assert len(set(where)) == 20 and len(per) > 1 and any(k % 4 for k in per.values()), per
+    release(client, api, plain)
+    # The same gang in slices of 4 pods, each inside one NVLink clique: it spans racks too, but
+    # every rack it lands in takes whole slices, all of one clique; the plan says so.
+    members = gang("sliced", 20, sliced(CLIQUE_LABEL, 4))
+    res = filter_first(client, api, members)
+    assert res["Error"] == "" and res["NodeNames"], res
+    plan = plan_of(client, "ml/sliced@4")
+    assert plan["slices"].startswith(f"5 slices of 4 pods (16 GPUs) each inside one {CLIQUE_LABEL} domain "
+                                     f"({SLICE_LEVEL}), as segment_gpus 16: "), plan
+    where = schedule(client, api, members)
+    per = Counter(rack_of(n) for n in where)
+    assert len(set(where)) == 20 and len(per) > 1 and all(k % 4 == 0 for k in per.values()), per
+    assert per == pods_per_rack(plan["slots"])
+    cliques = {n: api.nodes[n]["metadata"]["labels"][CLIQUE_LABEL] for n in where}
+    assert all(len({cliques[n] for n in where if rack_of(n) == r}) == 1 for r in per)
+    release(client, api, members)
+
+
+def test_a_tray_whose_clique_contradicts_the_topology_takes_no_clique_slice(api, client):
+    # One slice of 18 pods is a whole NVLink domain. Rack 2 has 17 free trays; rack 3 has 18, but
+    # gb-071's clique label is rack 2's: set apart, as for a clique topology request, so no clique
+    # domain holds the slice and no node passes.
+    refused = gang("rackful", 18, sliced(CLIQUE_LABEL, 18))
+    res = filter_first(client, api, refused)
+    assert res["Error"] == "" and res["NodeNames"] == [], res
+    reasons = set(res["FailedNodes"].values())
+    assert len(reasons) == 1 and "does not fit the free GPUs of the offered nodes as slices of 18 pods" in reasons.pop()
+    assert plan_of(client, "ml/rackful@4") is None
+    # The rack label, which gb-071 carries as rack3 like the rest of rack 3, takes rack 3 whole.
+    members = gang("rackful-by-rack", 18, sliced(RACK, 18))
+    assert sorted(schedule(client, api, members)) == NODE_NAMES[54:]
+    release(client, api, refused[:1] + members)
+
+
+def test_a_slice_level_whose_domains_are_not_blocks_keeps_the_whole_gang_in_one_domain(api, client):
+    # kubernetes.io/hostname: a tray is no block of the model, so the gang's slices are kept by
+    # planning the whole gang on one node: 2 pods x 2 GPUs on one tray...
+    pair = gang("pair", 2, sliced(HOSTNAME, 2), gpus=2)
+    res = filter_first(client, api, pair)
+    assert res["Error"] == "" and len(res["NodeNames"]) == 1, res
+    plan = plan_of(client, "ml/pair@2")
+    assert plan["slots"] == {res["NodeNames"][0]: 2}, plan
+    assert plan["slices"].endswith(f": the whole gang in one {HOSTNAME} domain: node {res['NodeNames'][0]}"), plan
+    assert len(set(schedule(client, api, pair))) == 1
+    # ...and 4 pods x 2 GPUs (slices of 2) fit no 4-GPU tray: no node passes, the reason names the
+    # annotation and the level.
+    quad = gang("quad", 4, sliced(HOSTNAME, 2), gpus=2)
+    res = filter_first(client, api, quad)
+    assert res["Error"] == "" and res["NodeNames"] == [], res
+    reasons = set(res["FailedNodes"].values())
+    assert len(reasons) == 1, reasons
+    (why,) = reasons
+    assert SLICE_LEVEL in why and f"one {HOSTNAME} domain" in why and "no offered domain holds it" in why, why
+    assert plan_of(client, "ml/quad@2") is None
+    release(client, api, pair + quad[:1])
+
+
+def test_slices_with_a_required_level_stay_in_one_domain_of_it(api, client):
+    # Slices of 3 pods in racks, the whole gang of 6 in one block: block0 (rack 0's 2 free trays,
+    # rack 1's 6) is the smallest block that holds it, and only rack 1 holds a slice there.
+    members = gang("twolevel", 6, sliced(RACK, 3, **{REQUIRED: BLOCK}))
+    res = filter_first(client, api, members)
+    assert res["Error"] == "" and res["NodeNames"], res
+    plan = plan_of(client, "ml/twolevel@4")
+    assert pods_per_rack(plan["slots"]) == {1: 6}, plan
+    assert plan["topology"] == f"required {BLOCK}: {BLOCK}=block0", plan
+    assert plan["slices"].startswith("2 slices of 3 pods") and plan["slices"].endswith(f": 2 in {RACK}=rack1 in block0"), plan
+    assert {rack_of(n) for n in schedule(client, api, members)} == {1}
+    release(client, api, members)
+
+
+def test_members_bound_in_part_of_a_slice_are_not_planned_again_as_whole_slices(api, client):
+    # A gang of 8 in slices of 4 racks is planned; two members bind, then the plan's open nodes are
+    # no longer offered: the six left cannot be planned as whole slices (one slice is half bound),
+    # so no node passes, and the reason says why.
+    members = [api.add_pod(p) for p in gang("partial", 8, sliced(RACK, 4))]
+    schedule(client, api, members[:2])
+    plan = plan_of(client, "ml/partial@4")
+    offered = [n for n in NODE_NAMES if plan["slots"].get(n, 0) == 0]
+    res = client.post("/scheduler/filter", json={"Pod": members[2], "NodeNames": offered}).json()
+    assert res["Error"] == "" and res["NodeNames"] == [], res
+    reasons = set(res["FailedNodes"].values())
+    assert len(reasons) == 1 and "are not whole slices per block" in reasons.pop(), reasons
+    assert plan_of(client, "ml/partial@4") is None
+    release(client, api, members)
+
+
+def test_a_running_pod_with_slice_annotations_the_extender_refuses_is_still_counted(client):
+    # busy-36's slice level without a size would be an error for a pod to decide, not for a pod
+    # that runs: the watch counts its GPUs like any other.
+    running = {r["id"]: r for r in client.get("/v1/state").json()["running"]}
+    assert running["ml/busy-36"]["gpus"] == list(range(36 * 4, 37 * 4))
+
+
+@pytest.mark.parametrize("case, notes, words", [
+    ("divide", sliced(CLIQUE_LABEL, 4), [SLICE_SIZE, "slices of 4 pods do not divide gang ml/bad-divide's 6 pods of 4 GPUs"]),
+    ("fraction", sliced(CLIQUE_LABEL, "2.5"), [SLICE_SIZE, "must be a whole number of pods >= 1, got '2.5'"]),
+    ("word", sliced(CLIQUE_LABEL, "two"), [SLICE_SIZE, "must be a whole number of pods >= 1, got 'two'"]),
+    ("zero", sliced(CLIQUE_LABEL, 0), [SLICE_SIZE, "must be a whole number of pods >= 1, got '0'"]),
+    ("no-size", {SLICE_LEVEL: CLIQUE_LABEL}, [f"annotations[{SLICE_LEVEL}]: needs {SLICE_SIZE}", "JobSet's parallelism"]),
+    ("no-level", {SLICE_SIZE: "2"}, [f"annotations[{SLICE_SIZE}]: cannot be set without {SLICE_LEVEL}"]),
+    ("blank-level", sliced(" ", 2), [SLICE_LEVEL, "must be a node label key"]),
+])
+def test_bad_slice_annotations_are_errors_naming_the_annotation(api, client, case, notes, words):
+    p = api.add_pod(gang(f"bad-{case}", 6, notes)[0])
+    res = client.post("/scheduler/filter", json={"Pod": p, "NodeNames": NODE_NAMES}).json()
+    assert res["NodeNames"] is None and res["Error"].startswith("ExtenderArgs.Pod.metadata."), res
+    assert all(w in res["Error"] for w in words), res
+    r = client.post("/scheduler/prioritize", json={"Pod": p, "NodeNames": NODE_NAMES})
+    assert r.status_code == 400 and all(w in r.json()["Error"] for w in words), r.text
+
+
+def test_a_sliced_gang_preempts_whole_slices_inside_nvlink_domains(tmp_path):
+    """A full cluster: low-priority pods on gb-000..gb-005 (rack 0) and gb-018..gb-021 (rack 1),
+    high-priority ones elsewhere; kube-scheduler offers the ten low ones as victims (UIDs) to each
+    member's preempt. A gang of 10 in slices of 5 would fit the ten trays, but rack 1's four hold
+    no slice: no member gets a node. A gang of 8 in slices of 4 gets one node each, 4 in each rack."""
+    low_nodes = [f"gb-{i:03d}" for i in [*range(6), *range(18, 22)]]
+    with FakeAPIServer() as api:
+        low = {}
+        for name in NODE_NAMES:
+            api.add_node(node(name))
+            if name in low_nodes:
+                low[name] = api.add_pod(pod(f"low-{name}", node_name=name, priority=-10))
+            else:
+                api.add_pod(pod(f"high-{name}", node_name=name, priority=2000))
+        kubeconfig = api.write_kubeconfig(tmp_path / "config")
+        with ServiceProcess(["--cluster", CLUSTER, "--baseline", "binpack", "--kube-api", kubeconfig, "--watch",
+                             "--watch-timeout-s", "5", "--watch-resync-s", "0"]) as svc, \
+                httpx.Client(base_url=svc.url, timeout=60) as c:
+            deadline = time.monotonic() + 30
+            while len(c.get("/v1/state").json().get("running", [])) < 72:
+                assert time.monotonic() < deadline, "the cluster's pods never showed in the occupancy"
+                time.sleep(0.1)
+            table = {n: {"Pods": [{"UID": v["metadata"]["uid"]}], "NumPDBViolations": 0} for n, v in low.items()}
+
+            def preempt(m: dict) -> dict:
+                r = c.post("/scheduler/preempt", json={"Pod": api.add_pod(m), "NodeNameToVictims": None,
+                                                       "NodeNameToMetaVictims": table})
+                assert r.status_code == 200, r.text
+                return r.json()["NodeNameToMetaVictims"]
+
+            assert all(preempt(m) == {} for m in gang("fives", 10, sliced(CLIQUE_LABEL, 5), priority=1000)[:2])
+            assert "ml/fives@4" not in c.get("/v1/state").json()["gang_plans"]
+            given = {}
+            for m in gang("fours", 8, sliced(CLIQUE_LABEL, 4), priority=1000):
+                got = preempt(m)
+                assert len(got) == 1, got
+                ((n, victims),) = got.items()
+                assert n not in given and victims == table[n]
+                given[n] = m["metadata"]["name"]
+            assert Counter(rack_of(n) for n in given) == {0: 4, 1: 4}
+            plan = c.get("/v1/state").json()["gang_plans"]["ml/fours@4"]
+            assert plan["by_preemption"] and plan["slices"].startswith("2 slices of 4 pods (16 GPUs) each inside one "
+                                                                       f"{CLIQUE_LABEL} domain"), plan
