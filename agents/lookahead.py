@@ -472,7 +472,22 @@ def _arrival_order(state: ClusterState, ids: np.ndarray) -> list[int]:
     return sorted(ids.tolist(), key=key)
 
 
-def simulator_from_state(state: ClusterState, max_checkpoint_s: float = 60.0) -> tuple[Simulator, list[int]]:
+def time_origin(state: ClusterState) -> float:
+    """Where the planner's simulator starts its clock for `state`: whole days before the state's
+    oldest time (its live jobs' arrivals, its past arrivals, now), less one day; 0 for a state
+    within its first two days. A state whose clock is in Unix seconds (a Kubernetes watch's: about
+    1.8e9 s, where one float step is 2.4e-7 s) would give a simulator whose events cannot resolve
+    a job's last tenth of a microsecond (the finish test's slack is 1e-7 s: an event loop that never
+    advances) and whose integrals from time 0 drown the changes a lookahead compares. A whole
+    number of days subtracted from a time at most twice as large (a clock in Unix seconds) is
+    exact."""
+    live = unfinished_ids(state)
+    first = min([float(state.now), *np.asarray(state.arrival_s)[live].tolist(), *np.asarray(state.arrival_times_s)[:1].tolist()])
+    days = math.floor(first / 86400.0) - 1
+    return days * 86400.0 if days > 0 else 0.0
+
+
+def simulator_from_state(state: ClusterState, max_checkpoint_s: float = 60.0, origin: float = 0.0) -> tuple[Simulator, list[int]]:
     """A simulator standing where `state` stands, for the lookahead to fork: its jobs are the
     state's live ones (queued, running, checkpointing, reserved), ids in order of arrival (ties
     by external id), and `order[id]` is the job's index in `state`. Everything a scheduler knows
@@ -483,17 +498,20 @@ def simulator_from_state(state: ClusterState, max_checkpoint_s: float = 60.0) ->
     preemption cost) count from the jobs' arrivals with the cluster idle before now, so only
     their changes from now on mean anything.
 
+    `origin` (`time_origin`): the state's time the simulator's clock starts from (every time of
+    the state less it).
+
     A reserved job waits for the checkpointing jobs whose GPUs it holds (they are its victims);
     one that overlaps none starts at once (a simulator starts a reservation as soon as its GPUs
     are free). Raises ValueError (naming the job) for a state no simulator can stand in: a
     checkpointing job that is no reserved job's victim, or a victim the reserved job may not
     preempt."""
     order = _arrival_order(state, unfinished_ids(state))
-    now = float(state.now)
+    now = float(state.now) - origin
     jobs = []
     for k, j in enumerate(order):
         est, done = float(state.estimate_s[j]), float(state.work_done_s[j])
-        jobs.append(Job(job_id=k, arrival_s=float(state.arrival_s[j]), kind=JobKind(int(state.kind[j])),
+        jobs.append(Job(job_id=k, arrival_s=float(state.arrival_s[j]) - origin, kind=JobKind(int(state.kind[j])),
                         gpus=int(state.num_gpus[j]), tp_degree=int(state.tp_degree[j]),
                         mem_per_gpu_gb=float(state.mem_per_gpu_gb[j]), work_s=max(est, done + 1.0), estimate_s=est,
                         comm_fraction=float(state.comm_fraction[j]), tp_comm_share=float(state.tp_comm_share[j]),
@@ -510,7 +528,7 @@ def simulator_from_state(state: ClusterState, max_checkpoint_s: float = 60.0) ->
         sim.work_left[k] = sim.work_total[k] - sim.work_done[k]
         sim.needs_restore[k] = state.needs_restore[j]
         if state.preemptions[j] > 0 or state.attained_gpu_s[j] > 0:  # it has started before
-            sim.first_start[k] = min(float(state.arrival_s[j] + state.wait_s[j]), now)
+            sim.first_start[k] = min(float(state.arrival_s[j] + state.wait_s[j]) - origin, now)
     checkpointing = [int(j) for j in state.checkpointing]
     for j in checkpointing + [int(j) for j in state.running]:  # the victims run until the reservations preempt them
         sim.start(sim_id[j], state.placement[j])
@@ -539,9 +557,9 @@ def simulator_from_state(state: ClusterState, max_checkpoint_s: float = 60.0) ->
         sim.attained_gpu_s[k] = state.attained_gpu_s[j]
         sim.preemptions[k] = state.preemptions[j]
         if not math.isnan(state.queued_since_s[j]):
-            sim.queued_since[k] = state.queued_since_s[j]
+            sim.queued_since[k] = state.queued_since_s[j] - origin
         if math.isfinite(state.checkpoint_end_s[j]):
-            sim.checkpoint_end[k] = state.checkpoint_end_s[j]
+            sim.checkpoint_end[k] = state.checkpoint_end_s[j] - origin
         if state.restore_left_s[j] > 0:
             sim.overhead_left[k] = state.restore_left_s[j]
             sim._restoring.add(k)
@@ -579,18 +597,20 @@ class StatePlanner:
                 "seed": self.seed, "estimate_noise": self.estimate_noise, "max_checkpoint_s": self.max_checkpoint_s,
                 "budget_s": self.budget_s if math.isfinite(self.budget_s) else None, "stats": dataclasses.asdict(self.stats)}
 
-    def sampler(self, state: ClusterState) -> FutureSampler:
-        """The sampler of a decision on `state`: its past arrivals of the last ARRIVAL_HISTORY_S."""
+    def sampler(self, state: ClusterState, origin: float = 0.0) -> FutureSampler:
+        """The sampler of a decision on `state`: its past arrivals of the last ARRIVAL_HISTORY_S,
+        on the clock of the simulator that starts at `origin` (`time_origin`)."""
         times = np.asarray(state.arrival_times_s, dtype=float)
         lo = bisect.bisect_right(times.tolist(), state.now - ARRIVAL_HISTORY_S)
-        return FutureSampler.of_past(self.estimate_noise, times[lo:])
+        return FutureSampler.of_past(self.estimate_noise, times[lo:] - origin)
 
     def choose(self, state: ClusterState, cset: CandidateSet, restrict: np.ndarray | None = None) -> int:
         """The planner's choice among `cset`'s valid candidates (within `restrict` when given):
         an index into `cset`. Raises SearchTimeout past `budget_s`, ValueError for a state no
         simulator can stand in for."""
         t0 = time.perf_counter()
-        sim, order = simulator_from_state(state, self.max_checkpoint_s)
+        origin = time_origin(state)
+        sim, order = simulator_from_state(state, self.max_checkpoint_s, origin)
         queue_window = (len(cset.candidates) - 1) // len(RULES)
         own = build_candidates(sim.decision_state(), queue_window, wait_guard=self.wait_guard)
         index = {_outcome(lambda k: state.name_of(order[k]), cd): i for i, cd in enumerate(own.candidates) if own.mask[i]}
@@ -607,7 +627,7 @@ class StatePlanner:
         mask[[k for k, i in mine.items() if valid[i]]] = True
         view = CandidateSet(own.state, own.window, own.candidates, mask)
         policy = Lookahead(sim, None, self.config, self.objective, queue_window, clairvoyant=False, seed=self.seed,
-                           sampler=self.sampler(state))
+                           sampler=self.sampler(state, origin))
         policy.deadline = t0 + self.budget_s
         choice = mine[policy.select(view.state, view)]
         searched = policy.last_search

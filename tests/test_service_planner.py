@@ -145,6 +145,39 @@ def test_score_answers_with_the_planners_choice(client):
     assert "gangsched_fallbacks_total{" not in client.get("/metrics").text
 
 
+UNIX_CLOCK_S = 20_794 * 86_400.0  # 2026-12-07 00:00 UTC in Unix seconds: a Kubernetes watch's clock
+
+
+def _on_unix_clock(data: dict) -> dict:
+    """A state's plain data with every time (now, arrivals, queue entries, checkpoint ends, past
+    arrivals) moved to a clock in Unix seconds."""
+    out = dict(data, time_s=data["time_s"] + UNIX_CLOCK_S)
+    for section in ("running", "checkpointing", "reserved", "queued"):
+        out[section] = [{k: v + UNIX_CLOCK_S if k in ("arrival_s", "queued_since_s", "checkpoint_end_s") else v
+                         for k, v in job.items()} for job in data.get(section, [])]
+    out["recent_arrivals"] = [dict(a, time_s=a["time_s"] + UNIX_CLOCK_S) for a in data.get("recent_arrivals", [])]
+    return out
+
+
+def test_a_state_on_a_unix_clock_is_decided_as_on_its_own(client):
+    """The same states with their times in Unix seconds (about 1.8e9 s, where one float step is
+    2.4e-7 s) get the same answers, within the planner's budget: its simulator counts from the
+    state's first day (agents.lookahead.time_origin). Without it a rollout's event loop never
+    reached a job's end (the finish slack, 1e-7 s, below the clock's step) and the request hung."""
+    compared = 0
+    for sim, cset in _episode(TRACE, 1, 25, num_jobs=120):
+        data = sim.decision_state().to_dict()
+        answers = []
+        for body in (data, _on_unix_clock(data)):
+            r = client.post("/v1/score", json={"state": body})
+            assert r.status_code == 200, r.text
+            assert r.json()["fallback"] is False
+            answers.append(_answer(r.json()))
+        assert answers[1] == answers[0], f"t={sim.now}"
+        compared += 1
+    assert compared >= 20
+
+
 def test_extender_verbs_answer_with_the_planners_choice(client):
     """filter and prioritize decide through the planner: the service answers as an in-process
     Extender over a Scorer with the same planner, and the planner's decisions are counted."""
