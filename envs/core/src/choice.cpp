@@ -29,9 +29,10 @@ struct Placed {
 bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
                 std::vector<int64_t>& gpus, int64_t segment) {
     const auto N = static_cast<size_t>(c.num_nodes);
-    std::vector<int64_t> free(N);
+    thread_local std::vector<int64_t> free;  // scratch
+    thread_local Take take;
+    free.resize(N);
     for (size_t n = 0; n < N; ++n) free[n] = c.node_memory_gb[n] >= mem ? a.node_free[n] : 0;  // envs.decision.placement._eligible
-    Take take;
     gpus.clear();
     if (!node_take(c, free, need, tp, rule, take, segment)) return false;
     for (const auto& [n, k] : take)

@@ -270,7 +270,6 @@ class Rollout {
         auto& run = a_.running;
         const size_t nrun = run.size();
         bool restoring = false;
-        for (int64_t j : run) restoring |= a_.overhead_left[static_cast<size_t>(j)] > 0;
         const int64_t na = s_.next_arrival;
         double t = na < n_jobs_ ? a_.arrival[static_cast<size_t>(na)] : INF;
         if (nrun) {
@@ -336,6 +335,7 @@ class Rollout {
     }
 
     int64_t events_ = 0;
+    bool track_ = true;  // keep the run and interference times and the useful work (rollout_sect's `track`)
 
   private:
     void close_segment(int64_t j, bool preempted) {  // Simulator._close_segment
@@ -362,60 +362,74 @@ class Rollout {
         }
     }
 
-    double next_completion(bool restoring) const {  // envs.core.kernels.next_completion_s
-        if (restoring) {
-            double t = INF;
-            for (int64_t j : a_.running) {
-                const auto u = static_cast<size_t>(j);
-                const double x = s_.now + a_.overhead_left[u] + a_.work_left[u] / a_.rate[u];
-                if (x < t) t = x;
-            }
-            return t;
-        }
-        double mn = INF;
+    // envs.core.kernels.next_completion_s, and `restoring`: some running job owes a restore. Both
+    // of its forms in one pass: now + min(work left / rate) when none owes one, else
+    // min(now + restore left + work left / rate).
+    double next_completion(bool& restoring) const {
+        double mn = INF, t = INF;
+        bool owed = false;
+        const double now = s_.now;
         for (int64_t j : a_.running) {
             const auto u = static_cast<size_t>(j);
-            const double x = a_.work_left[u] / a_.rate[u];
-            if (x < mn) mn = x;
+            const double over = a_.overhead_left[u];
+            const double q = a_.work_left[u] / a_.rate[u];
+            owed |= over > 0;
+            if (q < mn) mn = q;
+            const double x = now + over + q;
+            if (x < t) t = x;
         }
-        return s_.now + mn;
+        restoring = owed;
+        return owed ? t : now + mn;
     }
 
     // envs.core.kernels.advance_running: integrate the running jobs over dt; with `finish`, the
     // finished first in order_ (in run's order), the others after them reversed.
+    // Without `track_` (a lookahead's costs: nothing reads them after the rollout), the run and
+    // interference times and the useful work are not kept (0 is returned).
     double advance_running(double dt, bool restoring, bool finish, size_t& found) {
         const auto& run = a_.running;
         const size_t n = run.size();
         double total = 0.0;
+        found = 0;
+        if (finish) order_.resize(n);
+        size_t back = n;
         if (dt > 0) {
-            useful_.resize(n);
+            if (track_) useful_.resize(n);
             for (size_t i = 0; i < n; ++i) {
                 const auto j = static_cast<size_t>(run[i]);
-                double progress;
+                const double rate = a_.rate[j];
+                double progress, over = 0.0;
                 if (restoring) {
                     const double left = a_.overhead_left[j];
                     const double overhead = std::min(left, dt);
-                    a_.overhead_left[j] = left - overhead;
-                    progress = (dt - overhead) * a_.rate[j];
+                    over = left - overhead;
+                    a_.overhead_left[j] = over;
+                    progress = (dt - overhead) * rate;
                 } else {
-                    progress = dt * a_.rate[j];
+                    progress = dt * rate;
+                    over = a_.overhead_left[j];
                 }
                 double left = a_.work_left[j];
                 progress = std::min(progress, left);
                 left = left - progress;
                 a_.work_left[j] = left;
                 a_.work_done[j] = a_.work_total[j] - left;
-                useful_[i] = progress * static_cast<double>(a_.gpus_req[j]);
-                a_.attained_gpu_s[j] += static_cast<double>(a_.gpus_req[j]) * dt;
-                a_.run_s[j] += dt;
-                a_.interference_loss_s[j] += (1.0 - a_.interference[j]) * dt;
+                const double gpus = static_cast<double>(a_.gpus_req[j]);
+                a_.attained_gpu_s[j] += gpus * dt;
+                if (track_) {
+                    useful_[i] = progress * gpus;
+                    a_.run_s[j] += dt;
+                    a_.interference_loss_s[j] += (1.0 - a_.interference[j]) * dt;
+                }
+                if (finish) {  // finished: in front, in run's order; the others from the back
+                    if (over + left / rate <= 1e-7)
+                        order_[found++] = run[i];
+                    else
+                        order_[--back] = run[i];
+                }
             }
-            total = 0.0 + pairwise(useful_.data(), 0, n);
-        }
-        found = 0;
-        if (finish) {
-            order_.resize(n);
-            size_t back = n;
+            if (track_) total = 0.0 + pairwise(useful_.data(), 0, n);
+        } else if (finish) {
             for (int64_t j : run) {
                 const auto u = static_cast<size_t>(j);
                 if (a_.overhead_left[u] + a_.work_left[u] / a_.rate[u] <= 1e-7)
@@ -1283,7 +1297,7 @@ RolloutResult run(const Cluster& c, const RateModel& m, Rollout& sim, SimArrays&
 
 RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
                            int64_t priority_high, double until, int64_t first_job, const std::vector<int64_t>& first_gpus,
-                           const std::vector<int64_t>& first_victims) {
+                           const std::vector<int64_t>& first_victims, bool track) {
     if (queue_window < 1) throw BadInput("queue_window: at least 1");
     if (first_job >= 0) {  // Simulator._check_placement's and preempt_and_start's rules for the first action
         const auto j = static_cast<size_t>(first_job);
@@ -1313,6 +1327,7 @@ RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, S
         throw BadInput("first_victims: only with a first_job");
     }
     Rollout sim(c, m, a, s, priority_high);
+    sim.track_ = track;
     return run(c, m, sim, a, s, queue_window, until, REPLAY_SECT, first_job, first_gpus, first_victims);
 }
 
