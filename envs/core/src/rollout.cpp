@@ -63,6 +63,16 @@ class Rollout {
         slot_.assign(static_cast<size_t>(n_jobs_), -1);
         for (int64_t j : a_.running) copy_record(j);
         for (int64_t j : a_.checkpointing) copy_record(j);  // placed: their GPUs go at their checkpoints' ends
+        // the running jobs on each node and uplink, and the dirty marks already set (update_rates)
+        on_node_.assign(static_cast<size_t>(c_.num_gpus), -1);
+        on_node_n_.assign(static_cast<size_t>(c_.num_nodes), 0);
+        on_uplink_.assign(a_.uplink_demand.size, {});
+        stamp_.assign(static_cast<size_t>(n_jobs_), 0);
+        for (int64_t j : a_.running) index_add(j, slot_[static_cast<size_t>(j)]);
+        for (size_t n = 0; n < a_.dirty_node.size; ++n)
+            if (a_.dirty_node[n]) dirty_nodes_.push_back(static_cast<int64_t>(n));
+        for (size_t x = 0; x < a_.dirty_uplink.size; ++x)
+            if (a_.dirty_uplink[x]) dirty_uplinks_.push_back(static_cast<int64_t>(x));
         // envs.decision.window's memory levels: the distinct GPU memory sizes, ascending
         levels_ = c_.node_memory_gb;
         std::sort(levels_.begin(), levels_.end());
@@ -664,13 +674,23 @@ class Rollout {
         for (int64_t q = lo; q < hi; ++q) {
             const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
             a_.node_pressure[n] += pressure * pc_[static_cast<size_t>(q)];
-            a_.dirty_node[n] = 1;
+            if (!a_.dirty_node[n]) {
+                a_.dirty_node[n] = 1;
+                dirty_nodes_.push_back(static_cast<int64_t>(n));
+            }
         }
         for (int64_t q = hi; q < uhi; ++q) {
             const auto x = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
             a_.uplink_demand[x] += sign * pc_[static_cast<size_t>(q)];
-            a_.dirty_uplink[x] = 1;
+            if (!a_.dirty_uplink[x]) {
+                a_.dirty_uplink[x] = 1;
+                dirty_uplinks_.push_back(static_cast<int64_t>(x));
+            }
         }
+        if (sign > 0)
+            index_add(j, row);
+        else
+            index_remove(j, row);
         const auto step = static_cast<int64_t>(sign);
         const auto P = static_cast<size_t>(a_.num_priorities);
         if (a_.preemptible[static_cast<size_t>(j)]) {
@@ -724,20 +744,84 @@ class Rollout {
         return 0.0 + pairwise(picked_.data(), 0, picked_.size());
     }
 
-    void update_rates() {  // envs.core.kernels.update_rates over the rollout's records
-        bool any_uplink = false;
-        for (size_t x = 0; x < a_.dirty_uplink.size; ++x) any_uplink |= a_.dirty_uplink[x] != 0;
+    // The running jobs' records on each node and uplink (a node's at on_node_[node_first_gpu[n]:
+    // + on_node_n_[n]]: a job there holds one of its GPUs at least, so they fit); a job is added
+    // when it starts loading, removed when it stops.
+    void index_add(int64_t j, int64_t row) {
+        const auto r = static_cast<size_t>(row);
+        const int64_t lo = ri_[r * 4], hi = ri_[r * 4 + 1], uhi = ri_[r * 4 + 2];
+        for (int64_t q = lo; q < hi; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            int64_t& count = on_node_n_[n];
+            if (count >= c_.node_gpus[n]) indexed_ = false;  // more jobs than GPUs: not a real state; every job tested
+            else on_node_[static_cast<size_t>(c_.node_first_gpu[n] + count++)] = j;
+        }
+        for (int64_t q = hi; q < uhi; ++q) on_uplink_[static_cast<size_t>(pi_[static_cast<size_t>(q)])].push_back(j);
+    }
+
+    void index_remove(int64_t j, int64_t row) {
+        const auto r = static_cast<size_t>(row);
+        const int64_t lo = ri_[r * 4], hi = ri_[r * 4 + 1], uhi = ri_[r * 4 + 2];
+        for (int64_t q = lo; q < hi; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            int64_t* at = on_node_.data() + c_.node_first_gpu[n];
+            int64_t& count = on_node_n_[n];
+            for (int64_t k = 0; k < count; ++k)
+                if (at[k] == j) {
+                    at[k] = at[--count];
+                    break;
+                }
+        }
+        for (int64_t q = hi; q < uhi; ++q) {
+            auto& jobs = on_uplink_[static_cast<size_t>(pi_[static_cast<size_t>(q)])];
+            const auto it = std::find(jobs.begin(), jobs.end(), j);
+            if (it != jobs.end()) {
+                *it = jobs.back();
+                jobs.pop_back();
+            }
+        }
+    }
+
+    // envs.core.kernels.update_rates over the rollout's records: the running jobs on a dirty node
+    // or (with some dirty uplink) a dirty uplink get their rates anew. Each job's rate reads only
+    // the loads and its record, so it does not matter in which order they are taken: those of the
+    // dirty nodes' and uplinks' lists (or, should a list have overflowed, of every running job).
+    void update_rates() {
+        const bool any_uplink = !dirty_uplinks_.empty();
+        ++epoch_;
+        stale_.clear();
+        if (indexed_) {
+            const auto take = [&](int64_t j) {
+                int64_t& mark = stamp_[static_cast<size_t>(j)];
+                if (mark != epoch_) {
+                    mark = epoch_;
+                    stale_.push_back(j);
+                }
+            };
+            for (int64_t v : dirty_nodes_) {
+                const auto n = static_cast<size_t>(v);
+                const int64_t* at = on_node_.data() + c_.node_first_gpu[n];
+                for (int64_t k = 0; k < on_node_n_[n]; ++k) take(at[k]);
+            }
+            for (int64_t x : dirty_uplinks_)
+                for (int64_t j : on_uplink_[static_cast<size_t>(x)]) take(j);
+        } else {
+            for (int64_t j : a_.running) {
+                const auto s = static_cast<size_t>(slot_[static_cast<size_t>(j)]);
+                const int64_t lo = ri_[s * 4], hi = ri_[s * 4 + 1], uhi = ri_[s * 4 + 2];
+                bool stale = false;
+                for (int64_t q = lo; q < hi && !stale; ++q) stale = a_.dirty_node[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
+                if (!stale && any_uplink)
+                    for (int64_t q = hi; q < uhi && !stale; ++q)
+                        stale = a_.dirty_uplink[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
+                if (stale) stale_.push_back(j);
+            }
+        }
         bool have_shares = false;
-        for (int64_t j : a_.running) {
+        for (int64_t j : stale_) {
             const auto u = static_cast<size_t>(j);
             const auto s = static_cast<size_t>(slot_[u]);
             const int64_t lo = ri_[s * 4], hi = ri_[s * 4 + 1], uhi = ri_[s * 4 + 2];
-            bool stale = false;
-            for (int64_t q = lo; q < hi && !stale; ++q) stale = a_.dirty_node[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
-            if (!stale && any_uplink)
-                for (int64_t q = hi; q < uhi && !stale; ++q)
-                    stale = a_.dirty_uplink[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
-            if (!stale) continue;
             const double pressure = rf_[s * 8];
             auto n = static_cast<size_t>(pi_[static_cast<size_t>(lo)]);
             double others = (a_.node_pressure[n] - pressure * pc_[static_cast<size_t>(lo)]) / static_cast<double>(c_.node_gpus[n]);
@@ -768,8 +852,10 @@ class Rollout {
                 a_.rate[u] = rf_[s * 8 + 2] * interf;
             }
         }
-        for (size_t x = 0; x < a_.dirty_node.size; ++x) a_.dirty_node[x] = 0;
-        for (size_t x = 0; x < a_.dirty_uplink.size; ++x) a_.dirty_uplink[x] = 0;
+        for (int64_t n : dirty_nodes_) a_.dirty_node[static_cast<size_t>(n)] = 0;
+        for (int64_t x : dirty_uplinks_) a_.dirty_uplink[static_cast<size_t>(x)] = 0;
+        dirty_nodes_.clear();
+        dirty_uplinks_.clear();
     }
 
     // envs.decision.window.class_fits per shape: fits now in whole TP groups, or after preempting the
@@ -1197,6 +1283,10 @@ class Rollout {
     std::vector<int64_t> order_, fifo_, shortest_, priority_ids_, attained_ids_, window_;
     std::vector<Keyed> by_priority_, by_attained_;
     std::vector<uint8_t> mask_;
+    std::vector<int64_t> on_node_, on_node_n_, dirty_nodes_, dirty_uplinks_, stale_, stamp_;
+    std::vector<std::vector<int64_t>> on_uplink_;
+    int64_t epoch_ = 0;
+    bool indexed_ = true;
     std::vector<size_t> shape_key_;
     std::vector<int64_t> ended_;
     std::vector<Totals> totals_;
