@@ -274,6 +274,24 @@ void binpack_units(std::vector<int64_t>& units, int64_t left, Take& out) {
 // (by id) at L. Counted that way when the counts are small, else unit by unit.
 void spread_units(std::vector<int64_t>& units, int64_t left, Take& out) {
     const size_t N = units.size();
+    if (left >= 1 && left <= 4) {  // a few units: one at a time, the picks then in holder order
+        size_t picks[4];
+        for (int64_t u = 0; u < left; ++u) {
+            size_t m = 0;
+            for (size_t n = 1; n < N; ++n)
+                if (units[n] > units[m]) m = n;
+            picks[u] = m;
+            --units[m];
+        }
+        std::sort(picks, picks + left);
+        for (int64_t u = 0; u < left;) {
+            int64_t k = 1;
+            while (u + k < left && picks[u + k] == picks[u]) ++k;
+            out.emplace_back(static_cast<int64_t>(picks[u]), k);
+            u += k;
+        }
+        return;
+    }
     constexpr int64_t SMALL = 64;
     int64_t top = 0, total = 0;
     bool small = left >= 0;
@@ -545,17 +563,41 @@ void usable_per_node(const Cluster& c, const std::vector<int64_t>& free, int64_t
     }
 }
 
-bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
-               int64_t segment) {
-    const auto N = static_cast<size_t>(c.num_nodes);
-    if (free_in.size() != N) throw BadInput("free: one count per node expected");
+void check_gang(int64_t need, int64_t tp, int64_t segment) {
     if (need < 1) throw BadInput("gpus: a gang needs at least one GPU");
     if (tp < 1 || need % tp != 0) throw BadInput("tp: the gang must be whole TP groups of at least one GPU");
     if (segment < 0 || (segment > 0 && (segment % tp != 0 || need % segment != 0)))
         throw BadInput("segment: GPUs per segment must be 0 (none) or whole TP groups dividing the gang");
-    take.clear();
+}
+
+namespace {
+bool take_counts(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
+                 int64_t segment);
+}  // namespace
+
+bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
+               int64_t segment) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    if (free_in.size() != N) throw BadInput("free: one count per node expected");
+    check_gang(need, tp, segment);
     for (size_t n = 0; n < N; ++n)
         if (free_in[n] < 0 || free_in[n] > c.node_gpus[n]) throw BadInput("free: a count outside 0..the node's GPUs");
+    return take_counts(c, free_in, need, tp, rule, take, segment);
+}
+
+bool node_take_checked(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
+                       int64_t segment) {
+    if (free_in.size() != static_cast<size_t>(c.num_nodes)) throw BadInput("free: one count per node expected");
+    check_gang(need, tp, segment);
+    return take_counts(c, free_in, need, tp, rule, take, segment);
+}
+
+namespace {
+
+bool take_counts(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
+                 int64_t segment) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    take.clear();
     if (segment > 0) return node_take_segments(c, free_in, need, tp, rule, segment, take);
     if (c.num_domains > 0 && c.spans(tp)) return node_take_spanning(c, free_in, need, tp, rule, take);
     const CountDiv per_tp(tp);
@@ -594,6 +636,8 @@ bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t ne
     }
     return topology_domains(c, free, need, tp, take);  // ... else the smallest switch domain
 }
+
+}  // namespace
 
 void pick_in_node(const Cluster& c, int64_t node, int64_t count, const uint8_t* avail, std::vector<int64_t>& out) {
     if (node < 0 || node >= c.num_nodes) throw BadInput("node: out of range");
