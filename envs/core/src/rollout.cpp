@@ -88,7 +88,7 @@ class Rollout {
             while (key < totals_.size() && !(totals_[key].at == at && totals_[key].tp == tp && totals_[key].prio == prio &&
                                              totals_[key].segment == segment))
                 ++key;
-            if (key == totals_.size()) totals_.push_back(Totals{at, tp, prio, segment, 0, 0, -1});
+            if (key == totals_.size()) totals_.push_back(Totals{at, tp, prio, segment, 0, 0, -1, false, 0, {}, {}});
             shape_key_[k] = key;
         }
     }
@@ -267,6 +267,7 @@ class Rollout {
                 const auto n = static_cast<size_t>(c_.gpu_node[x]);
                 const int64_t was = a_.node_free[n];
                 a_.node_free[n] = was - 1;
+                changed(n);
                 --s_.num_free;
                 s_.fragmented += fragmented_of(n, was - 1) - fragmented_of(n, was);
             }
@@ -500,6 +501,7 @@ class Rollout {
             if (free) {
                 const int64_t was = a_.node_free[n];
                 a_.node_free[n] = was - k;
+                changed(n);
                 s_.num_free -= k;
                 s_.fragmented += fragmented_of(n, was - k) - fragmented_of(n, was);
             }
@@ -695,9 +697,11 @@ class Rollout {
         const auto P = static_cast<size_t>(a_.num_priorities);
         if (a_.preemptible[static_cast<size_t>(j)]) {
             const auto p = static_cast<size_t>(a_.priority[static_cast<size_t>(j)]);
-            for (int64_t q = lo; q < hi; ++q)
-                a_.node_preemptible[static_cast<size_t>(pi_[static_cast<size_t>(q)]) * P + p] +=
-                    step * static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+            for (int64_t q = lo; q < hi; ++q) {
+                const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+                a_.node_preemptible[n * P + p] += step * static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+                changed(n);
+            }
         }
     }
 
@@ -731,6 +735,7 @@ class Rollout {
             a_.node_owned[n] -= static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
             const int64_t was = a_.node_free[n];
             a_.node_free[n] = was + freed;
+            changed(n);
             s_.num_free += freed;
             s_.fragmented += fragmented_of(n, was + freed) - fragmented_of(n, was);
             node_power(n);
@@ -873,15 +878,55 @@ class Rollout {
         int64_t segment;     // GPUs per segment, 0 none
         int64_t now, after;  // GPUs in whole TP groups free now, and after preempting lower priorities
         int64_t version;     // the allocation version they were counted at
+        // Where there are no segments and no spanning domains, the sums are per node: each node's
+        // terms (node_now, node_after) are kept, and `changed_` from `seen` on lists the nodes
+        // whose counts changed since, so only those are counted again.
+        bool per_node = false;
+        size_t seen = 0;
+        std::vector<int64_t> node_now, node_after;
     };
 
     const Totals& totals_of(size_t k) {
         Totals& t = totals_[shape_key_[k]];
         if (t.version != s_.alloc_version) {
-            totals(t);
+            if (t.version >= 0 && t.per_node && changed_.size() - t.seen <= static_cast<size_t>(c_.num_nodes))
+                totals_changed(t);
+            else
+                totals(t);
+            t.seen = changed_.size();
             t.version = s_.alloc_version;
         }
         return t;
+    }
+
+    // A node whose free or preemptible counts change (the totals count it again).
+    void changed(size_t n) {
+        if (changed_.size() >= 64 * static_cast<size_t>(c_.num_nodes) + 64) {  // a long episode: start the list again
+            changed_.clear();
+            for (Totals& t : totals_) t.version = -1;  // counted whole when next asked
+        }
+        changed_.push_back(static_cast<int64_t>(n));
+    }
+
+    // `totals` for a per-node entry, from its last count: the nodes changed since, again.
+    void totals_changed(Totals& t) {
+        const size_t prio = t.prio, P = static_cast<size_t>(a_.num_priorities);
+        const int64_t tp = t.tp;
+        const double level = t.at < levels_.size() ? levels_[t.at] : INF;
+        const bool pow2 = (tp & (tp - 1)) == 0;
+        const auto whole = [&](int64_t x) { return pow2 ? (x & -tp) : x / tp * tp; };  // x >= 0
+        for (size_t i = t.seen; i < changed_.size(); ++i) {
+            const auto n = static_cast<size_t>(changed_[i]);
+            if (!(c_.node_memory_gb[n] >= level)) continue;
+            const int64_t f = a_.node_free[n];
+            int64_t held = 0;
+            for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
+            const int64_t now = whole(f), after = whole(f + held);
+            t.now += now - t.node_now[n];
+            t.after += after - t.node_after[n];
+            t.node_now[n] = now;
+            t.node_after[n] = after;
+        }
     }
 
     // envs.decision.window.class_fits' totals for a memory level, TP degree and priority: in whole TP groups
@@ -909,16 +954,27 @@ class Rollout {
         }
         const bool pow2 = (tp & (tp - 1)) == 0;
         const auto whole = [&](int64_t x) { return pow2 ? (x & -tp) : x / tp * tp; };  // x >= 0
+        const bool spanning = c_.num_domains > 0 && c_.spans(tp);
+        out.per_node = !spanning;
+        if (out.per_node) {
+            out.node_now.assign(N, 0);
+            out.node_after.assign(N, 0);
+        }
         int64_t now = 0, after = 0;
         for (size_t n = 0; n < N; ++n) {
             if (!(c_.node_memory_gb[n] >= level)) continue;
             const int64_t f = a_.node_free[n];
             int64_t held = 0;
             for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
-            now += whole(f);
-            after += whole(f + held);
+            const int64_t node_now = whole(f), node_after = whole(f + held);
+            now += node_now;
+            after += node_after;
+            if (out.per_node) {
+                out.node_now[n] = node_now;
+                out.node_after[n] = node_after;
+            }
         }
-        if (c_.num_domains > 0 && c_.spans(tp)) {  // whole groups of fully available trays per domain
+        if (spanning) {  // whole groups of fully available trays per domain
             for (int64_t d = 0; d < c_.num_domains; ++d) {
                 if (!c_.spanning(d, tp)) continue;
                 const auto& nodes = c_.domain_nodes[static_cast<size_t>(d)];
@@ -1290,6 +1346,7 @@ class Rollout {
     std::vector<size_t> shape_key_;
     std::vector<int64_t> ended_;
     std::vector<Totals> totals_;
+    std::vector<int64_t> changed_;  // nodes whose free or preemptible counts changed, in order (changed())
     Geometry launch_geometry_;
     Recording* rec_;
     std::vector<double> seg_begin_;
