@@ -156,7 +156,15 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
                 q.segment = segment;
                 q.mem = mem;
                 q.ok = place_counts(c, a, counts, need, tp, rule, q.gpus, segment);
-                if (q.ok) placement_geometry(c, q.gpus, tp, m.geometry, q.geometry);
+                if (q.ok) {  // the geometry of GPUs another rule chose already is that one's
+                    const Placed* same = nullptr;
+                    for (size_t k = 0; k + 1 < used && same == nullptr; ++k)
+                        if (placed[k].ok && placed[k].tp == tp && placed[k].gpus == q.gpus) same = &placed[k];
+                    if (same != nullptr)
+                        q.geometry = same->geometry;
+                    else
+                        placement_geometry(c, q.gpus, tp, m.geometry, q.geometry);
+                }
                 p = &q;
             }
             if (!p->ok) throw BadInput("mask: a candidate valid by count found no placement");

@@ -615,7 +615,12 @@ bool take_counts(const Cluster& c, const std::vector<int64_t>& free_in, int64_t 
     if (rule == BINPACK || rule == SPREAD) {  // pods (TP groups) packed or spread over nodes
         units.resize(N);
         int64_t total = 0;
-        for (size_t n = 0; n < N; ++n) total += units[n] = per_tp(free[n]);
+        if (per_tp.shift >= 0) {  // counts >= 0 here (checked): a plain shift, vectorized
+            const int sh = per_tp.shift;
+            for (size_t n = 0; n < N; ++n) total += units[n] = free[n] >> sh;
+        } else {
+            for (size_t n = 0; n < N; ++n) total += units[n] = free[n] / tp;
+        }
         const int64_t left = need / tp;
         if (total < left) return false;
         (rule == BINPACK ? binpack_units : spread_units)(units, left, take);
