@@ -167,15 +167,21 @@ class FutureSampler:
 
     def work(self, state: ClusterState, ids: np.ndarray, rng: np.random.Generator) -> dict[int, float]:
         """A draw of the true work of jobs `ids` (arrived, unfinished)."""
-        out = {}
         est = state.estimate_s[ids]
         done = state.work_done_s[ids]
         kinds = state.kind[ids]
-        sigma = self.noise
-        for j, e, d, kind in zip(ids.tolist(), est.tolist(), done.tolist(), kinds.tolist()):
-            if sigma == 0.0:
-                out[j] = max(e, d + 1.0)
-                continue
+        if self.noise == 0.0:
+            return {j: max(e, d + 1.0) for j, e, d in zip(ids.tolist(), est.tolist(), done.tolist())}
+        return self._drawn_work(ids.tolist(), est.tolist(), done, kinds.tolist(), rng)
+
+    def _posterior(self, e: float, kind: int) -> tuple[float, float, float, float]:
+        """A job's log-space posterior of its true work given its estimate `e`: (mu, sqrt(var), lo,
+        hi), made once per (estimate, kind)."""
+        key = (e, kind)
+        memo = self.__dict__.setdefault("_posteriors", {})  # FutureSampler.of_past makes none in __init__
+        hit = memo.get(key)
+        if hit is None:
+            sigma = self.noise
             mu, var, lo, hi = math.log(e), sigma * sigma, 1.0, math.inf
             if self.prior is not None and kind in self.prior:
                 m0, s0, lo, hi = self.prior[kind]
@@ -184,9 +190,32 @@ class FutureSampler:
                     mu, var = (m0 / (s0 * s0) + mu / var) / prec, 1.0 / prec
                 else:
                     mu, var = m0, 0.0
+            hit = memo[key] = (mu, math.sqrt(var), lo, hi)
+        return hit
+
+    def _drawn_work(self, ids: list[int], est: list[float], done: np.ndarray, kinds: list[int],
+                    rng: np.random.Generator) -> dict[int, float]:
+        """Each job's work: min(max(exp(mu + sd * z), lo), hi) for standard normals z drawn in
+        turn from `rng`, again (up to 16 draws) while it does not exceed the job's work done `d`;
+        d + max(0.05 d, 60) when none does. Every job draws once at least, so the first len(ids)
+        normals are drawn as one array (the same numbers as one at a time), the rest one at a time
+        as they are needed: `rng` ends where drawing one at a time leaves it."""
+        out: dict[int, float] = {}
+        z = rng.standard_normal(len(ids)).tolist()
+        pos, drawn = 0, len(z)
+        exp, normal = math.exp, rng.standard_normal
+        memo = self.__dict__.setdefault("_posteriors", {})
+        for j, e, d, kind in zip(ids, est, done.tolist(), kinds):
+            params = memo.get((e, kind))
+            mu, sd, lo, hi = self._posterior(e, kind) if params is None else params
             w = None
             for _ in range(16):  # rejection: the job has already done d, so its work exceeds d
-                x = min(max(math.exp(mu + math.sqrt(var) * rng.standard_normal()), lo), hi)
+                if pos < drawn:
+                    v = z[pos]
+                else:
+                    v = normal()
+                pos += 1
+                x = min(max(exp(mu + sd * v), lo), hi)
                 if x > d:
                     w = x
                     break

@@ -26,18 +26,40 @@ struct Placed {
 
 }  // namespace
 
-bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
-                std::vector<int64_t>& gpus, int64_t segment) {
+namespace {
+
+// envs.decision.placement._eligible: the free GPUs of the nodes with the memory (node_take's check
+// of them made here).
+void eligible_counts(const Cluster& c, const Allocation& a, double mem, std::vector<int64_t>& free) {
     const auto N = static_cast<size_t>(c.num_nodes);
-    std::vector<int64_t> free(N);
-    for (size_t n = 0; n < N; ++n) free[n] = c.node_memory_gb[n] >= mem ? a.node_free[n] : 0;  // envs.decision.placement._eligible
-    Take take;
+    free.resize(N);
+    for (size_t n = 0; n < N; ++n) {
+        const int64_t f = c.node_memory_gb[n] >= mem ? a.node_free[n] : 0;
+        if (f < 0 || f > c.node_gpus[n]) throw BadInput("free: a count outside 0..the node's GPUs");
+        free[n] = f;
+    }
+}
+
+// place_free over the eligible counts `free` (eligible_counts').
+bool place_counts(const Cluster& c, const Allocation& a, const std::vector<int64_t>& free, int64_t need, int64_t tp,
+                  int64_t rule, std::vector<int64_t>& gpus, int64_t segment) {
+    thread_local Take take;  // scratch
     gpus.clear();
-    if (!node_take(c, free, need, tp, rule, take, segment)) return false;
+    if (!node_take_checked(c, free, need, tp, rule, take, segment)) return false;
     for (const auto& [n, k] : take)
         if (k > 0 || take.size() == 1)
             pick_in_node(c, n, k, a.free_mask + c.node_first_gpu[static_cast<size_t>(n)], gpus);
     return true;
+}
+
+}  // namespace
+
+bool place_free(const Cluster& c, const Allocation& a, int64_t need, int64_t tp, double mem, int64_t rule,
+                std::vector<int64_t>& gpus, int64_t segment) {
+    thread_local std::vector<int64_t> free;  // scratch
+    check_gang(need, tp, segment);  // node_take's checks, in its order
+    eligible_counts(c, a, mem, free);
+    return place_counts(c, a, free, need, tp, rule, gpus, segment);
 }
 
 RateParts rate_parts(const Cluster& c, const RateModel& m, const Allocation& a, const Geometry& g, double c_tp, double c_dp,
@@ -84,8 +106,14 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
     if (nw * num_rules > mask_size) throw BadInput("mask: shorter than the window's candidates");
     for (int64_t j : window)
         if (j < 0 || j >= jobs.count) throw BadInput("window: a job index out of range");
-    std::vector<Placed> placed;
-    placed.reserve(static_cast<size_t>(3 * nw));  // pointers into it stay valid
+    // scratch kept between calls, its buffers reused: placed[:used] are this call's placements, all
+    // on the eligible counts of memory `counted_mem` (made when first needed)
+    thread_local std::vector<Placed> placed;
+    thread_local std::vector<int64_t> counts;
+    size_t used = 0;
+    bool counted = false;
+    double counted_mem = 0.0;
+    placed.reserve(static_cast<size_t>(3 * nw));  // never grown past it below: pointers into it stay valid
     int64_t best = -1, best_pos = 0;
     const Placed* best_placed = nullptr;
     double best_key = 0.0;
@@ -109,14 +137,35 @@ int64_t choose_sect(const Cluster& c, const RateModel& m, const Allocation& a, c
             const int64_t i = slot * num_rules + rule;
             if (!mask[i]) continue;
             const Placed* p = nullptr;
-            for (const Placed& q : placed)
+            for (size_t k = 0; k < used; ++k) {
+                const Placed& q = placed[k];
                 if (q.rule == rule && q.need == need && q.tp == tp && q.segment == segment && q.mem == mem) p = &q;
+            }
             if (p == nullptr) {
-                Placed q{rule, need, tp, segment, mem, false, Geometry(), {}};
-                q.ok = place_free(c, a, need, tp, mem, rule, q.gpus, segment);
-                if (q.ok) placement_geometry(c, q.gpus, tp, m.geometry, q.geometry);
-                placed.push_back(std::move(q));
-                p = &placed.back();
+                if (!counted || !(counted_mem == mem)) {  // place_free's counts, once per memory size
+                    check_gang(need, tp, segment);  // node_take's checks, in its order
+                    eligible_counts(c, a, mem, counts);
+                    counted = true;
+                    counted_mem = mem;
+                }
+                if (used == placed.size()) placed.emplace_back();
+                Placed& q = placed[used++];
+                q.rule = rule;
+                q.need = need;
+                q.tp = tp;
+                q.segment = segment;
+                q.mem = mem;
+                q.ok = place_counts(c, a, counts, need, tp, rule, q.gpus, segment);
+                if (q.ok) {  // the geometry of GPUs another rule chose already is that one's
+                    const Placed* same = nullptr;
+                    for (size_t k = 0; k + 1 < used && same == nullptr; ++k)
+                        if (placed[k].ok && placed[k].tp == tp && placed[k].gpus == q.gpus) same = &placed[k];
+                    if (same != nullptr)
+                        q.geometry = same->geometry;
+                    else
+                        placement_geometry(c, q.gpus, tp, m.geometry, q.geometry);
+                }
+                p = &q;
             }
             if (!p->ok) throw BadInput("mask: a candidate valid by count found no placement");
             const double rate = rate_if_started(c, m, a, p->geometry, c_tp, c_dp, sensitivity, kind);

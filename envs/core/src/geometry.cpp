@@ -15,7 +15,8 @@ double group_tp_bandwidth(const Cluster& c, const int64_t* g, int64_t size, cons
     bool spans = false;
     for (int64_t i = 1; i < size; ++i) spans |= c.gpu_node[static_cast<size_t>(g[i])] != n0;
     if (spans) {
-        std::vector<int64_t> nodes(static_cast<size_t>(size));
+        thread_local std::vector<int64_t> nodes;  // scratch
+        nodes.resize(static_cast<size_t>(size));
         for (int64_t i = 0; i < size; ++i) nodes[static_cast<size_t>(i)] = c.gpu_node[static_cast<size_t>(g[i])];
         const bool nvlink = c.one_domain(nodes.begin(), nodes.end());  // one NVLink domain: NVLink, not the network
         const std::vector<double>& link = nvlink ? c.node_nvlink_GBps : c.node_net_GBps;
@@ -48,7 +49,17 @@ void placement_geometry(const Cluster& c, const std::vector<int64_t>& gpus, int6
     if (tp < 1 || size % tp != 0) throw BadInput("tp_degree: the GPUs must form whole TP groups");
     for (int64_t g : gpus)
         if (g < 0 || g >= c.num_gpus) throw BadInput("gpus: a GPU id out of range");
-    out = Geometry();
+    // out = Geometry(), keeping its buffers
+    out.min_speed = 0.0;
+    out.min_speed_by_kind.clear();
+    out.nodes.clear();
+    out.gpus_on_node.clear();
+    out.tp_stretch = 1.0;
+    out.tp_cross_node = false;
+    out.dp_bw_GBps = 0.0;
+    out.tier = 0;
+    out.uplinks.clear();
+    out.uplink_demand_GBps.clear();
     // The nodes used, ascending, and the GPUs on each.
     const int64_t n0 = c.gpu_node[static_cast<size_t>(gpus[0])];
     bool one_node = true;
@@ -57,12 +68,14 @@ void placement_geometry(const Cluster& c, const std::vector<int64_t>& gpus, int6
         out.nodes.push_back(n0);
         out.gpus_on_node.push_back(size);
     } else {
-        std::vector<int64_t> counts(static_cast<size_t>(c.num_nodes), 0);
+        thread_local std::vector<int64_t> counts;  // scratch, all zero between calls
+        counts.resize(static_cast<size_t>(c.num_nodes), 0);
         for (int64_t g : gpus) ++counts[static_cast<size_t>(c.gpu_node[static_cast<size_t>(g)])];
         for (int64_t n = 0; n < c.num_nodes; ++n)
             if (counts[static_cast<size_t>(n)]) {
                 out.nodes.push_back(n);
                 out.gpus_on_node.push_back(counts[static_cast<size_t>(n)]);
+                counts[static_cast<size_t>(n)] = 0;
             }
     }
     if (tp > 1) {

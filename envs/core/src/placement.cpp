@@ -81,6 +81,17 @@ void Cluster::set_derived() {
 
 namespace {
 
+// x / d for counts x >= 0 (negatives divide as written) and d >= 1: a shift when d is a power of
+// two (every TP degree of the shipped workloads), so the per-node loops run without a division.
+struct CountDiv {
+    int64_t d;
+    int shift = -1;
+    explicit CountDiv(int64_t d_) : d(d_) {
+        if (d_ > 0 && (d_ & (d_ - 1)) == 0) shift = __builtin_ctzll(static_cast<unsigned long long>(d_));
+    }
+    int64_t operator()(int64_t x) const { return shift >= 0 && x >= 0 ? x >> shift : x / d; }
+};
+
 // envs.decision.placement._best_fit on unit counts: the fewest among those with at least `need`, lowest id
 // on ties; -1 when none.
 int64_t best_fit(const std::vector<int64_t>& free, int64_t need) {
@@ -184,11 +195,13 @@ int64_t best_domain(const Cluster& c, const std::vector<int64_t>& usable, int64_
 
 bool topology_domains(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, Take& take) {
     const auto N = static_cast<size_t>(c.num_nodes);
-    std::vector<int64_t> usable(N);
+    thread_local std::vector<int64_t> usable, nodes;  // scratch
+    usable.resize(N);
+    nodes.clear();
+    const CountDiv per_tp(tp);
     int64_t total = 0;
-    for (size_t n = 0; n < N; ++n) total += usable[n] = free[n] / tp * tp;
+    for (size_t n = 0; n < N; ++n) total += usable[n] = per_tp(free[n]) * tp;
     if (total < need) return false;
-    std::vector<int64_t> nodes;
     auto fill = [&](const std::vector<int64_t>& members) {
         for (int64_t n : members)
             if (usable[static_cast<size_t>(n)] > 0) nodes.push_back(n);
@@ -255,9 +268,64 @@ void binpack_units(std::vector<int64_t>& units, int64_t left, Take& out) {
 
 // envs.decision.placement._spread over unit counts (`units` is consumed): each unit to the holder with the
 // most left, lowest id on ties; (holder, units) in holder order.
+// Taken one at a time, the units bring the fullest holders down level by level, the holders at a
+// level taken in id order: so the holders above the final level L (the smallest with at most
+// `left` units above it) end at L, and the r units still left go one each to the first r holders
+// (by id) at L. Counted that way when the counts are small, else unit by unit.
 void spread_units(std::vector<int64_t>& units, int64_t left, Take& out) {
     const size_t N = units.size();
-    std::vector<int64_t> taken(N, 0);
+    if (left >= 1 && left <= 4) {  // a few units: one at a time, the picks then in holder order
+        size_t picks[4];
+        for (int64_t u = 0; u < left; ++u) {
+            size_t m = 0;
+            for (size_t n = 1; n < N; ++n)
+                if (units[n] > units[m]) m = n;
+            picks[u] = m;
+            --units[m];
+        }
+        std::sort(picks, picks + left);
+        for (int64_t u = 0; u < left;) {
+            int64_t k = 1;
+            while (u + k < left && picks[u + k] == picks[u]) ++k;
+            out.emplace_back(static_cast<int64_t>(picks[u]), k);
+            u += k;
+        }
+        return;
+    }
+    constexpr int64_t SMALL = 64;
+    int64_t top = 0, total = 0;
+    bool small = left >= 0;
+    for (size_t n = 0; n < N && small; ++n) {
+        small = units[n] >= 0 && units[n] <= SMALL;
+        if (units[n] > top) top = units[n];
+        total += units[n];
+    }
+    if (small && left <= total) {
+        int64_t at[SMALL + 2] = {0};  // holders per count
+        for (size_t n = 0; n < N; ++n) ++at[units[n]];
+        int64_t level = top, above = 0, holders = 0;  // above: units over `level`; holders: those at or over it
+        while (level > 0) {
+            holders += at[level];
+            if (above + holders > left) break;  // bringing every holder down to level - 1 takes too many
+            above += holders;
+            --level;
+        }
+        int64_t extra = left - above;  // to the first holders at `level`
+        for (size_t n = 0; n < N; ++n) {
+            int64_t k = units[n] > level ? units[n] - level : 0;
+            if (extra > 0 && units[n] >= level && level > 0) {
+                ++k;
+                --extra;
+            }
+            if (k) {
+                out.emplace_back(static_cast<int64_t>(n), k);
+                units[n] -= k;
+            }
+        }
+        return;
+    }
+    thread_local std::vector<int64_t> taken;  // scratch
+    taken.assign(N, 0);
     for (int64_t u = 0; u < left; ++u) {
         size_t m = 0;
         for (size_t n = 1; n < N; ++n)
@@ -478,7 +546,8 @@ int64_t segment_total(const Cluster& c, const std::vector<int64_t>& usable, int6
 void usable_per_node(const Cluster& c, const std::vector<int64_t>& free, int64_t tp, std::vector<int64_t>& out) {
     const auto N = static_cast<size_t>(c.num_nodes);
     out.resize(N);
-    for (size_t n = 0; n < N; ++n) out[n] = free[n] / tp * tp;
+    const CountDiv per_tp(tp);
+    for (size_t n = 0; n < N; ++n) out[n] = per_tp(free[n]) * tp;
     for (int64_t d = 0; d < c.num_domains; ++d) {
         if (!c.spanning(d, tp)) continue;
         const auto& nodes = c.domain_nodes[static_cast<size_t>(d)];
@@ -494,29 +563,64 @@ void usable_per_node(const Cluster& c, const std::vector<int64_t>& free, int64_t
     }
 }
 
-bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
-               int64_t segment) {
-    const auto N = static_cast<size_t>(c.num_nodes);
-    if (free_in.size() != N) throw BadInput("free: one count per node expected");
+void check_gang(int64_t need, int64_t tp, int64_t segment) {
     if (need < 1) throw BadInput("gpus: a gang needs at least one GPU");
     if (tp < 1 || need % tp != 0) throw BadInput("tp: the gang must be whole TP groups of at least one GPU");
     if (segment < 0 || (segment > 0 && (segment % tp != 0 || need % segment != 0)))
         throw BadInput("segment: GPUs per segment must be 0 (none) or whole TP groups dividing the gang");
-    take.clear();
-    std::vector<int64_t> free(free_in);
+}
+
+namespace {
+bool take_counts(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
+                 int64_t segment);
+}  // namespace
+
+bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
+               int64_t segment) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    if (free_in.size() != N) throw BadInput("free: one count per node expected");
+    check_gang(need, tp, segment);
     for (size_t n = 0; n < N; ++n)
-        if (free[n] < 0 || free[n] > c.node_gpus[n]) throw BadInput("free: a count outside 0..the node's GPUs");
-    if (segment > 0) return node_take_segments(c, free, need, tp, rule, segment, take);
-    if (c.num_domains > 0 && c.spans(tp)) return node_take_spanning(c, free, need, tp, rule, take);
+        if (free_in[n] < 0 || free_in[n] > c.node_gpus[n]) throw BadInput("free: a count outside 0..the node's GPUs");
+    return take_counts(c, free_in, need, tp, rule, take, segment);
+}
+
+bool node_take_checked(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
+                       int64_t segment) {
+    if (free_in.size() != static_cast<size_t>(c.num_nodes)) throw BadInput("free: one count per node expected");
+    check_gang(need, tp, segment);
+    return take_counts(c, free_in, need, tp, rule, take, segment);
+}
+
+namespace {
+
+bool take_counts(const Cluster& c, const std::vector<int64_t>& free_in, int64_t need, int64_t tp, int64_t rule, Take& take,
+                 int64_t segment) {
+    const auto N = static_cast<size_t>(c.num_nodes);
+    take.clear();
+    if (segment > 0) return node_take_segments(c, free_in, need, tp, rule, segment, take);
+    if (c.num_domains > 0 && c.spans(tp)) return node_take_spanning(c, free_in, need, tp, rule, take);
+    const CountDiv per_tp(tp);
+    thread_local std::vector<int64_t> one_type, units;  // scratch
+    const std::vector<int64_t>* counts = &free_in;
     if (c.num_types > 1) {  // envs.decision.placement._single_type
-        std::vector<int64_t> room(N);
-        for (size_t n = 0; n < N; ++n) room[n] = free[n] / tp * tp;
-        keep_one_type(c, room, free, need, rule);
+        thread_local std::vector<int64_t> room;
+        room.resize(N);
+        for (size_t n = 0; n < N; ++n) room[n] = per_tp(free_in[n]) * tp;
+        one_type = free_in;
+        keep_one_type(c, room, one_type, need, rule);
+        counts = &one_type;
     }
+    const std::vector<int64_t>& free = *counts;
     if (rule == BINPACK || rule == SPREAD) {  // pods (TP groups) packed or spread over nodes
-        std::vector<int64_t> units(N);
+        units.resize(N);
         int64_t total = 0;
-        for (size_t n = 0; n < N; ++n) total += units[n] = free[n] / tp;
+        if (per_tp.shift >= 0) {  // counts >= 0 here (checked): a plain shift, vectorized
+            const int sh = per_tp.shift;
+            for (size_t n = 0; n < N; ++n) total += units[n] = free[n] >> sh;
+        } else {
+            for (size_t n = 0; n < N; ++n) total += units[n] = free[n] / tp;
+        }
         const int64_t left = need / tp;
         if (total < left) return false;
         (rule == BINPACK ? binpack_units : spread_units)(units, left, take);
@@ -538,10 +642,13 @@ bool node_take(const Cluster& c, const std::vector<int64_t>& free_in, int64_t ne
     return topology_domains(c, free, need, tp, take);  // ... else the smallest switch domain
 }
 
+}  // namespace
+
 void pick_in_node(const Cluster& c, int64_t node, int64_t count, const uint8_t* avail, std::vector<int64_t>& out) {
     if (node < 0 || node >= c.num_nodes) throw BadInput("node: out of range");
     const int64_t lo = c.node_first_gpu[static_cast<size_t>(node)], size = c.node_gpus[static_cast<size_t>(node)];
-    std::vector<int64_t> ids;
+    thread_local std::vector<int64_t> ids;  // scratch
+    ids.clear();
     for (int64_t i = 0; i < size; ++i)
         if (avail[i]) ids.push_back(lo + i);
     if (count < 1 || count > static_cast<int64_t>(ids.size())) throw BadInput("count: more GPUs than the node has available");

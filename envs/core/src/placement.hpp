@@ -20,6 +20,12 @@ using Take = std::vector<std::pair<int64_t, int64_t>>;
 // that many GPUs, each inside one block (envs.decision.placement._node_take_segments). False: no placement.
 bool node_take(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, Take& take,
                int64_t segment = 0);
+// node_take's checks of a gang: BadInput naming `gpus`, `tp` or `segment`.
+void check_gang(int64_t need, int64_t tp, int64_t segment);
+// node_take for counts the caller has checked (each within 0..its node's GPUs): the same take,
+// without the pass that checks them.
+bool node_take_checked(const Cluster& c, const std::vector<int64_t>& free, int64_t need, int64_t tp, int64_t rule, Take& take,
+                       int64_t segment = 0);
 
 // envs.decision.placement.segment_total: GPUs usable in whole segments of `segment`, each inside one
 // block, for per-node usable GPUs (usable_per_node).

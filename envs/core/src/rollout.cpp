@@ -63,6 +63,16 @@ class Rollout {
         slot_.assign(static_cast<size_t>(n_jobs_), -1);
         for (int64_t j : a_.running) copy_record(j);
         for (int64_t j : a_.checkpointing) copy_record(j);  // placed: their GPUs go at their checkpoints' ends
+        // the running jobs on each node and uplink, and the dirty marks already set (update_rates)
+        on_node_.assign(static_cast<size_t>(c_.num_gpus), -1);
+        on_node_n_.assign(static_cast<size_t>(c_.num_nodes), 0);
+        on_uplink_.assign(a_.uplink_demand.size, {});
+        stamp_.assign(static_cast<size_t>(n_jobs_), 0);
+        for (int64_t j : a_.running) index_add(j, slot_[static_cast<size_t>(j)]);
+        for (size_t n = 0; n < a_.dirty_node.size; ++n)
+            if (a_.dirty_node[n]) dirty_nodes_.push_back(static_cast<int64_t>(n));
+        for (size_t x = 0; x < a_.dirty_uplink.size; ++x)
+            if (a_.dirty_uplink[x]) dirty_uplinks_.push_back(static_cast<int64_t>(x));
         // envs.decision.window's memory levels: the distinct GPU memory sizes, ascending
         levels_ = c_.node_memory_gb;
         std::sort(levels_.begin(), levels_.end());
@@ -78,7 +88,7 @@ class Rollout {
             while (key < totals_.size() && !(totals_[key].at == at && totals_[key].tp == tp && totals_[key].prio == prio &&
                                              totals_[key].segment == segment))
                 ++key;
-            if (key == totals_.size()) totals_.push_back(Totals{at, tp, prio, segment, 0, 0, -1});
+            if (key == totals_.size()) totals_.push_back(Totals{at, tp, prio, segment, 0, 0, -1, false, 0, {}, {}});
             shape_key_[k] = key;
         }
     }
@@ -257,6 +267,7 @@ class Rollout {
                 const auto n = static_cast<size_t>(c_.gpu_node[x]);
                 const int64_t was = a_.node_free[n];
                 a_.node_free[n] = was - 1;
+                changed(n);
                 --s_.num_free;
                 s_.fragmented += fragmented_of(n, was - 1) - fragmented_of(n, was);
             }
@@ -270,7 +281,6 @@ class Rollout {
         auto& run = a_.running;
         const size_t nrun = run.size();
         bool restoring = false;
-        for (int64_t j : run) restoring |= a_.overhead_left[static_cast<size_t>(j)] > 0;
         const int64_t na = s_.next_arrival;
         double t = na < n_jobs_ ? a_.arrival[static_cast<size_t>(na)] : INF;
         if (nrun) {
@@ -336,6 +346,7 @@ class Rollout {
     }
 
     int64_t events_ = 0;
+    bool track_ = true;  // keep the run and interference times and the useful work (rollout_sect's `track`)
 
   private:
     void close_segment(int64_t j, bool preempted) {  // Simulator._close_segment
@@ -362,60 +373,74 @@ class Rollout {
         }
     }
 
-    double next_completion(bool restoring) const {  // envs.core.kernels.next_completion_s
-        if (restoring) {
-            double t = INF;
-            for (int64_t j : a_.running) {
-                const auto u = static_cast<size_t>(j);
-                const double x = s_.now + a_.overhead_left[u] + a_.work_left[u] / a_.rate[u];
-                if (x < t) t = x;
-            }
-            return t;
-        }
-        double mn = INF;
+    // envs.core.kernels.next_completion_s, and `restoring`: some running job owes a restore. Both
+    // of its forms in one pass: now + min(work left / rate) when none owes one, else
+    // min(now + restore left + work left / rate).
+    double next_completion(bool& restoring) const {
+        double mn = INF, t = INF;
+        bool owed = false;
+        const double now = s_.now;
         for (int64_t j : a_.running) {
             const auto u = static_cast<size_t>(j);
-            const double x = a_.work_left[u] / a_.rate[u];
-            if (x < mn) mn = x;
+            const double over = a_.overhead_left[u];
+            const double q = a_.work_left[u] / a_.rate[u];
+            owed |= over > 0;
+            if (q < mn) mn = q;
+            const double x = now + over + q;
+            if (x < t) t = x;
         }
-        return s_.now + mn;
+        restoring = owed;
+        return owed ? t : now + mn;
     }
 
     // envs.core.kernels.advance_running: integrate the running jobs over dt; with `finish`, the
     // finished first in order_ (in run's order), the others after them reversed.
+    // Without `track_` (a lookahead's costs: nothing reads them after the rollout), the run and
+    // interference times and the useful work are not kept (0 is returned).
     double advance_running(double dt, bool restoring, bool finish, size_t& found) {
         const auto& run = a_.running;
         const size_t n = run.size();
         double total = 0.0;
+        found = 0;
+        if (finish) order_.resize(n);
+        size_t back = n;
         if (dt > 0) {
-            useful_.resize(n);
+            if (track_) useful_.resize(n);
             for (size_t i = 0; i < n; ++i) {
                 const auto j = static_cast<size_t>(run[i]);
-                double progress;
+                const double rate = a_.rate[j];
+                double progress, over = 0.0;
                 if (restoring) {
                     const double left = a_.overhead_left[j];
                     const double overhead = std::min(left, dt);
-                    a_.overhead_left[j] = left - overhead;
-                    progress = (dt - overhead) * a_.rate[j];
+                    over = left - overhead;
+                    a_.overhead_left[j] = over;
+                    progress = (dt - overhead) * rate;
                 } else {
-                    progress = dt * a_.rate[j];
+                    progress = dt * rate;
+                    over = a_.overhead_left[j];
                 }
                 double left = a_.work_left[j];
                 progress = std::min(progress, left);
                 left = left - progress;
                 a_.work_left[j] = left;
                 a_.work_done[j] = a_.work_total[j] - left;
-                useful_[i] = progress * static_cast<double>(a_.gpus_req[j]);
-                a_.attained_gpu_s[j] += static_cast<double>(a_.gpus_req[j]) * dt;
-                a_.run_s[j] += dt;
-                a_.interference_loss_s[j] += (1.0 - a_.interference[j]) * dt;
+                const double gpus = static_cast<double>(a_.gpus_req[j]);
+                a_.attained_gpu_s[j] += gpus * dt;
+                if (track_) {
+                    useful_[i] = progress * gpus;
+                    a_.run_s[j] += dt;
+                    a_.interference_loss_s[j] += (1.0 - a_.interference[j]) * dt;
+                }
+                if (finish) {  // finished: in front, in run's order; the others from the back
+                    if (over + left / rate <= 1e-7)
+                        order_[found++] = run[i];
+                    else
+                        order_[--back] = run[i];
+                }
             }
-            total = 0.0 + pairwise(useful_.data(), 0, n);
-        }
-        found = 0;
-        if (finish) {
-            order_.resize(n);
-            size_t back = n;
+            if (track_) total = 0.0 + pairwise(useful_.data(), 0, n);
+        } else if (finish) {
             for (int64_t j : run) {
                 const auto u = static_cast<size_t>(j);
                 if (a_.overhead_left[u] + a_.work_left[u] / a_.rate[u] <= 1e-7)
@@ -476,6 +501,7 @@ class Rollout {
             if (free) {
                 const int64_t was = a_.node_free[n];
                 a_.node_free[n] = was - k;
+                changed(n);
                 s_.num_free -= k;
                 s_.fragmented += fragmented_of(n, was - k) - fragmented_of(n, was);
             }
@@ -650,20 +676,32 @@ class Rollout {
         for (int64_t q = lo; q < hi; ++q) {
             const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
             a_.node_pressure[n] += pressure * pc_[static_cast<size_t>(q)];
-            a_.dirty_node[n] = 1;
+            if (!a_.dirty_node[n]) {
+                a_.dirty_node[n] = 1;
+                dirty_nodes_.push_back(static_cast<int64_t>(n));
+            }
         }
         for (int64_t q = hi; q < uhi; ++q) {
             const auto x = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
             a_.uplink_demand[x] += sign * pc_[static_cast<size_t>(q)];
-            a_.dirty_uplink[x] = 1;
+            if (!a_.dirty_uplink[x]) {
+                a_.dirty_uplink[x] = 1;
+                dirty_uplinks_.push_back(static_cast<int64_t>(x));
+            }
         }
+        if (sign > 0)
+            index_add(j, row);
+        else
+            index_remove(j, row);
         const auto step = static_cast<int64_t>(sign);
         const auto P = static_cast<size_t>(a_.num_priorities);
         if (a_.preemptible[static_cast<size_t>(j)]) {
             const auto p = static_cast<size_t>(a_.priority[static_cast<size_t>(j)]);
-            for (int64_t q = lo; q < hi; ++q)
-                a_.node_preemptible[static_cast<size_t>(pi_[static_cast<size_t>(q)]) * P + p] +=
-                    step * static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+            for (int64_t q = lo; q < hi; ++q) {
+                const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+                a_.node_preemptible[n * P + p] += step * static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
+                changed(n);
+            }
         }
     }
 
@@ -697,6 +735,7 @@ class Rollout {
             a_.node_owned[n] -= static_cast<int64_t>(pc_[static_cast<size_t>(q)]);
             const int64_t was = a_.node_free[n];
             a_.node_free[n] = was + freed;
+            changed(n);
             s_.num_free += freed;
             s_.fragmented += fragmented_of(n, was + freed) - fragmented_of(n, was);
             node_power(n);
@@ -710,20 +749,84 @@ class Rollout {
         return 0.0 + pairwise(picked_.data(), 0, picked_.size());
     }
 
-    void update_rates() {  // envs.core.kernels.update_rates over the rollout's records
-        bool any_uplink = false;
-        for (size_t x = 0; x < a_.dirty_uplink.size; ++x) any_uplink |= a_.dirty_uplink[x] != 0;
+    // The running jobs' records on each node and uplink (a node's at on_node_[node_first_gpu[n]:
+    // + on_node_n_[n]]: a job there holds one of its GPUs at least, so they fit); a job is added
+    // when it starts loading, removed when it stops.
+    void index_add(int64_t j, int64_t row) {
+        const auto r = static_cast<size_t>(row);
+        const int64_t lo = ri_[r * 4], hi = ri_[r * 4 + 1], uhi = ri_[r * 4 + 2];
+        for (int64_t q = lo; q < hi; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            int64_t& count = on_node_n_[n];
+            if (count >= c_.node_gpus[n]) indexed_ = false;  // more jobs than GPUs: not a real state; every job tested
+            else on_node_[static_cast<size_t>(c_.node_first_gpu[n] + count++)] = j;
+        }
+        for (int64_t q = hi; q < uhi; ++q) on_uplink_[static_cast<size_t>(pi_[static_cast<size_t>(q)])].push_back(j);
+    }
+
+    void index_remove(int64_t j, int64_t row) {
+        const auto r = static_cast<size_t>(row);
+        const int64_t lo = ri_[r * 4], hi = ri_[r * 4 + 1], uhi = ri_[r * 4 + 2];
+        for (int64_t q = lo; q < hi; ++q) {
+            const auto n = static_cast<size_t>(pi_[static_cast<size_t>(q)]);
+            int64_t* at = on_node_.data() + c_.node_first_gpu[n];
+            int64_t& count = on_node_n_[n];
+            for (int64_t k = 0; k < count; ++k)
+                if (at[k] == j) {
+                    at[k] = at[--count];
+                    break;
+                }
+        }
+        for (int64_t q = hi; q < uhi; ++q) {
+            auto& jobs = on_uplink_[static_cast<size_t>(pi_[static_cast<size_t>(q)])];
+            const auto it = std::find(jobs.begin(), jobs.end(), j);
+            if (it != jobs.end()) {
+                *it = jobs.back();
+                jobs.pop_back();
+            }
+        }
+    }
+
+    // envs.core.kernels.update_rates over the rollout's records: the running jobs on a dirty node
+    // or (with some dirty uplink) a dirty uplink get their rates anew. Each job's rate reads only
+    // the loads and its record, so it does not matter in which order they are taken: those of the
+    // dirty nodes' and uplinks' lists (or, should a list have overflowed, of every running job).
+    void update_rates() {
+        const bool any_uplink = !dirty_uplinks_.empty();
+        ++epoch_;
+        stale_.clear();
+        if (indexed_) {
+            const auto take = [&](int64_t j) {
+                int64_t& mark = stamp_[static_cast<size_t>(j)];
+                if (mark != epoch_) {
+                    mark = epoch_;
+                    stale_.push_back(j);
+                }
+            };
+            for (int64_t v : dirty_nodes_) {
+                const auto n = static_cast<size_t>(v);
+                const int64_t* at = on_node_.data() + c_.node_first_gpu[n];
+                for (int64_t k = 0; k < on_node_n_[n]; ++k) take(at[k]);
+            }
+            for (int64_t x : dirty_uplinks_)
+                for (int64_t j : on_uplink_[static_cast<size_t>(x)]) take(j);
+        } else {
+            for (int64_t j : a_.running) {
+                const auto s = static_cast<size_t>(slot_[static_cast<size_t>(j)]);
+                const int64_t lo = ri_[s * 4], hi = ri_[s * 4 + 1], uhi = ri_[s * 4 + 2];
+                bool stale = false;
+                for (int64_t q = lo; q < hi && !stale; ++q) stale = a_.dirty_node[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
+                if (!stale && any_uplink)
+                    for (int64_t q = hi; q < uhi && !stale; ++q)
+                        stale = a_.dirty_uplink[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
+                if (stale) stale_.push_back(j);
+            }
+        }
         bool have_shares = false;
-        for (int64_t j : a_.running) {
+        for (int64_t j : stale_) {
             const auto u = static_cast<size_t>(j);
             const auto s = static_cast<size_t>(slot_[u]);
             const int64_t lo = ri_[s * 4], hi = ri_[s * 4 + 1], uhi = ri_[s * 4 + 2];
-            bool stale = false;
-            for (int64_t q = lo; q < hi && !stale; ++q) stale = a_.dirty_node[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
-            if (!stale && any_uplink)
-                for (int64_t q = hi; q < uhi && !stale; ++q)
-                    stale = a_.dirty_uplink[static_cast<size_t>(pi_[static_cast<size_t>(q)])] != 0;
-            if (!stale) continue;
             const double pressure = rf_[s * 8];
             auto n = static_cast<size_t>(pi_[static_cast<size_t>(lo)]);
             double others = (a_.node_pressure[n] - pressure * pc_[static_cast<size_t>(lo)]) / static_cast<double>(c_.node_gpus[n]);
@@ -754,8 +857,10 @@ class Rollout {
                 a_.rate[u] = rf_[s * 8 + 2] * interf;
             }
         }
-        for (size_t x = 0; x < a_.dirty_node.size; ++x) a_.dirty_node[x] = 0;
-        for (size_t x = 0; x < a_.dirty_uplink.size; ++x) a_.dirty_uplink[x] = 0;
+        for (int64_t n : dirty_nodes_) a_.dirty_node[static_cast<size_t>(n)] = 0;
+        for (int64_t x : dirty_uplinks_) a_.dirty_uplink[static_cast<size_t>(x)] = 0;
+        dirty_nodes_.clear();
+        dirty_uplinks_.clear();
     }
 
     // envs.decision.window.class_fits per shape: fits now in whole TP groups, or after preempting the
@@ -773,15 +878,55 @@ class Rollout {
         int64_t segment;     // GPUs per segment, 0 none
         int64_t now, after;  // GPUs in whole TP groups free now, and after preempting lower priorities
         int64_t version;     // the allocation version they were counted at
+        // Where there are no segments and no spanning domains, the sums are per node: each node's
+        // terms (node_now, node_after) are kept, and `changed_` from `seen` on lists the nodes
+        // whose counts changed since, so only those are counted again.
+        bool per_node = false;
+        size_t seen = 0;
+        std::vector<int64_t> node_now, node_after;
     };
 
     const Totals& totals_of(size_t k) {
         Totals& t = totals_[shape_key_[k]];
         if (t.version != s_.alloc_version) {
-            totals(t);
+            if (t.version >= 0 && t.per_node && changed_.size() - t.seen <= static_cast<size_t>(c_.num_nodes))
+                totals_changed(t);
+            else
+                totals(t);
+            t.seen = changed_.size();
             t.version = s_.alloc_version;
         }
         return t;
+    }
+
+    // A node whose free or preemptible counts change (the totals count it again).
+    void changed(size_t n) {
+        if (changed_.size() >= 64 * static_cast<size_t>(c_.num_nodes) + 64) {  // a long episode: start the list again
+            changed_.clear();
+            for (Totals& t : totals_) t.version = -1;  // counted whole when next asked
+        }
+        changed_.push_back(static_cast<int64_t>(n));
+    }
+
+    // `totals` for a per-node entry, from its last count: the nodes changed since, again.
+    void totals_changed(Totals& t) {
+        const size_t prio = t.prio, P = static_cast<size_t>(a_.num_priorities);
+        const int64_t tp = t.tp;
+        const double level = t.at < levels_.size() ? levels_[t.at] : INF;
+        const bool pow2 = (tp & (tp - 1)) == 0;
+        const auto whole = [&](int64_t x) { return pow2 ? (x & -tp) : x / tp * tp; };  // x >= 0
+        for (size_t i = t.seen; i < changed_.size(); ++i) {
+            const auto n = static_cast<size_t>(changed_[i]);
+            if (!(c_.node_memory_gb[n] >= level)) continue;
+            const int64_t f = a_.node_free[n];
+            int64_t held = 0;
+            for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
+            const int64_t now = whole(f), after = whole(f + held);
+            t.now += now - t.node_now[n];
+            t.after += after - t.node_after[n];
+            t.node_now[n] = now;
+            t.node_after[n] = after;
+        }
     }
 
     // envs.decision.window.class_fits' totals for a memory level, TP degree and priority: in whole TP groups
@@ -809,16 +954,27 @@ class Rollout {
         }
         const bool pow2 = (tp & (tp - 1)) == 0;
         const auto whole = [&](int64_t x) { return pow2 ? (x & -tp) : x / tp * tp; };  // x >= 0
+        const bool spanning = c_.num_domains > 0 && c_.spans(tp);
+        out.per_node = !spanning;
+        if (out.per_node) {
+            out.node_now.assign(N, 0);
+            out.node_after.assign(N, 0);
+        }
         int64_t now = 0, after = 0;
         for (size_t n = 0; n < N; ++n) {
             if (!(c_.node_memory_gb[n] >= level)) continue;
             const int64_t f = a_.node_free[n];
             int64_t held = 0;
             for (size_t p = 0; p < prio && p < P; ++p) held += a_.node_preemptible[n * P + p];
-            now += whole(f);
-            after += whole(f + held);
+            const int64_t node_now = whole(f), node_after = whole(f + held);
+            now += node_now;
+            after += node_after;
+            if (out.per_node) {
+                out.node_now[n] = node_now;
+                out.node_after[n] = node_after;
+            }
         }
-        if (c_.num_domains > 0 && c_.spans(tp)) {  // whole groups of fully available trays per domain
+        if (spanning) {  // whole groups of fully available trays per domain
             for (int64_t d = 0; d < c_.num_domains; ++d) {
                 if (!c_.spanning(d, tp)) continue;
                 const auto& nodes = c_.domain_nodes[static_cast<size_t>(d)];
@@ -1183,9 +1339,14 @@ class Rollout {
     std::vector<int64_t> order_, fifo_, shortest_, priority_ids_, attained_ids_, window_;
     std::vector<Keyed> by_priority_, by_attained_;
     std::vector<uint8_t> mask_;
+    std::vector<int64_t> on_node_, on_node_n_, dirty_nodes_, dirty_uplinks_, stale_, stamp_;
+    std::vector<std::vector<int64_t>> on_uplink_;
+    int64_t epoch_ = 0;
+    bool indexed_ = true;
     std::vector<size_t> shape_key_;
     std::vector<int64_t> ended_;
     std::vector<Totals> totals_;
+    std::vector<int64_t> changed_;  // nodes whose free or preemptible counts changed, in order (changed())
     Geometry launch_geometry_;
     Recording* rec_;
     std::vector<double> seg_begin_;
@@ -1283,7 +1444,7 @@ RolloutResult run(const Cluster& c, const RateModel& m, Rollout& sim, SimArrays&
 
 RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
                            int64_t priority_high, double until, int64_t first_job, const std::vector<int64_t>& first_gpus,
-                           const std::vector<int64_t>& first_victims) {
+                           const std::vector<int64_t>& first_victims, bool track) {
     if (queue_window < 1) throw BadInput("queue_window: at least 1");
     if (first_job >= 0) {  // Simulator._check_placement's and preempt_and_start's rules for the first action
         const auto j = static_cast<size_t>(first_job);
@@ -1313,6 +1474,7 @@ RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, S
         throw BadInput("first_victims: only with a first_job");
     }
     Rollout sim(c, m, a, s, priority_high);
+    sim.track_ = track;
     return run(c, m, sim, a, s, queue_window, until, REPLAY_SECT, first_job, first_gpus, first_victims);
 }
 

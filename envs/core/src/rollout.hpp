@@ -81,10 +81,13 @@ constexpr int64_t SECT_DECIDES = -2, FIRST_WAIT = -1;
 // From a decision state (a queued job can be placed; jobs may be checkpointing and reserved):
 // the first action, then `sect` decides, each start runs the events to the next decision
 // (checkpoint ends and the reserved jobs' launches among them), until `until` (a decision at or
-// after it is still carried out, as the lookahead's loop does) or the workload's end.
+// after it is still carried out, as the lookahead's loop does) or the workload's end. Without
+// `track`, for a caller that reads only what a lookahead's cost reads, each job's run_s and
+// interference_loss_s and the scalar useful_work_s are left as they were.
 RolloutResult rollout_sect(const Cluster& c, const RateModel& m, SimArrays& a, SimScalars& s, int64_t queue_window,
                            int64_t priority_high, double until, int64_t first_job = SECT_DECIDES,
-                           const std::vector<int64_t>& first_gpus = {}, const std::vector<int64_t>& first_victims = {});
+                           const std::vector<int64_t>& first_gpus = {}, const std::vector<int64_t>& first_victims = {},
+                           bool track = true);
 
 // What a replay records besides the arrays (Simulator.segments and Simulator.timeline): each
 // run segment (job, start, end, preempted, its GPUs at seg_gpus[seg_gpu_end[i-1]:seg_gpu_end[i]])

@@ -61,7 +61,8 @@ OptionCosts World::costs(int64_t queue_window, int64_t priority_high, double unt
         SimArrays a = views(work);
         SimScalars s = s_;
         const FirstAction& f = options[i];
-        const RolloutResult r = gangsched::rollout_sect(c_, m_, a, s, queue_window, priority_high, until, f.job, f.gpus, f.victims);
+        const RolloutResult r =
+            gangsched::rollout_sect(c_, m_, a, s, queue_window, priority_high, until, f.job, f.gpus, f.victims, false);
         out.decisions += r.decisions;
         out.starts += r.starts;
         out.events += r.events;
