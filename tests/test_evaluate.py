@@ -175,3 +175,29 @@ def test_ppo_policy_is_loaded_and_acts_through_the_env(tmp_path: Path) -> None:
     runs = doc["policies"][spec]["runs"]
     assert runs[0]["metrics"]["finished_jobs"] == 6 and runs[0]["decisions"] >= 6
     assert runs[0]["jobs_sha256"] == doc["policies"]["topology"]["runs"][0]["jobs_sha256"]
+
+
+def test_dear_episodes_go_first_and_each_result_and_failure_keeps_its_policy(tmp_path: Path) -> None:
+    """run_all submits a simulating policy's episodes first, then a loaded model's, then the
+    baselines' (so the workers finish together); the runs and the failed episodes still come
+    back under their own policy and seed."""
+    from agents.evaluation.policies import parse_policies
+    from agents.evaluation.runners import run_all, workload_sha256
+    from envs.cluster.config import load_cluster
+    from envs.workload.generator import load_workload_spec, make_workload
+
+    import zipfile
+
+    broken = tmp_path / "broken.zip"  # a zip, but no MaskablePPO's: each of its episodes fails in the worker
+    with zipfile.ZipFile(broken, "w") as z:
+        z.writestr("data", "{}")
+    policies = parse_policies(f"ppo={broken},binpack,lookahead")
+    seeds = [0, 1]
+    cluster, workload = "mixed-64gpu", "llm-mix"
+    c, spec = load_cluster(cluster), load_workload_spec(workload)
+    hashes = {s: workload_sha256(make_workload(spec, c, s, 12)) for s in seeds}
+    out = run_all(policies, seeds, cluster=cluster, workload=workload, num_jobs=12, queue_window=8, workers=0,
+                  workload_hashes=hashes, trace_seed=0, progress=False)
+    assert [r["seed"] for r in out.runs["binpack"]] == seeds and [r["seed"] for r in out.runs["lookahead"]] == seeds
+    assert out.runs["binpack"] != out.runs["lookahead"]
+    assert [(m["policy"], m["seed"]) for m in out.missing] == [(f"ppo={broken}", 0), (f"ppo={broken}", 1)]

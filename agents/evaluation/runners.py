@@ -167,6 +167,9 @@ def _shared_path(name_or_path: str) -> str:
     return str(p.resolve()) if p.is_file() else name_or_path
 
 
+_EPISODE_COST_RANK = {SIMULATING: 0, None: 2}  # submission order by loader; a loaded model's: 1
+
+
 def run_all(
     policies: list[PolicySpec],
     seeds: list[int],
@@ -202,9 +205,15 @@ def run_all(
         for p in shared
         for s in seeds
     ]
-    results = run_tasks(run_one, tasks, workers=workers, backend=backend, desc="episodes", progress=progress, on_error="keep",
-                        ray_address=ray_address, max_in_flight=workers or None)
-    failed = {e.index: e for e in task_errors(results)}
+    # The dearest episodes first (a simulating policy's, then a loaded model's, then a baseline's),
+    # so that the workers finish together rather than one running the last lookahead alone.
+    order = sorted(range(len(tasks)), key=lambda i: _EPISODE_COST_RANK.get(tasks[i].policy.loader, 1))
+    submitted = run_tasks(run_one, [tasks[i] for i in order], workers=workers, backend=backend, desc="episodes",
+                          progress=progress, on_error="keep", ray_address=ray_address, max_in_flight=workers or None)
+    results = [None] * len(tasks)
+    for k, i in enumerate(order):
+        results[i] = submitted[k]
+    failed = {order[e.index]: e for e in task_errors(submitted)}
     labels = [p.label for p in policies for _ in seeds]  # the task order; labels as given (paths as typed)
     scenario_name = _scenario(scenario_file).name if scenario_file else None
     missing = [{"policy": labels[i], "scenario": scenario_name, "seed": tasks[i].seed, "error": e.error, "traceback": e.details}
