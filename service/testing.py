@@ -253,6 +253,13 @@ class FakeAPIServer:
         Path(path).write_text(yaml.safe_dump(doc))
         return str(path)
 
+    def watching_service(self, directory: str | Path, *args: str) -> ServiceProcess:
+        """A service process (not started) that watches this API server: `--kube-api` through a
+        kubeconfig written in `directory`, `--watch` with a 5 s watch timeout and no resync, and
+        `args` (its cluster, its policy, ...)."""
+        kubeconfig = self.write_kubeconfig(Path(directory) / "config")
+        return ServiceProcess([*args, "--kube-api", kubeconfig, "--watch", "--watch-timeout-s", "5", "--watch-resync-s", "0"])
+
     # ------------------------------------------------------------------ changes (lock held)
 
     def _record(self, kind: str, event: str, obj: dict) -> None:

@@ -302,8 +302,7 @@ def watched_service(api: FakeAPIServer, tmp_path, racks: dict[str, str]):
     label) are added first."""
     for n in NAMES:
         api.add_node(labelled_node(n, racks[n]))
-    return ServiceProcess(["--cluster", CLUSTER, "--kube-api", api.write_kubeconfig(tmp_path / "config"), "--watch",
-                           "--watch-timeout-s", "5", "--watch-resync-s", "0"])
+    return api.watching_service(tmp_path, "--cluster", CLUSTER)
 
 
 def until(check, timeout_s: float = 20.0):

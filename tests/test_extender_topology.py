@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from service.domains import CLIQUE_LABEL, clique_conflicts, clique_domains, level_key
-from service.testing import FakeAPIServer, ServiceProcess
+from service.testing import FakeAPIServer
 from service.wire import WireError, parse_pod
 
 k8s = pytest.importorskip("kubernetes.client")
@@ -85,9 +85,7 @@ def api():
 
 @pytest.fixture(scope="module")
 def svc(api, tmp_path_factory):
-    kubeconfig = api.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    with ServiceProcess(["--cluster", CLUSTER, "--baseline", "binpack", "--kube-api", kubeconfig, "--watch",
-                         "--watch-timeout-s", "5", "--watch-resync-s", "0"]) as s:
+    with api.watching_service(tmp_path_factory.mktemp("kube"), "--cluster", CLUSTER, "--baseline", "binpack") as s:
         yield s
 
 

@@ -32,7 +32,7 @@ import httpx
 import pytest
 
 from service.domains import CLIQUE_LABEL
-from service.testing import FakeAPIServer, ServiceProcess
+from service.testing import FakeAPIServer
 
 k8s = pytest.importorskip("kubernetes.client")
 wire = k8s.ApiClient().sanitize_for_serialization
@@ -94,9 +94,7 @@ def api():
 
 @pytest.fixture(scope="module")
 def client(api, tmp_path_factory):
-    kubeconfig = api.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    with ServiceProcess(["--cluster", CLUSTER, "--baseline", "binpack", "--kube-api", kubeconfig, "--watch",
-                         "--watch-timeout-s", "5", "--watch-resync-s", "0"]) as svc:
+    with api.watching_service(tmp_path_factory.mktemp("kube"), "--cluster", CLUSTER, "--baseline", "binpack") as svc:
         with httpx.Client(base_url=svc.url, timeout=60) as c:
             deadline = time.monotonic() + 30
             while len(c.get("/v1/state").json().get("running", [])) < len(BUSY):
@@ -284,9 +282,7 @@ def test_a_sliced_gang_preempts_whole_slices_inside_nvlink_domains(tmp_path):
                 low[name] = api.add_pod(pod(f"low-{name}", node_name=name, priority=-10))
             else:
                 api.add_pod(pod(f"high-{name}", node_name=name, priority=2000))
-        kubeconfig = api.write_kubeconfig(tmp_path / "config")
-        with ServiceProcess(["--cluster", CLUSTER, "--baseline", "binpack", "--kube-api", kubeconfig, "--watch",
-                             "--watch-timeout-s", "5", "--watch-resync-s", "0"]) as svc, \
+        with api.watching_service(tmp_path, "--cluster", CLUSTER, "--baseline", "binpack") as svc, \
                 httpx.Client(base_url=svc.url, timeout=60) as c:
             deadline = time.monotonic() + 30
             while len(c.get("/v1/state").json().get("running", [])) < 72:
