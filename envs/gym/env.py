@@ -41,6 +41,15 @@ def _dataclass_from(cls, value, name: str):
     return replace(cls(), **{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
 
 
+def observed_mask(mask: np.ndarray) -> np.ndarray:
+    """The observation's `action_mask` of a (K,) bool mask: int8, and WAIT alone where nothing is
+    valid (the terminal state), so that vectorised wrappers never see an empty mask."""
+    out = mask.astype(np.int8)
+    if not out.any():
+        out[-1] = 1
+    return out
+
+
 class GpuClusterEnv(gym.Env):
     """Gang scheduling of LLM jobs on a GPU cluster with a tiered interconnect.
 
@@ -346,10 +355,7 @@ class GpuClusterEnv(gym.Env):
             feats, glob = candidate_features(self.cset)
             for x in (feats, glob):  # clip to [-1, 1] in place (np.clip's dispatch costs more than these two calls)
                 np.minimum(np.maximum(x, -1.0, out=x), 1.0, out=x)
-        mask = self._mask.astype(np.int8)
-        if not mask.any():  # terminal state: keep the mask non-empty for vectorised wrappers
-            mask[-1] = 1
-        return {"candidates": feats, "global": glob, "action_mask": mask}
+        return {"candidates": feats, "global": glob, "action_mask": observed_mask(self._mask)}
 
     def _info(self) -> dict[str, Any]:
         sim, episode = self._sim, self._episode

@@ -40,7 +40,7 @@ from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 from envs.core import jit as _jit
-from envs.gym.env import GpuClusterEnv
+from envs.gym.env import GpuClusterEnv, observed_mask
 
 _KEYS = ("candidates", "global", "action_mask")
 
@@ -107,10 +107,8 @@ class _Episodes:
         """Episode i's observation as the native call wrote it into the batch arrays (a copy; its
         `action_mask` as the env's: the mask, or WAIT alone where nothing is valid)."""
         buf = self.buf
-        mask = buf["mask"][i].astype(np.int8)
-        if not mask.any():
-            mask[-1] = 1
-        return {"candidates": buf["candidates"][i].copy(), "global": buf["global"][i].copy(), "action_mask": mask}
+        return {"candidates": buf["candidates"][i].copy(), "global": buf["global"][i].copy(),
+                "action_mask": observed_mask(buf["mask"][i])}
 
     def _begin(self, i: int) -> None:
         self._rewards[i], self._started[i] = [], time.time()
@@ -159,7 +157,7 @@ class _Episodes:
                         reward, terminated, truncated, info = self.envs[i]._took_step(taken[i], masks[i], floats[i].tolist(),
                                                                                     ints[i].tolist())
                         self._took(i, None, reward, terminated, truncated, info, infos, ends)
-            action_mask = self.buf["action_mask"]  # the native rows' as the env's: the mask, or WAIT alone
+            action_mask = self.buf["action_mask"]  # the native rows' observed_mask, for the whole batch at once
             np.copyto(action_mask, masks)
             action_mask[~masks.any(axis=1), -1] = 1
         return infos, ends

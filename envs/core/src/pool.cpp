@@ -89,10 +89,4 @@ std::vector<size_t> TaskPool::next() {
     return out;
 }
 
-void TaskPool::run(size_t n, std::function<void(size_t)> fn) {
-    start(n, std::move(fn));
-    while (!next().empty()) {
-    }
-}
-
 }  // namespace gangsched

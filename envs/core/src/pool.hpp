@@ -1,8 +1,7 @@
 // A fixed pool of threads that runs one indexed task over [0, n) at a time: what the batched envs
-// step their episodes on (envs.gym.vec), the GIL released. The caller's thread takes part: `run`
-// works beside the pool's threads until every task is done; `start` and `next` let the caller
-// take each finished task's results (its Python work) while the rest run, and run a task itself
-// whenever none has finished for it.
+// step their episodes on (envs.gym.vec), the GIL released. The caller's thread takes part: `start`
+// and `next` let it take each finished task's results (its Python work) while the rest run, and
+// run a task itself whenever none has finished for it.
 #pragma once
 
 #include <atomic>
@@ -24,10 +23,9 @@ class TaskPool {
     TaskPool& operator=(const TaskPool&) = delete;
 
     // fn(i) for every i in [0, n), each exactly once, indices handed out in order to whichever
-    // thread is free; returns when all are done. fn must not throw (catch inside it).
-    void run(size_t n, std::function<void(size_t)> fn);
-    // The same tasks, begun on the pool's threads; the caller then calls `next` until it returns
-    // nothing. A task still running from an earlier `start` is waited for first.
+    // thread is free, begun on the pool's threads; the caller then calls `next` until it returns
+    // nothing. fn must not throw (catch inside it). A task still running from an earlier `start`
+    // is waited for first.
     void start(size_t n, std::function<void(size_t)> fn);
     // The tasks finished since the last call (at least one, in the order they finished), after
     // running one itself when none has finished and one is left to run (every one left, without
