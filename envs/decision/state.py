@@ -880,7 +880,10 @@ def _assemble_columns(cluster, model, now, ids, bounds, gpus, lens, owner, reser
     if hit is None:
         if len(memo) >= RUNNING_SET_MEMO:
             memo.clear()
-        hit = memo[key] = _running_set(cluster, model, r, rc, placement, lists, prio, preemptible)
+        # each job's shape and profile as bytes (-0.0 is not 0.0 here, as it is not in the reference's profile)
+        shapes = np.column_stack((num_gpus[:rc], tp[:rc], kind[:rc], cols["comm_fraction"][:rc].view(np.int64),
+                                  cols["tp_comm_share"][:rc].view(np.int64))).astype(np.int64, copy=False)
+        hit = memo[key] = _running_set(cluster, model, r, rc, placement, lists, prio, preemptible, shapes)
     run_profiles, run_rates, node_pressure, uplink_demand, node_preemptible = hit
     rate = np.zeros(m)
     rate[:r] = run_rates
@@ -909,13 +912,25 @@ def _assemble_columns(cluster, model, now, ids, bounds, gpus, lens, owner, reser
     )
 
 
-def _running_set(cluster, model, r, rc, placement, lists, prio, preemptible):
+def _running_set(cluster, model, r, rc, placement, lists, prio, preemptible, shapes):
     """(profiles of jobs 0..rc-1, rates of the running jobs 0..r-1, node pressure, uplink demand,
-    GPUs held by preemptible running jobs per node and class), as `_assemble` derives them."""
+    GPUs held by preemptible running jobs per node and class), as `_assemble` derives them.
+    `shapes`: (rc, 5) int64, each job's GPUs, TP degree, kind and the bits of its comm_fraction and
+    tp_comm_share (what its profile depends on, with its GPUs)."""
     table = memo_per_cluster(cluster, ("geometry", model))
+    # A job's profile is a pure function of its shape, communication profile and GPUs: kept per
+    # job, so a running set that differs from one seen before in a few jobs derives only theirs.
+    known = memo_per_cluster(cluster, ("job profile", model))
     gang, tps, kinds, comms, shares = lists["num_gpus"], lists["tp_degree"], lists["kind"], lists["comm_fraction"], lists["tp_comm_share"]
-    profiles = tuple(job_profile_of(job_constants_of(gang[j], tps[j], kinds[j], comms[j], shares[j], model),
-                                    memo_geometry(cluster, placement[j], tps[j], model, table)) for j in range(rc))
+    profiles = []
+    for j in range(rc):
+        key = shapes[j].tobytes() + placement[j].tobytes()
+        pr = known.get(key)
+        if pr is None:
+            pr = known[key] = job_profile_of(job_constants_of(gang[j], tps[j], kinds[j], comms[j], shares[j], model),
+                                             memo_geometry(cluster, placement[j], tps[j], model, table))
+        profiles.append(pr)
+    profiles = tuple(profiles)
     N, S, P = cluster.num_nodes, len(cluster.switch_names), max(PRIORITY_NAMES) + 1
     if not r:
         return profiles, np.zeros(0), np.zeros(N), np.zeros(S), np.zeros((N, P), dtype=np.int64)
