@@ -31,6 +31,7 @@ uint64_t spanning_placements = 0;  // placements with TP groups on whole trays o
 uint64_t segment_placements = 0;  // placements of gangs in segments, each inside one block
 uint64_t feature_candidates = 0, feature_victims = 0;  // valid candidates whose features were checked, victims among them
 uint64_t rebuilt_checks = 0, rebuilt_victims = 0;  // place_candidates' placements on rebuilt states checked, victims among them
+uint64_t fuzz_seed = 1;  // the run's seed (main's second argument)
 
 void check(bool ok, const char* what, uint64_t iteration) {
     if (!ok) {
@@ -289,7 +290,7 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
     // Segments of `segment` GPUs (whole TP groups), each inside one block: a placement exists
     // exactly when the blocks' usable GPUs (worked above), each block's rounded down to whole
     // segments, hold the gang; each consecutive run of `segment` GPUs of the take in one block.
-    std::mt19937_64 seg_rng(it);  // its own draws: the other checks' stream is left as it was
+    std::mt19937_64 seg_rng(fuzz_seed * 0xD1B54A32D192ED03ULL + it);  // its own draws, per seed and iteration: the other checks' stream is left as it was
     const int64_t segment = tp * (1 + static_cast<int64_t>(seg_rng() % 4)), seg_need = segment * (1 + static_cast<int64_t>(seg_rng() % 4));
     std::vector<int64_t> block_room(c.block_nodes.size(), 0);
     for (int64_t n = 0; n < c.num_nodes; ++n) block_room[static_cast<size_t>(c.node_block[static_cast<size_t>(n)])] += usable[static_cast<size_t>(n)];
@@ -788,6 +789,7 @@ void rebuilt_placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
 int main(int argc, char** argv) {
     const uint64_t iterations = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 20000;
     const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
+    fuzz_seed = seed;
     std::mt19937_64 rng(seed);
     std::mt19937_64 rebuilt_rng(seed * 0x9E3779B97F4A7C15ULL + 1);  // its own stream: the other checks' draws are left as they were
     Cluster c;
