@@ -562,8 +562,8 @@ def _topology_request(notes: dict[str, str], labels: dict[str, str], path: str) 
 def _slice_request(notes: dict[str, str], labels: dict[str, str], path: str) -> tuple[str | None, int, str]:
     """(slice level, pods per slice, the size annotation's path) of Kueue's
     `podset-slice-required-topology` + `podset-slice-size`, or (None, 0, ""). Each needs the other
-    (as Kueue's webhook checks, but for a JobSet's pods, whose size Kueue defaults to the Job's
-    parallelism, which a pod does not carry); the level is a node label key, the size an integer
+    (as Kueue's webhook checks, JobSets included: KEP-2724 describes a JobSet default to the Job's
+    parallelism that Kueue does not apply); the level is a node label key, the size an integer
     >= 1. Raises WireError naming the annotation; parse_pod keeps the message in `slice_error`
     for the extender to raise when it decides the pod (service.k8s `check_slices`), where it also
     checks that the size divides the gang."""
@@ -575,8 +575,9 @@ def _slice_request(notes: dict[str, str], labels: dict[str, str], path: str) -> 
     if not found:
         return None, 0, ""
     if SLICE_SIZE not in found:
-        raise WireError(f"{found[SLICE_TOPOLOGY][1]}: needs {SLICE_SIZE} (the pods of each slice) beside it "
-                        "(Kueue defaults it to a JobSet's parallelism, which a pod does not carry: set it on the pod template)")
+        raise WireError(f"{found[SLICE_TOPOLOGY][1]}: needs {SLICE_SIZE} (the pods of each slice) beside it, "
+                        "as Kueue's webhook requires, for a JobSet's pods too: set it on the pod template "
+                        "(for one slice per Job of a JobSet, the Job's parallelism)")
     if SLICE_TOPOLOGY not in found:
         raise WireError(f"{found[SLICE_SIZE][1]}: cannot be set without {SLICE_TOPOLOGY} (the level each slice is inside)")
     level, where = found[SLICE_TOPOLOGY]

@@ -88,7 +88,7 @@ def api():
         for name in NODE_NAMES:
             a.add_node(node(name))
         for i in BUSY:
-            # busy-36 is a JobSet's pod: a slice level without a size, which Kueue defaults to the Job's parallelism
+            # busy-36: a slice level without a size (KEP-2724's JobSet default, which Kueue does not apply), running
             a.add_pod(pod(f"busy-{i}", node_name=f"gb-{i:03d}", annotations={SLICE_LEVEL: RACK} if i == 36 else None))
         yield a
 
@@ -240,7 +240,7 @@ def test_a_running_pod_with_slice_annotations_the_extender_refuses_is_still_coun
     ("fraction", sliced(CLIQUE_LABEL, "2.5"), [SLICE_SIZE, "must be a whole number of pods >= 1, got '2.5'"]),
     ("word", sliced(CLIQUE_LABEL, "two"), [SLICE_SIZE, "must be a whole number of pods >= 1, got 'two'"]),
     ("zero", sliced(CLIQUE_LABEL, 0), [SLICE_SIZE, "must be a whole number of pods >= 1, got '0'"]),
-    ("no-size", {SLICE_LEVEL: CLIQUE_LABEL}, [f"annotations[{SLICE_LEVEL}]: needs {SLICE_SIZE}", "JobSet's parallelism"]),
+    ("no-size", {SLICE_LEVEL: CLIQUE_LABEL}, [f"annotations[{SLICE_LEVEL}]: needs {SLICE_SIZE}", "for a JobSet's pods too"]),
     ("no-level", {SLICE_SIZE: "2"}, [f"annotations[{SLICE_SIZE}]: cannot be set without {SLICE_LEVEL}"]),
     ("blank-level", sliced(" ", 2), [SLICE_LEVEL, "must be a node label key"]),
 ])
