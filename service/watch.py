@@ -53,7 +53,9 @@ Contract:
     Mapped nodes whose clique label contradicts the topology file are reported
     (`service.domains.clique_conflicts`: a warning, `/v1/info` watch.topology_conflicts).
   - occupancy from bound pods: a pod with `spec.nodeName`, a GPU request and a phase other than
-    Succeeded / Failed holds its GPUs. Pods of one group (the extender's group keys) asking the
+    Succeeded / Failed holds its GPUs, whatever its scheduling annotations say: one that cannot
+    be read (`parse_pod(strict=False)`) takes its default and is warned of once; a pod not
+    holding GPUs with such an annotation is left out (the extender refuses it when it decides it). Pods of one group (the extender's group keys) asking the
     same GPU count form one running job (id `namespace/group@g`, the extender's plan key); any
     other pod is its own running job (id `namespace/name`). On a topology node a pod gets GPU ids
     there (kept while it stays, new pods take the lowest free); on a node outside the topology
@@ -541,18 +543,26 @@ class ClusterWatch:
         gang_pods: dict[str, list[int]] = {}
         all_keys: set[str] = set()
         for raw in self.pods.items():
-            try:
-                pod = parse_pod(raw, f"Pod {_key(raw)}")
+            try:  # lenient: a bound pod's scheduling fields that cannot be read take their defaults (pod.errors)
+                pod = parse_pod(raw, f"Pod {_key(raw)}", strict=False)
             except WireError as e:
                 self._warn(str(e))
                 continue
+            node = (raw.get("spec") or {}).get("nodeName")
+            holds = node and pod.gpus > 0 and (raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            if pod.errors:
+                if not holds:  # decided by the extender, which refuses it naming the annotation
+                    for e in pod.errors:
+                        self._warn(e)
+                    continue
+                for e in pod.errors:  # what the kubelet runs is counted: its GPUs, the default for what cannot be read
+                    self._warn(f"{e} (bound to {node}: its {pod.gpus} GPUs counted, the default taken for this field)")
             all_keys.add(pod.key)
             if pod.uid:
                 by_uid[pod.uid] = pod
             if pod.gang:
                 gang_pods.setdefault(pod.gang, []).append(pod.gpus)
-            node = (raw.get("spec") or {}).get("nodeName")
-            if node and pod.gpus > 0 and (raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            if holds:
                 bound[pod.key] = (pod, node, raw)
         # GPU ids on topology nodes: kept for pods that stay, the lowest free for new ones
         first, count = c.node_first_gpu.tolist(), c.node_gpus.tolist()

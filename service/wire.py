@@ -402,6 +402,7 @@ class PodInfo:
     slice_size: int = 0  # pods of each slice (0: no slice request)
     slice_where: str = ""  # the request path of the slice size annotation, for errors found later
     slice_error: str = ""  # what is wrong with the slice annotations ("" nothing): raised when the pod is decided
+    errors: list[str] = field(default_factory=list)  # parse_pod(strict=False): the fields read as their defaults, why
 
 
 def _container_gpus(containers: list, path: str) -> list[int]:
@@ -420,7 +421,15 @@ def _container_gpus(containers: list, path: str) -> list[int]:
     return out
 
 
-def parse_pod(pod: Any, path: str) -> PodInfo:
+def parse_pod(pod: Any, path: str, strict: bool = True) -> PodInfo:
+    """The pod as the extender and the watch read it. What names the pod and what it holds (an
+    object, its metadata name, its labels and annotations as string maps, its containers' GPU
+    requests) raises WireError when it cannot be read. So do the scheduling fields
+    (`spec.priority`, the gangsched.io annotations, the group size, the Kueue topology
+    annotations) when `strict`; otherwise each one that cannot be read takes its default (as
+    if absent) and its message is kept in `PodInfo.errors`: the watch counts a pod bound to a
+    node with the GPUs it requests whatever its annotations say, as the kubelet runs it. The
+    slice annotations never raise here (`PodInfo.slice_error`, raised when the pod is decided)."""
     if not isinstance(pod, dict):
         raise WireError(f"{path}: required: a v1 Pod object, got {type(pod).__name__ if pod is not None else 'null'}")
     meta = get_dict(pod, "metadata", path)
@@ -437,53 +446,104 @@ def parse_pod(pod: Any, path: str) -> PodInfo:
     gpus = max([gpus, *init])
     if gpus > MAX_GPUS_PER_POD:
         raise WireError(f"{sp}.containers: {gpus} GPUs in total is more than {MAX_GPUS_PER_POD}")
-    prio_raw = get(spec, "priority", sp)
-    if prio_raw is None:
-        priority = 0
-    elif isinstance(prio_raw, bool) or not isinstance(prio_raw, int) or abs(prio_raw) > 2**31:
-        raise WireError(f"{sp}.priority: must be a 32-bit integer, got {prio_raw!r}")
-    else:
-        priority = prio_raw
+    errors: list[str] = []
+
+    def read(reader, default):
+        """reader(); on WireError, raised when strict, else kept in errors and `default` used."""
+        try:
+            return reader()
+        except WireError as e:
+            if strict:
+                raise
+            errors.append(str(e))
+            return default
+
+    priority = read(lambda: _spec_priority(spec, sp), 0)
 
     def note(key: str) -> str | None:
         v = notes.get(ANNOTATION_PREFIX + key)
         return v if v is None else v.strip()
 
     ap = f"{path}.metadata.annotations[{ANNOTATION_PREFIX}"
-    cls_name = note("priority")
-    if cls_name is not None:
-        if cls_name not in PRIORITY_BY_NAME:
-            raise WireError(f"{ap}priority]: must be one of {', '.join(PRIORITY_BY_NAME)}, got {cls_name!r}")
-        priority_class = PRIORITY_BY_NAME[cls_name]
-    else:
-        priority_class = 0 if priority < 0 else 2 if priority >= HIGH_PRIORITY_FROM else 1
-    pre = note("preemptible")
-    if pre is not None and pre.lower() not in ("true", "false"):
-        raise WireError(f"{ap}preemptible]: must be true or false, got {pre!r}")
-    kind = note("kind") or "finetune"
-    if kind not in JOB_KIND_BY_NAME:
-        raise WireError(f"{ap}kind]: must be one of {', '.join(JOB_KIND_BY_NAME)}, got {kind!r}")
-    est = _number(note("estimate-s"), f"{ap}estimate-s]", 1.0, 1e9) if note("estimate-s") is not None else 3600.0
-    mem = _number(note("mem-per-gpu-gb"), f"{ap}mem-per-gpu-gb]", 0.0, 1e4) if note("mem-per-gpu-gb") is not None else 1.0
-    comm = _number(note("comm-fraction"), f"{ap}comm-fraction]", 0.0, 0.99) if note("comm-fraction") is not None else None
-    gtype = gpu_type_named(note("gpu-type"), f"{ap}gpu-type]") if note("gpu-type") else None
-    group = group_key = size_key = None
+    default_class = 0 if priority < 0 else 2 if priority >= HIGH_PRIORITY_FROM else 1
+    priority_class = read(lambda: _one_of(note("priority"), PRIORITY_BY_NAME, f"{ap}priority]", None), None)
+    priority_class = default_class if priority_class is None else PRIORITY_BY_NAME[priority_class]
+    preemptible = read(lambda: _true_or_false(note("preemptible"), f"{ap}preemptible]"), True)
+    kind = read(lambda: _one_of(note("kind") or None, JOB_KIND_BY_NAME, f"{ap}kind]", "finetune"), "finetune")
+
+    def number(key: str, lo: float, hi: float, default: float | None) -> float | None:
+        v = note(key)
+        return default if v is None else read(lambda: _number(v, f"{ap}{key}]", lo, hi), default)
+
+    est = number("estimate-s", 1.0, 1e9, 3600.0)
+    mem = number("mem-per-gpu-gb", 0.0, 1e4, 1.0)
+    comm = number("comm-fraction", 0.0, 0.99, None)
+    gtype = read(lambda: gpu_type_named(note("gpu-type"), f"{ap}gpu-type]"), None) if note("gpu-type") else None
+    group = group_key = None
     for k in GANG_NAME_KEYS:
         group = labels.get(k) or notes.get(k)
         if group:
             group_key = k
             break
-    size = 1
-    if group:
-        for k in MIN_MEMBER_KEYS:
-            v = notes.get(k, labels.get(k))
-            if v is not None:
-                where = f"{path}.metadata.annotations[{k}]" if k in notes else f"{path}.metadata.labels[{k}]"
-                size = count(v, where, MAX_GANG_SIZE)
-                if size < 1:
-                    raise WireError(f"{where}: must be at least 1, got {v!r}")
-                size_key = k
-                break
+    size, size_key = read(lambda: _group_size(notes, labels, path), (1, None)) if group else (1, None)
+    level, required = read(lambda: _topology_request(notes, labels, path), (None, False))
+    try:  # not raised here: a running pod is counted by the watch whatever its slice annotations say
+        slice_level, slice_size, slice_where = _slice_request(notes, labels, path)
+        slice_error = ""
+    except WireError as e:
+        slice_level, slice_size, slice_where, slice_error = None, 0, "", str(e)
+    return PodInfo(
+        key=f"{namespace}/{name}", name=name, namespace=namespace, uid=get_str(meta, "uid", f"{path}.metadata"),
+        gpus=gpus, priority=priority, priority_class=priority_class,
+        preemptible=preemptible, estimate_s=est, kind=kind, mem_per_gpu_gb=mem,
+        comm_fraction=comm, gpu_type=gtype, gang=f"{namespace}/{group}" if group else None, gang_size=size, labels=labels,
+        gang_key=group_key, gang_size_key=size_key, topology_level=level, topology_required=required,
+        slice_level=slice_level, slice_size=slice_size, slice_where=slice_where, slice_error=slice_error, errors=errors,
+    )
+
+
+def _spec_priority(spec: dict, sp: str) -> int:
+    prio_raw = get(spec, "priority", sp)
+    if prio_raw is None:
+        return 0
+    if isinstance(prio_raw, bool) or not isinstance(prio_raw, int) or abs(prio_raw) > 2**31:
+        raise WireError(f"{sp}.priority: must be a 32-bit integer, got {prio_raw!r}")
+    return prio_raw
+
+
+def _one_of(value: str | None, allowed: dict, where: str, default):
+    """value when it is a key of allowed, default when absent; else WireError naming `where`."""
+    if value is None:
+        return default
+    if value not in allowed:
+        raise WireError(f"{where}: must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _true_or_false(value: str | None, where: str) -> bool:
+    if value is None:
+        return True
+    if value.lower() not in ("true", "false"):
+        raise WireError(f"{where}: must be true or false, got {value!r}")
+    return value.lower() == "true"
+
+
+def _group_size(notes: dict[str, str], labels: dict[str, str], path: str) -> tuple[int, str | None]:
+    """(pods of the group, the key that gave it) from the first of MIN_MEMBER_KEYS set, else (1, None)."""
+    for k in MIN_MEMBER_KEYS:
+        v = notes.get(k, labels.get(k))
+        if v is not None:
+            where = f"{path}.metadata.annotations[{k}]" if k in notes else f"{path}.metadata.labels[{k}]"
+            size = count(v, where, MAX_GANG_SIZE)
+            if size < 1:
+                raise WireError(f"{where}: must be at least 1, got {v!r}")
+            return size, k
+    return 1, None
+
+
+def _topology_request(notes: dict[str, str], labels: dict[str, str], path: str) -> tuple[str | None, bool]:
+    """(node label key, required) of Kueue's podset-required-topology or -preferred-topology,
+    else (None, False); both on one pod, or a value that is no label key, raise WireError."""
     level, required = None, False
     for k, req in ((REQUIRED_TOPOLOGY, True), (PREFERRED_TOPOLOGY, False)):
         v = notes.get(k, labels.get(k))
@@ -496,26 +556,14 @@ def parse_pod(pod: Any, path: str) -> PodInfo:
         if not v or any(ch.isspace() for ch in v) or len(v) > 316:
             raise WireError(f"{where}: must be a node label key (such as cloud.provider.com/topology-rack), got {v!r}")
         level, required = v, req
-    try:  # not raised here: a running pod is counted by the watch whatever its slice annotations say
-        slice_level, slice_size, slice_where = _slice_request(notes, labels, path)
-        slice_error = ""
-    except WireError as e:
-        slice_level, slice_size, slice_where, slice_error = None, 0, "", str(e)
-    return PodInfo(
-        key=f"{namespace}/{name}", name=name, namespace=namespace, uid=get_str(meta, "uid", f"{path}.metadata"),
-        gpus=gpus, priority=priority, priority_class=priority_class,
-        preemptible=(pre or "true").lower() == "true", estimate_s=est, kind=kind, mem_per_gpu_gb=mem,
-        comm_fraction=comm, gpu_type=gtype, gang=f"{namespace}/{group}" if group else None, gang_size=size, labels=labels,
-        gang_key=group_key, gang_size_key=size_key, topology_level=level, topology_required=required,
-        slice_level=slice_level, slice_size=slice_size, slice_where=slice_where, slice_error=slice_error,
-    )
+    return level, required
 
 
 def _slice_request(notes: dict[str, str], labels: dict[str, str], path: str) -> tuple[str | None, int, str]:
     """(slice level, pods per slice, the size annotation's path) of Kueue's
     `podset-slice-required-topology` + `podset-slice-size`, or (None, 0, ""). Each needs the other
-    (as Kueue's webhook checks, but for a JobSet's pods, whose size Kueue defaults to the Job's
-    parallelism, which a pod does not carry); the level is a node label key, the size an integer
+    (as Kueue's webhook checks, JobSets included: KEP-2724 describes a JobSet default to the Job's
+    parallelism that Kueue does not apply); the level is a node label key, the size an integer
     >= 1. Raises WireError naming the annotation; parse_pod keeps the message in `slice_error`
     for the extender to raise when it decides the pod (service.k8s `check_slices`), where it also
     checks that the size divides the gang."""
@@ -527,8 +575,9 @@ def _slice_request(notes: dict[str, str], labels: dict[str, str], path: str) -> 
     if not found:
         return None, 0, ""
     if SLICE_SIZE not in found:
-        raise WireError(f"{found[SLICE_TOPOLOGY][1]}: needs {SLICE_SIZE} (the pods of each slice) beside it "
-                        "(Kueue defaults it to a JobSet's parallelism, which a pod does not carry: set it on the pod template)")
+        raise WireError(f"{found[SLICE_TOPOLOGY][1]}: needs {SLICE_SIZE} (the pods of each slice) beside it, "
+                        "as Kueue's webhook requires, for a JobSet's pods too: set it on the pod template "
+                        "(for one slice per Job of a JobSet, the Job's parallelism)")
     if SLICE_TOPOLOGY not in found:
         raise WireError(f"{found[SLICE_SIZE][1]}: cannot be set without {SLICE_TOPOLOGY} (the level each slice is inside)")
     level, where = found[SLICE_TOPOLOGY]

@@ -150,3 +150,20 @@ def count_event_loop_stops(monkeypatch) -> dict[int, int]:
 
     monkeypatch.setattr(simulator.Simulator, "_run_events", counted)
     return stops
+
+
+def filter_and_bind(client, api, members: list[dict], node_names: list[str], namespace: str = "ml") -> list[str]:
+    """Each member created in `api` (a service.testing.FakeAPIServer) unless it carries a UID,
+    filtered by the service (`client`: an httpx.Client on it) on `node_names` and bound to the
+    first node that passes, as kube-scheduler does; the nodes the API server then shows them on."""
+    where = []
+    for p in members:
+        p = p if p["metadata"].get("uid") else api.add_pod(p)
+        res = client.post("/scheduler/filter", json={"Pod": p, "Nodes": None, "NodeNames": node_names}).json()
+        assert res["Error"] == "" and res["NodeNames"], res
+        m = p["metadata"]
+        bound = client.post("/scheduler/bind", json={"PodName": m["name"], "PodNamespace": namespace, "PodUID": m["uid"],
+                                                     "Node": res["NodeNames"][0]}).json()
+        assert bound == {"Error": ""}, bound
+        where.append(api.node_of(namespace, m["name"]))
+    return where

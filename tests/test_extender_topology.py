@@ -23,6 +23,7 @@ import pytest
 
 from service.domains import CLIQUE_LABEL, clique_conflicts, clique_domains, level_key
 from service.testing import FakeAPIServer
+from tests.helpers import filter_and_bind
 from service.wire import WireError, parse_pod
 
 k8s = pytest.importorskip("kubernetes.client")
@@ -103,21 +104,6 @@ def names_args(p: dict) -> dict:
     return {"Pod": p, "Nodes": None, "NodeNames": NODE_NAMES}
 
 
-def schedule(c: httpx.Client, api: FakeAPIServer, members: list[dict]) -> list[str]:
-    """Each member created, filtered and bound to the first node that passes, as kube-scheduler does."""
-    where = []
-    for p in members:
-        p = api.add_pod(p)
-        res = c.post("/scheduler/filter", json=names_args(p)).json()
-        assert res["Error"] == "" and res["NodeNames"], res["FailedNodes"]
-        m = p["metadata"]
-        bound = c.post("/scheduler/bind", json={"PodName": m["name"], "PodNamespace": "ml", "PodUID": m["uid"],
-                                                "Node": res["NodeNames"][0]}).json()
-        assert bound == {"Error": ""}
-        where.append(api.node_of("ml", m["name"]))
-    return where
-
-
 def policy_racks(c: httpx.Client, pods: int) -> set[int]:
     """The racks of the served policy's own first placement of `pods` x 4 GPUs on the service's
     current occupancy (POST /v1/score on GET /v1/state), as if no topology were asked for."""
@@ -138,39 +124,27 @@ def test_a_clique_gang_is_bound_inside_one_clique_though_the_policy_would_cross_
     # The same gang asking for one NVLink clique is planned and bound inside one: the smallest
     # clique that holds it (rack 2's, 13 trays free once gb-036, labelled with rack 1's clique, is
     # set apart), never the contradicting tray.
-    where = schedule(client, api, gang("llm", 4, {REQUIRED: CLIQUE_LABEL}))
+    where = filter_and_bind(client, api, gang("llm", 4, {REQUIRED: CLIQUE_LABEL}), NODE_NAMES)
     assert len(set(where)) == 4
     assert {labels_of(api, n)[CLIQUE_LABEL] for n in where} == {clique(2)} and CONFLICT not in where
 
 
 def test_a_gang_planned_again_stays_in_the_clique_of_its_members_already_bound(api, client):
     members = [api.add_pod(p) for p in gang("half", 4, {REQUIRED: CLIQUE_LABEL})]
-    where = []
-    for p in members[:2]:
-        m = p["metadata"]
-        res = client.post("/scheduler/filter", json=names_args(p)).json()
-        client.post("/scheduler/bind", json={"PodName": m["name"], "PodNamespace": "ml", "PodUID": m["uid"],
-                                             "Node": res["NodeNames"][0]})
-        where.append(api.node_of("ml", m["name"]))
+    where = filter_and_bind(client, api, members[:2], NODE_NAMES)
     home = {labels_of(api, n)[CLIQUE_LABEL] for n in where}
     assert len(home) == 1
     plan = client.get("/v1/state").json()["gang_plans"]["ml/half@4"]
     # The plan's open slots are no longer offered: the two members left are planned again, inside
     # the clique of the two bound, not in rack 0's clique (the smallest that holds two).
     offered = [n for n in NODE_NAMES if plan["slots"].get(n, 0) == 0]
-    for p in members[2:]:
-        m = p["metadata"]
-        res = client.post("/scheduler/filter", json={"Pod": p, "NodeNames": offered}).json()
-        assert res["NodeNames"], res["FailedNodes"]
-        assert client.post("/scheduler/bind", json={"PodName": m["name"], "PodNamespace": "ml", "PodUID": m["uid"],
-                                                    "Node": res["NodeNames"][0]}).json() == {"Error": ""}
-        where.append(api.node_of("ml", m["name"]))
+    where += filter_and_bind(client, api, members[2:], offered)
     assert {labels_of(api, n)[CLIQUE_LABEL] for n in where} == home and len(set(where)) == 4
 
 
 def test_a_required_rack_gang_is_bound_inside_one_rack(api, client):
     assert len(policy_racks(client, 5)) == 2  # rack 0's two free trays, then three of rack 1
-    where = schedule(client, api, gang("rack-ok", 5, {REQUIRED: RACK}))
+    where = filter_and_bind(client, api, gang("rack-ok", 5, {REQUIRED: RACK}), NODE_NAMES)
     assert len({labels_of(api, n)[RACK] for n in where}) == 1 and len(set(where)) == 5
 
 
@@ -192,7 +166,7 @@ def test_a_required_rack_gang_no_rack_holds_is_not_bound(api, client):
 
 def test_a_preferred_rack_stays_in_one_rack_when_one_holds_it_and_falls_back_when_none_does(api, client):
     assert len(policy_racks(client, 4)) == 2
-    where = schedule(client, api, gang("pref-ok", 4, {PREFERRED: RACK}))
+    where = filter_and_bind(client, api, gang("pref-ok", 4, {PREFERRED: RACK}), NODE_NAMES)
     assert len({labels_of(api, n)[RACK] for n in where}) == 1
     members = [api.add_pod(p) for p in gang("pref-big", 19, {PREFERRED: RACK})]
     res = client.post("/scheduler/filter", json=names_args(members[0])).json()

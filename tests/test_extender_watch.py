@@ -163,6 +163,40 @@ def test_a_gang_running_is_one_job_and_its_members_count_as_bound(api, client):
     until(lambda: held(client) == {})
 
 
+def test_a_bound_pod_whose_scheduling_annotations_cannot_be_read_still_holds_its_gpus(api, svc, client):
+    """A pod the kubelet runs holds its GPUs whatever its annotations say: counted with the
+    defaults of what cannot be read, each bad annotation warned of once; a pending pod with the
+    same annotations is still refused, naming the annotation."""
+    both = {"kueue.x-k8s.io/podset-required-topology": RACK, "kueue.x-k8s.io/podset-preferred-topology": RACK}
+    api.add_pod(pod("odd-topology", 8, node_name="h100-0", annotations=both))
+    api.add_pod(pod("odd-class", 8, node_name="h100-1", annotations={"gangsched.io/priority": "urgent", "gangsched.io/kind": "x"}))
+    until(lambda: held(client).keys() == {"ml/odd-topology", "ml/odd-class"})
+    state = {r["id"]: r for r in client.get("/v1/state").json()["running"]}
+    assert state["ml/odd-topology"]["gpus"] == list(range(0, 8)) and state["ml/odd-class"]["gpus"] == list(range(8, 16))
+    assert state["ml/odd-class"]["kind"] == "finetune" and state["ml/odd-class"]["priority"] == 1  # the defaults (normal)
+    info = client.get("/v1/info").json()["watch"]
+    assert info["pods_holding_gpus"] == 2 and info["gpus_held"] == 16
+    # an 8-GPU pod finds both nodes full, and prioritize scores neither
+    res = client.post("/scheduler/filter", json=names_args(pod("want-6", 8), ["h100-0", "h100-1"])).json()
+    assert res["NodeNames"] == [] and set(res["FailedNodes"]) == {"h100-0", "h100-1"}
+    scores = client.post("/scheduler/prioritize", json=names_args(pod("want-7", 8), ["h100-0", "h100-1"])).json()
+    assert [s["Score"] for s in scores] == [0, 0]
+    # the same annotations on a pod being decided: refused, naming the annotation
+    res = client.post("/scheduler/filter", json=names_args(pod("want-8", 8, annotations=both), ["h100-0"])).json()
+    assert "kueue.x-k8s.io/podset-preferred-topology" in res["Error"] and "not both" in res["Error"]
+    # more changes derive the state again: each warning still logged once, naming the pod and the annotation
+    api.add_pod(pod("other", 8, node_name="ip-10-0-3-17.ec2.internal"))
+    until(lambda: "ml/other" in held(client))
+    log = svc.output()
+    for who, what in (("ml/odd-topology", "podset-preferred-topology]"), ("ml/odd-class", "gangsched.io/priority]"),
+                      ("ml/odd-class", "gangsched.io/kind]")):
+        lines = [line for line in log.splitlines() if f"Pod {who}.metadata.annotations[" in line and what in line]
+        assert len(lines) == 1 and "GPUs counted" in lines[0], lines
+    for n in ("odd-topology", "odd-class", "other"):
+        api.delete_pod("ml", n)
+    until(lambda: held(client) == {})
+
+
 def test_a_watch_expiry_forces_a_relist_and_the_last_state_serves_meanwhile(api, client):
     api.add_pod(pod("kept", 8, node_name="h100-0"))
     until(lambda: "ml/kept" in held(client))

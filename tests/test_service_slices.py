@@ -33,6 +33,7 @@ import pytest
 
 from service.domains import CLIQUE_LABEL
 from service.testing import FakeAPIServer
+from tests.helpers import filter_and_bind
 
 k8s = pytest.importorskip("kubernetes.client")
 wire = k8s.ApiClient().sanitize_for_serialization
@@ -87,7 +88,7 @@ def api():
         for name in NODE_NAMES:
             a.add_node(node(name))
         for i in BUSY:
-            # busy-36 is a JobSet's pod: a slice level without a size, which Kueue defaults to the Job's parallelism
+            # busy-36: a slice level without a size (KEP-2724's JobSet default, which Kueue does not apply), running
             a.add_pod(pod(f"busy-{i}", node_name=f"gb-{i:03d}", annotations={SLICE_LEVEL: RACK} if i == 36 else None))
         yield a
 
@@ -107,22 +108,6 @@ def filter_first(c: httpx.Client, api: FakeAPIServer, members: list[dict]) -> di
     """The first member created (in place: it carries its UID from here on) and filtered."""
     members[0] = api.add_pod(members[0])
     return c.post("/scheduler/filter", json={"Pod": members[0], "NodeNames": NODE_NAMES}).json()
-
-
-def schedule(c: httpx.Client, api: FakeAPIServer, members: list[dict]) -> list[str]:
-    """Each member created (unless it was), filtered and bound to the first node that passes, as
-    kube-scheduler does."""
-    where = []
-    for p in members:
-        p = p if p["metadata"].get("uid") else api.add_pod(p)
-        res = c.post("/scheduler/filter", json={"Pod": p, "NodeNames": NODE_NAMES}).json()
-        assert res["Error"] == "" and res["NodeNames"], res
-        m = p["metadata"]
-        bound = c.post("/scheduler/bind", json={"PodName": m["name"], "PodNamespace": "ml", "PodUID": m["uid"],
-                                                "Node": res["NodeNames"][0]}).json()
-        assert bound == {"Error": ""}
-        where.append(api.node_of("ml", m["name"]))
-    return where
 
 
 def plan_of(c: httpx.Client, key: str) -> dict | None:
@@ -153,7 +138,7 @@ def test_a_sliced_gang_spans_racks_with_every_slice_inside_one_nvlink_domain_whe
     # tightest racks first (rack 0's 2 free trays, rack 1's 6, then rack 2): some rack holds a
     # number of pods that is no multiple of 4.
     plain = gang("plain", 20)
-    where = schedule(client, api, plain)
+    where = filter_and_bind(client, api, plain, NODE_NAMES)
     per = Counter(rack_of(n) for n in where)
     assert len(set(where)) == 20 and len(per) > 1 and any(k % 4 for k in per.values()), per
     release(client, api, plain)
@@ -165,7 +150,7 @@ def test_a_sliced_gang_spans_racks_with_every_slice_inside_one_nvlink_domain_whe
     plan = plan_of(client, "ml/sliced@4")
     assert plan["slices"].startswith(f"5 slices of 4 pods (16 GPUs) each inside one {CLIQUE_LABEL} domain "
                                      f"({SLICE_LEVEL}), as segment_gpus 16: "), plan
-    where = schedule(client, api, members)
+    where = filter_and_bind(client, api, members, NODE_NAMES)
     per = Counter(rack_of(n) for n in where)
     assert len(set(where)) == 20 and len(per) > 1 and all(k % 4 == 0 for k in per.values()), per
     assert per == pods_per_rack(plan["slots"])
@@ -186,7 +171,7 @@ def test_a_tray_whose_clique_contradicts_the_topology_takes_no_clique_slice(api,
     assert plan_of(client, "ml/rackful@4") is None
     # The rack label, which gb-071 carries as rack3 like the rest of rack 3, takes rack 3 whole.
     members = gang("rackful-by-rack", 18, sliced(RACK, 18))
-    assert sorted(schedule(client, api, members)) == NODE_NAMES[54:]
+    assert sorted(filter_and_bind(client, api, members, NODE_NAMES)) == NODE_NAMES[54:]
     release(client, api, refused[:1] + members)
 
 
@@ -199,7 +184,7 @@ def test_a_slice_level_whose_domains_are_not_blocks_keeps_the_whole_gang_in_one_
     plan = plan_of(client, "ml/pair@2")
     assert plan["slots"] == {res["NodeNames"][0]: 2}, plan
     assert plan["slices"].endswith(f": the whole gang in one {HOSTNAME} domain: node {res['NodeNames'][0]}"), plan
-    assert len(set(schedule(client, api, pair))) == 1
+    assert len(set(filter_and_bind(client, api, pair, NODE_NAMES))) == 1
     # ...and 4 pods x 2 GPUs (slices of 2) fit no 4-GPU tray: no node passes, the reason names the
     # annotation and the level.
     quad = gang("quad", 4, sliced(HOSTNAME, 2), gpus=2)
@@ -223,7 +208,7 @@ def test_slices_with_a_required_level_stay_in_one_domain_of_it(api, client):
     assert pods_per_rack(plan["slots"]) == {1: 6}, plan
     assert plan["topology"] == f"required {BLOCK}: {BLOCK}=block0", plan
     assert plan["slices"].startswith("2 slices of 3 pods") and plan["slices"].endswith(f": 2 in {RACK}=rack1 in block0"), plan
-    assert {rack_of(n) for n in schedule(client, api, members)} == {1}
+    assert {rack_of(n) for n in filter_and_bind(client, api, members, NODE_NAMES)} == {1}
     release(client, api, members)
 
 
@@ -232,7 +217,7 @@ def test_members_bound_in_part_of_a_slice_are_not_planned_again_as_whole_slices(
     # no longer offered: the six left cannot be planned as whole slices (one slice is half bound),
     # so no node passes, and the reason says why.
     members = [api.add_pod(p) for p in gang("partial", 8, sliced(RACK, 4))]
-    schedule(client, api, members[:2])
+    filter_and_bind(client, api, members[:2], NODE_NAMES)
     plan = plan_of(client, "ml/partial@4")
     offered = [n for n in NODE_NAMES if plan["slots"].get(n, 0) == 0]
     res = client.post("/scheduler/filter", json={"Pod": members[2], "NodeNames": offered}).json()
@@ -255,7 +240,7 @@ def test_a_running_pod_with_slice_annotations_the_extender_refuses_is_still_coun
     ("fraction", sliced(CLIQUE_LABEL, "2.5"), [SLICE_SIZE, "must be a whole number of pods >= 1, got '2.5'"]),
     ("word", sliced(CLIQUE_LABEL, "two"), [SLICE_SIZE, "must be a whole number of pods >= 1, got 'two'"]),
     ("zero", sliced(CLIQUE_LABEL, 0), [SLICE_SIZE, "must be a whole number of pods >= 1, got '0'"]),
-    ("no-size", {SLICE_LEVEL: CLIQUE_LABEL}, [f"annotations[{SLICE_LEVEL}]: needs {SLICE_SIZE}", "JobSet's parallelism"]),
+    ("no-size", {SLICE_LEVEL: CLIQUE_LABEL}, [f"annotations[{SLICE_LEVEL}]: needs {SLICE_SIZE}", "for a JobSet's pods too"]),
     ("no-level", {SLICE_SIZE: "2"}, [f"annotations[{SLICE_SIZE}]: cannot be set without {SLICE_LEVEL}"]),
     ("blank-level", sliced(" ", 2), [SLICE_LEVEL, "must be a node label key"]),
 ])
