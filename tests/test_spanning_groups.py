@@ -222,17 +222,20 @@ PAIR_BESIDE_RACK = cluster_from_dict({
 }, "<pair-beside-rack>")
 
 
-def test_a_domain_of_whole_node_groups_is_no_host_where_another_domains_groups_span_trays():
+def test_a_domain_of_whole_node_groups_holds_the_gang_beside_a_domain_whose_groups_span_trays():
     """Free: t0 whole, t1-t2 three of four, t3 none (the rack: one whole tray, no TP-8 group); big,
     c0 and c1 whole. 16 GPUs in TP-4 groups: nothing spans, so the topology rule tries the NVLink
     domains before the switches and the pair holds the gang: c0 and c1. In TP-8 groups the rack's
-    groups span trays, so the hosts are the rack, big, c0 and c1 (the pair is no host:
-    _node_take_spanning); no host holds two groups, the leaf does, filled in host order: big,
-    then c0, across the pair's boundary. (envs/core/fuzz/core_fuzz.cpp's domain check states
-    the same rule: it failed on such states with seeds 4, 5 and 8 while it counted every domain.)"""
+    groups span trays, so the hosts are the rack, big, c0 and c1 (_node_take_spanning); no host
+    holds two groups, and the NVLink domains are tried before the switches here too: the pair's
+    hosts hold both, so the gang stays on its NVLink (c0 and c1), not on big and c0 across the
+    pair's boundary as the leaf's first hosts would give. (envs/core/fuzz/core_fuzz.cpp's domain
+    check states the same rule.)"""
     free = (4, 3, 3, 0, 8, 8, 8)
     assert PAIR_BESIDE_RACK.spanning_domains(8) == (0,) and not PAIR_BESIDE_RACK.spans(4)
     assert P.usable_per_node(PAIR_BESIDE_RACK, list(free), 8) == [0, 0, 0, 0, 8, 8, 8]
     assert P._node_take(PAIR_BESIDE_RACK, free, 16, 4, P.TOPOLOGY) == {5: 8, 6: 8}
     take = P._node_take(PAIR_BESIDE_RACK, free, 16, 8, P.TOPOLOGY)
-    assert take == {4: 8, 5: 8} and list(take) == [4, 5]
+    assert take == {5: 8, 6: 8} and list(take) == [5, 6]
+    # the pair one GPU short (c1 seven free: no TP-8 group there): the leaf, filled in host order
+    assert P._node_take(PAIR_BESIDE_RACK, (4, 3, 3, 0, 8, 8, 7), 16, 8, P.TOPOLOGY) == {4: 8, 5: 8}

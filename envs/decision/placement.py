@@ -341,8 +341,10 @@ def _node_take_spanning(c: Cluster, free: Sequence[int], need: int, tp: int, rul
 
 def _spanning_topology(c: Cluster, groups: list[int], members: list[list[int]], k: int) -> dict[int, int]:
     """The topology rule over TP-group hosts: the fastest, then tightest, then first host that
-    holds the `k` groups; else the smallest switch subtree whose hosts do (faster, then tighter,
-    then lower id), filled by `_fill_domain` (one unit per group)."""
+    holds the `k` groups; else the smallest domain whose hosts do, as `_topology_domains` tries
+    them (an NVLink domain whose groups sit on one node, its nodes being hosts; then a switch's
+    subtree, level by level; faster, then tighter, then lower id), filled by `_fill_domain` (one
+    unit per group)."""
     speed = c.node_speed
     host_speed = np.array([float(speed[m[0]]) if m else 0.0 for m in members])
     g = np.array(groups, dtype=np.int64)
@@ -350,13 +352,10 @@ def _spanning_topology(c: Cluster, groups: list[int], members: list[list[int]], 
     if len(fit):
         return {int(fit[np.lexsort((fit, g[fit], -host_speed[fit]))[0]]): k}
     present = np.flatnonzero(g > 0)
-    for level in range(1, int(c.switch_level.max(initial=0)) + 1):
-        switches = np.flatnonzero(c.switch_level == level)
-        if not len(switches):
-            continue
-        under = np.zeros((len(groups), len(switches)), dtype=bool)  # a host is under a switch when all its nodes are
+    for table in c.placement_domains:  # (N, k): the NVLink domains, then the switches of each level
+        under = np.zeros((len(groups), table.shape[1]), dtype=bool)  # a host is under a domain when all its nodes are
         for h in present:
-            under[h] = c.node_under_switch[np.ix_(members[h], switches)].all(axis=0)
+            under[h] = table[members[h]].all(axis=0)
         dom = g @ under
         ok = np.flatnonzero(dom >= k)
         if len(ok):

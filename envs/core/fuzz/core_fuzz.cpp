@@ -238,16 +238,13 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
         check(!one_type_holds || types.size() == 1, "one GPU type when one type holds the gang", it);
         if (rule == TOPOLOGY && take.size() > 1 && c.num_domains > 0 && types.size() == 1) {
             // A gang on several nodes of one GPU type t is inside one NVLink domain when one domain of
-            // type t that is a host of the rule holds it in whole TP groups. The hosts
-            // (envs.decision.placement): where no domain's TP groups of tp span trays, _topology_domains
-            // tries every NVLink domain (its nodes' f / tp x tp GPUs) before the switches; where some
-            // domain's do (span_room >= 0), _node_take_spanning's hosts are each spanning domain (its
-            // whole groups of trays) and each node outside them, and _spanning_topology goes from one
-            // host straight to the switch levels: a domain whose groups sit on one node is no host
-            // there (its nodes are, one by one), and a gang it holds but no one node does may leave it.
+            // type t holds it in whole TP groups (envs.decision.placement): where no domain's TP groups
+            // of tp span trays, _topology_domains tries every NVLink domain (its nodes' f / tp x tp
+            // GPUs) before the switches; where some domain's do (span_room >= 0), _node_take_spanning's
+            // hosts are each spanning domain (its whole groups of trays) and each node outside them, and
+            // _spanning_topology tries the NVLink domains (a spanning one is one host; another holds its
+            // nodes' f / tp x tp GPUs) before the switches as well.
             const int64_t t = *types.begin();
-            bool spans = false;
-            for (int64_t r : span_room) spans |= r >= 0;
             std::vector<int64_t> room(static_cast<size_t>(c.num_domains), 0);
             for (int64_t n = 0; n < c.num_nodes; ++n) {
                 const int64_t d = c.node_domain[static_cast<size_t>(n)];
@@ -255,14 +252,14 @@ void placements(const Cluster& c, std::mt19937_64& rng, uint64_t it) {
                 const int64_t span = span_room[static_cast<size_t>(d)];
                 if (span >= 0)
                     room[static_cast<size_t>(d)] = span;  // a spanning domain: its whole groups of trays
-                else if (!spans)
+                else
                     room[static_cast<size_t>(d)] += usable[static_cast<size_t>(n)];
             }
             bool fits = false;
             for (int64_t r : room) fits |= r >= need;
             std::vector<int64_t> used;
             for (const auto& [n, k] : take) used.push_back(n);
-            check(!fits || c.one_domain(used.begin(), used.end()), "inside one NVLink domain when one of the rule's hosts holds the gang", it);
+            check(!fits || c.one_domain(used.begin(), used.end()), "inside one NVLink domain when one domain holds the gang", it);
             domain_checks += fits;
         }
         std::vector<int64_t> gpus;  // the concrete GPUs: available, distinct, ascending per node

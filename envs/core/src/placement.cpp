@@ -338,9 +338,10 @@ void spread_units(std::vector<int64_t>& units, int64_t left, Take& out) {
 }
 
 // envs.decision.placement._spanning_topology over TP-group hosts: the fastest, then tightest, then first
-// host holding the k groups; else the smallest switch subtree whose hosts do (faster, then
-// tighter, then lower id; a host is under a switch when all its nodes are), filled by
-// fill_domain one unit per group; else every host.
+// host holding the k groups; else the smallest domain whose hosts do, tried as topology_domains
+// tries them (an NVLink domain, then a switch's subtree level by level; faster, then tighter, then
+// lower id; a host is under a domain when all its nodes are), filled by fill_domain one unit per
+// group; else every host.
 void spanning_topology(const Cluster& c, const std::vector<int64_t>& groups, const std::vector<std::vector<int64_t>>& members,
                        int64_t k, Take& out) {
     const size_t H = groups.size();
@@ -358,40 +359,46 @@ void spanning_topology(const Cluster& c, const std::vector<int64_t>& groups, con
         return;
     }
     std::vector<int64_t> hosts;
-    for (int64_t level = 1; level <= c.max_level; ++level) {
+    // The domains `ids`, each holding node n when node_in(n, id): the fastest, then tightest, then
+    // first whose hosts hold the k groups fills them; false when none does.
+    auto place_in_best = [&](const std::vector<int64_t>& ids, auto node_in) {
+        auto host_in = [&](size_t h, int64_t id) {
+            for (int64_t n : members[h])
+                if (!node_in(n, id)) return false;
+            return true;
+        };
         int64_t chosen = -1, chosen_groups = 0;
         double chosen_speed = 0.0;
-        for (int64_t s = 0; s < c.num_switches; ++s) {
-            if (c.switch_level[static_cast<size_t>(s)] != level) continue;
+        for (int64_t id : ids) {
             int64_t dom = 0;
             double sum = 0.0;
             for (size_t h = 0; h < H; ++h) {
-                if (groups[h] <= 0) continue;
-                bool under = true;
-                for (int64_t n : members[h]) under = under && c.node_under(n, s);
-                if (!under) continue;
+                if (groups[h] <= 0 || !host_in(h, id)) continue;
                 dom += groups[h];
                 sum += static_cast<double>(groups[h]) * speed[h];
             }
             if (dom < k) continue;
             const double mean = sum / static_cast<double>(dom);
             if (chosen < 0 || mean > chosen_speed || (mean == chosen_speed && dom < chosen_groups)) {
-                chosen = s;
+                chosen = id;
                 chosen_groups = dom;
                 chosen_speed = mean;
             }
         }
-        if (chosen >= 0) {
-            for (size_t h = 0; h < H; ++h) {
-                if (groups[h] <= 0) continue;
-                bool under = true;
-                for (int64_t n : members[h]) under = under && c.node_under(n, chosen);
-                if (under) hosts.push_back(static_cast<int64_t>(h));
-            }
-            fill_domain(speed, groups, hosts, k, 1, out);
-            return;
-        }
+        if (chosen < 0) return false;
+        for (size_t h = 0; h < H; ++h)
+            if (groups[h] > 0 && host_in(h, chosen)) hosts.push_back(static_cast<int64_t>(h));
+        fill_domain(speed, groups, hosts, k, 1, out);
+        return true;
+    };
+    if (c.num_domains > 0) {  // an NVLink domain first
+        std::vector<int64_t> domains(static_cast<size_t>(c.num_domains));
+        for (int64_t d = 0; d < c.num_domains; ++d) domains[static_cast<size_t>(d)] = d;
+        if (place_in_best(domains, [&](int64_t n, int64_t d) { return c.node_domain[static_cast<size_t>(n)] == d; })) return;
     }
+    for (int64_t level = 1; level <= c.max_level; ++level)  // then the switches, level by level
+        if (place_in_best(c.level_switches[static_cast<size_t>(level)], [&](int64_t n, int64_t s) { return c.node_under(n, s); }))
+            return;
     for (size_t h = 0; h < H; ++h)
         if (groups[h] > 0) hosts.push_back(static_cast<int64_t>(h));
     fill_domain(speed, groups, hosts, k, 1, out);
