@@ -239,3 +239,12 @@ def test_a_domain_of_whole_node_groups_holds_the_gang_beside_a_domain_whose_grou
     assert take == {5: 8, 6: 8} and list(take) == [5, 6]
     # the pair one GPU short (c1 seven free: no TP-8 group there): the leaf, filled in host order
     assert P._node_take(PAIR_BESIDE_RACK, (4, 3, 3, 0, 8, 8, 7), 16, 8, P.TOPOLOGY) == {4: 8, 5: 8}
+
+
+def test_one_host_that_holds_the_gang_comes_before_any_domain():
+    """Everything free: the rack offers two TP-8 groups (its four trays), big, c0 and c1 one each.
+    A one-group gang fits several hosts, all GB200: the tightest takes it, big (the first of the
+    one-group hosts), not the rack nor the pair, which the domain step would try first."""
+    assert P._node_take(PAIR_BESIDE_RACK, (4, 4, 4, 4, 8, 8, 8), 8, 8, P.TOPOLOGY) == {4: 8}
+    # with big busy, c0: the tightest host again, though the pair (two groups) is a domain
+    assert P._node_take(PAIR_BESIDE_RACK, (4, 4, 4, 4, 0, 8, 8), 8, 8, P.TOPOLOGY) == {5: 8}

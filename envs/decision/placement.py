@@ -326,16 +326,22 @@ def _node_take_spanning(c: Cluster, free: Sequence[int], need: int, tp: int, rul
         by_host = _spread(groups, k)
     else:
         by_host = _spanning_topology(c, groups, members, k)
+    return _fill_hosts(by_host, members, usable, tp)
+
+
+def _fill_hosts(by_host: dict[int, int], members: list[list[int]], usable: Sequence[int], unit: int) -> dict[int, int]:
+    """Per node, its GPUs of the gang: each host's `by_host` units (TP groups or segments) of
+    `unit` GPUs, taken from its member nodes in order, each giving its usable GPUs until the
+    host's share is met. Each host's nodes are consecutive in the result."""
     take: dict[int, int] = {}
     for h, g in by_host.items():
-        if g:
-            left = g * tp
-            for n in members[h]:
-                share = min(usable[n], left)
-                take[n] = share
-                left -= share
-                if not left:
-                    break
+        left = g * unit
+        for n in members[h]:
+            if not left:
+                break
+            share = min(usable[n], left)
+            take[n] = share
+            left -= share
     return take
 
 
@@ -433,16 +439,7 @@ def _node_take_segments(c: Cluster, free: Sequence[int], need: int, tp: int, rul
         by_host = _spread(groups, k)
     else:
         by_host = _spanning_topology(c, groups, members, k)
-    take: dict[int, int] = {}
-    for h, g in by_host.items():
-        left = g * segment
-        for n in members[h]:
-            if not left:
-                break
-            share = min(usable[n], left)
-            take[n] = share
-            left -= share
-    return take
+    return _fill_hosts(by_host, members, usable, segment)
 
 
 def free_view(state: ClusterState) -> tuple[list[int], int, int]:
