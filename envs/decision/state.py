@@ -82,6 +82,7 @@ from envs.cluster.topology import Cluster
 # time the two in one process or over HTTP)
 BULK_FROM_DICT = os.environ.get("GANGSCHED_STATE_BULK", "1").strip() != "0"
 RUNNING_SET_MEMO = 64  # running sets whose derived terms from_dict keeps, per cluster and speed model
+JOB_PROFILE_MEMO = 16_384  # running jobs' profiles from_dict keeps, per cluster and speed model (then emptied)
 ARRIVAL_HISTORY_S = 6 * 3600.0  # how far back `to_dict` reports arrivals (the features look back less)
 STATE_SECTIONS = ("running", "checkpointing", "reserved", "queued")
 
@@ -921,6 +922,8 @@ def _running_set(cluster, model, r, rc, placement, lists, prio, preemptible, sha
     # A job's profile is a pure function of its shape, communication profile and GPUs: kept per
     # job, so a running set that differs from one seen before in a few jobs derives only theirs.
     known = memo_per_cluster(cluster, ("job profile", model))
+    if len(known) > JOB_PROFILE_MEMO:
+        known.clear()
     gang, tps, kinds, comms, shares = lists["num_gpus"], lists["tp_degree"], lists["kind"], lists["comm_fraction"], lists["tp_comm_share"]
     profiles = []
     for j in range(rc):
