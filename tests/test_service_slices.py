@@ -6,7 +6,8 @@ service.testing.FakeAPIServer on 127.0.0.1, reached through a kubeconfig by the 
 
 The cluster as the API server shows it: 72 trays of 4 GPUs, 18 a rack, each rack one NVLink
 domain (one block of the model); every node carries GFD's `nvidia.com/gpu.clique` (one clique a
-rack) and Kueue's rack and block labels (racks 0-1 in block0, 2-3 in block1). Busy pods hold
+rack), Kueue's rack and block labels (racks 0-1 in block0, 2-3 in block1) and a half-rack label
+(9 trays each: half0..half7, a level finer than the blocks). Busy pods hold
 gb-000..gb-015 (rack 0 keeps 2 free trays), gb-018..gb-029 (rack 1 keeps 6) and gb-036 (rack 2
 keeps 17). gb-071 (rack 3) carries rack 2's clique: a contradiction of the topology file. Each
 test deletes the pods it created and leaves no gang plan (a plan ends once all its slots are
@@ -17,10 +18,14 @@ Seen failing, one break at a time: the segment request left out of the gang's jo
 (its slices straddle racks) and in preempt, slices ignored by preempt, every slice level planned
 as the whole gang in one domain (the 20-pod gang is refused), slice levels whose domains are not
 blocks passed as segments (the hostname gang is planned across trays), a contradicting clique
-tray kept, members bound in part of a slice not checked, the slice size's divisibility not
-checked, either slice annotation accepted without the other, the annotations' errors not raised
-for a pod decided, or raised by parse_pod (the watch then drops busy-36: the module's fixture
-never sees all busy pods, every test errors).
+tray kept, the slice size's divisibility not checked, either slice annotation accepted
+without the other, the annotations' errors not raised for a pod decided, or raised by parse_pod (the watch then drops busy-36: the module's fixture
+never sees all busy pods, every test errors). Members bound in part of a slice: the members
+completing it planned in another rack (the completion and the full-rack tests fail), or in any
+rack the slices may use (both fail), its trays not held when the whole slices are planned (the
+rack 1 test: a tray planned twice), the completing members left out of the plan (6 slots
+expected, 4 planned), the members left of a whole-gang-in-one-domain form not confined to the
+bound members' domain (the half-rack test: planned in half1).
 """
 
 from __future__ import annotations
@@ -248,6 +253,31 @@ def test_members_left_complete_a_half_bound_slice_in_the_rack_its_members_are_in
     assert sum(per.values()) == 8 and all(k % 4 == 0 for k in per.values()) and per[r] >= 4, per
     assert plan_of(client, "ml/partial@4") is None  # all slots bound
     release(client, api, members)
+
+
+def test_a_half_bound_slice_takes_its_rack_s_trays_before_the_whole_slices_are_planned(api, client):
+    # Two members of a gang of 8 in slices of 4 racks already run on gb-030 and gb-031 (bound
+    # without a plan here), leaving rack 1 four free trays. Two of them complete the half-bound
+    # slice; the two left hold no slice, so the whole slice goes to another rack, though rack 1
+    # would be the tightest for it (binpack) were its completing trays not held.
+    notes = {"gangsched.io/gang-size": "8", **sliced(RACK, 4)}
+    running = [api.add_pod(pod(f"early-{k}", node_name=f"gb-03{k}", labels={"scheduling.x-k8s.io/pod-group": "early"},
+                               annotations=notes)) for k in range(2)]
+    deadline = time.monotonic() + 30
+    while "ml/early@4" not in {j["id"] for j in client.get("/v1/state").json()["running"]}:
+        assert time.monotonic() < deadline, "the running members never showed in the occupancy"
+        time.sleep(0.1)
+    members = [api.add_pod(p) for p in gang("early", 8, sliced(RACK, 4))[2:]]
+    res = client.post("/scheduler/filter", json={"Pod": members[0], "NodeNames": NODE_NAMES}).json()
+    assert res["Error"] == "" and res["NodeNames"], res
+    plan = plan_of(client, "ml/early@4")
+    assert all(k == 1 for k in plan["slots"].values()) and sum(plan["slots"].values()) == 6, plan
+    per = pods_per_rack(plan["slots"])
+    assert per[1] == 2 and sorted(per.values()) == [2, 4], per
+    where = filter_and_bind(client, api, members, NODE_NAMES)
+    per = Counter(rack_of(n) for n in where + ["gb-030", "gb-031"])
+    assert len(set(where)) == 6 and per[1] == 4 and sorted(per.values()) == [4, 4], per
+    release(client, api, running + members)
 
 
 def test_a_half_bound_slice_whose_rack_is_full_passes_no_node(api, client):
