@@ -59,8 +59,10 @@ Slice requests (Kueue's `kueue.x-k8s.io/podset-slice-required-topology` + `podse
 each slice of that many pods inside one domain of the level; see `_slices`): where the level's
 domains are the topology's blocks (every offered block's labelled nodes in one domain of it),
 the gang's job carries a segment request (`segment_gpus` = slice pods x GPUs a pod), which every
-placement rule honours, alone or with a topology request for the whole gang; any other level:
-the whole gang inside one domain of it. No plan: no node passes filter. A size that does not
+placement rule honours, alone or with a topology request for the whole gang; members already
+bound that are a slice in part in a block are completed first, in the domain they are in
+(`_complete_slices`); any other level: the whole gang inside one domain of it (the bound
+members' domain, where some are). No plan: no node passes filter. A size that does not
 divide the gang is a WireError naming the annotation (`check_slices`).
 """
 
