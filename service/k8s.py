@@ -59,8 +59,10 @@ Slice requests (Kueue's `kueue.x-k8s.io/podset-slice-required-topology` + `podse
 each slice of that many pods inside one domain of the level; see `_slices`): where the level's
 domains are the topology's blocks (every offered block's labelled nodes in one domain of it),
 the gang's job carries a segment request (`segment_gpus` = slice pods x GPUs a pod), which every
-placement rule honours, alone or with a topology request for the whole gang; any other level:
-the whole gang inside one domain of it. No plan: no node passes filter. A size that does not
+placement rule honours, alone or with a topology request for the whole gang; members already
+bound that are a slice in part in a block are completed first, in the domain they are in
+(`_complete_slices`); any other level: the whole gang inside one domain of it (the bound
+members' domain, where some are). No plan: no node passes filter. A size that does not
 divide the gang is a WireError naming the annotation (`check_slices`).
 """
 
@@ -168,6 +170,9 @@ class Slices:
     keys: dict[int, Any]  # topology node -> its domain at the level (`level_key`)
     words: str  # the request in words
     why: str = ""  # not "": no plan, and why
+    # a slice bound in part, by block: (its domain at the level, members bound there, members it lacks,
+    # the offered nodes of that domain that may take them); the members left complete these first
+    partial: dict[int, tuple[Any, int, int, dict[str, int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -285,11 +290,12 @@ class Extender:
 
     def occupancy_dict(self, pending: dict | None = None, blocked: set[int] = frozenset(),
                        skip_plan: str | None = None, queued_limit: int | None = None,
-                       victims: frozenset[str] | None = None) -> dict:
+                       victims: frozenset[str] | None = None, completing: tuple[tuple[int, int], ...] = ()) -> dict:
         """The current decision state in plain data: the synced base, the pods bound since (as
-        running jobs), the GPUs held for gangs in flight and for `blocked` nodes (as reserved
-        jobs), and `pending` (a job) queued first. With `victims` (job ids), every other running
-        job is made non-preemptible: the preemption kube-scheduler offered is all there is."""
+        running jobs), the GPUs held for gangs in flight, for `completing` ((topology node, GPUs) already
+        planned for the skipped plan's gang: its slices bound in part, completed) and for `blocked`
+        nodes (as reserved jobs), and `pending` (a job) queued first. With `victims` (job ids),
+        every other running job is made non-preemptible: the preemption kube-scheduler offered is all there is."""
         now = self.now_s()
         base = self.occ.base
         running = list(base.get("running", []))
@@ -336,6 +342,10 @@ class Extender:
             if held:
                 reserved.append({"id": f"gang-plan:{gang}", "num_gpus": len(held), "tp_degree": plan.gpus_per_pod,
                                  "gpus": held, "estimate_s": 3600.0, "queued_since_s": now, "arrival_s": now})
+        kept = [g for i, k in completing for g in take(i, k)]
+        if kept:
+            reserved.append({"id": f"gang-plan:{skip_plan}:completing", "num_gpus": len(kept), "tp_degree": 1,
+                             "gpus": kept, "estimate_s": 3600.0, "queued_since_s": now, "arrival_s": now})
         if blocked:
             held = [g for i in sorted(blocked) for g in take(i, count[i])]
             if held:
@@ -350,19 +360,22 @@ class Extender:
                 "reserved": reserved, "queued": queued, "recent_arrivals": list(base.get("recent_arrivals", []))}
 
     def current_state(self, pending: dict | None = None, blocked: set[int] = frozenset(), skip_plan: str | None = None,
-                      victims: frozenset[str] | None = None) -> ClusterState:
+                      victims: frozenset[str] | None = None, held: dict[int, int] | None = None) -> ClusterState:
         """The decision state (see occupancy_dict). The occupancy part is built by
-        `ClusterState.from_dict` once per (occupancy version, blocked nodes, plan skipped) and
-        reused for STATE_CACHE_S; the pending job is then queued first by `ClusterState.with_job_queued_first`."""
-        key = (self.version, frozenset(blocked), skip_plan, victims)
+        `ClusterState.from_dict` once per (occupancy version, blocked nodes, plan skipped, GPUs
+        held) and reused for STATE_CACHE_S; the pending job is then queued first by
+        `ClusterState.with_job_queued_first`."""
+        kept = tuple(sorted((held or {}).items()))
+        key = (self.version, frozenset(blocked), skip_plan, victims, kept)
         now = self.clock()
         hit = self._states.get(key)
         try:
             if pending is None:
-                return ClusterState.from_dict(self.occupancy_dict(None, blocked, skip_plan, victims=victims), self.cluster)
+                return ClusterState.from_dict(self.occupancy_dict(None, blocked, skip_plan, victims=victims, completing=kept), self.cluster)
             if hit is None or now - hit[0] >= STATE_CACHE_S:
                 limit = max(0, self.queue_window - 1)
-                base = ClusterState.from_dict(self.occupancy_dict(None, blocked, skip_plan, queued_limit=limit, victims=victims), self.cluster)
+                base = ClusterState.from_dict(self.occupancy_dict(None, blocked, skip_plan, queued_limit=limit, victims=victims,
+                                                                  completing=kept), self.cluster)
                 hit = self._states[key] = (now, base)
                 while len(self._states) > 64:
                     self._states.popitem(last=False)
@@ -609,17 +622,30 @@ class Extender:
         job = self._job(pod, job_id, members, 0.0)
         slices = self._slices(pod, pkey, topo, infos) if pkey and pod.slice_size > 1 else None
         place = topo  # the offered topology nodes the plan may use
+        held: dict[int, int] = {}  # GPUs per topology node completing the gang's slices bound in part
+        scores: dict[int, int] = {}
+        first_nodes: dict[int, int] = {}
+        policy, topology = "", ""
         if slices is not None:
             if slices.why:
                 return self._fail_all(names, topo, verdicts, slices.why)
             place = slices.nodes
             if slices.segment_gpus:
                 job["segment_gpus"] = slices.segment_gpus
+            if slices.partial:
+                held, policy, why = self._complete_slices(pod, pkey, job_id, slices)
+                if why:
+                    return self._fail_all(names, topo, verdicts, why)
+                whole = members - sum(lack for _, _, lack, _ in slices.partial.values())
+                if whole:  # the rest: whole slices, planned as usual around the GPUs held
+                    job = self._job(pod, job_id, whole, 0.0)
+                    job["segment_gpus"] = slices.segment_gpus
+                else:  # the members left only complete slices bound in part
+                    plan = self._keep_plan(pod, pkey, held, members, "", policy, slices=self._slice_words(slices, held, "", held))
+                    return self._plan_verdicts(pod, plan, names, topo, verdicts)
         offered = set(place.values())
-        state = self.current_state(pending=job, blocked=set(range(self.cluster.num_nodes)) - offered, skip_plan=pkey)
-        scores: dict[int, int] = {}
-        first_nodes: dict[int, int] = {}
-        policy, topology = "", ""
+        state = self.current_state(pending=job, blocked=set(range(self.cluster.num_nodes)) - offered, skip_plan=pkey,
+                                   held=held)
         if slices is not None and not slices.segment_gpus:
             # The slice level's domains are not the topology's blocks: the whole gang in one domain of it.
             got, why = self._in_one_domain(pod, pkey, job, place, infos, state.node_free, *self._whole_gang(slices))
@@ -627,7 +653,7 @@ class Extender:
                 return self._fail_all(names, topo, verdicts, why)
             first_nodes, policy, topology = got
         elif pkey and pod.topology_level:
-            got, why = self._in_one_domain(pod, pkey, job, place, infos, state.node_free)
+            got, why = self._in_one_domain(pod, pkey, job, place, infos, state.node_free, held=held)
             if got is not None:
                 first_nodes, policy, topology = got
             elif pod.topology_required:  # no member passes, on a node outside the topology neither
@@ -644,8 +670,10 @@ class Extender:
                 for n in topo:
                     verdicts[n] = Verdict(FAIL, 0, why)
                 return verdicts
+            for i, k in held.items():  # with the members completing slices bound in part
+                first_nodes[i] = first_nodes.get(i, 0) + k
             plan = self._keep_plan(pod, pkey, first_nodes, members, topology, policy,
-                                   slices=self._slice_words(slices, first_nodes, topology) if slices is not None else "")
+                                   slices=self._slice_words(slices, first_nodes, topology, held) if slices is not None else "")
             return self._plan_verdicts(pod, plan, names, topo, verdicts)
         node_gpus, free = self._node_gpus, state.node_free.tolist()
         for n, i in topo.items():
@@ -679,8 +707,12 @@ class Extender:
         are held back; at `nvidia.com/gpu.clique` so are the nodes outside every NVLink domain
         (their clique is the node alone) and a tray whose clique is not the one most offered trays
         of its NVLink domain carry (a contradiction of the topology file). Members already bound
-        must then be whole slices per block. Otherwise (`segment_gpus` 0) the whole gang is
-        planned inside one domain of the level (`_whole_gang`)."""
+        (counted per block) that are no whole number of slices in a block are a slice bound in
+        part there (`partial`): the members left complete it on the offered nodes of the domain
+        its members are in (`_complete_slices`), and the rest are whole slices as above. Members
+        bound outside the topology or in a block without the level's label: no plan. Otherwise
+        (`segment_gpus` 0) the whole gang is planned inside one domain of the level
+        (`_whole_gang`), the domain of the members already bound where some are."""
         c, level, size = self.cluster, pod.slice_level, pod.slice_size
         words = f"slices of {size} pods ({size * pod.gpus} GPUs) each inside one {level} domain ({SLICE_TOPOLOGY})"
         keys: dict[int, Any] = {}
@@ -701,12 +733,54 @@ class Extender:
         bound = [b.node for b in self.occ.bound.values() if plan_key(b.pod) == pkey]
         if self.snap is not None:
             bound += [node for _, node in self.snap.members.get(pkey, [])]
-        per_block = Counter(None if i is None else int(block[i]) for i in (self.topology_index(n, None) for n in bound))
-        if None in per_block or any(k % size for k in per_block.values()):
-            return Slices(level, size, size * pod.gpus, nodes, keys, words,
-                          why=f"gang {pod.gang} asks for {words}: its members already bound ({', '.join(sorted(set(bound)))}) "
-                              "are not whole slices per block, so the members left cannot be planned as whole slices")
-        return Slices(level, size, size * pod.gpus, nodes, keys, words)
+        where: dict[int | None, set] = {}  # block -> the domains at the level of the members bound there
+        per_block: Counter = Counter()
+        block_of: dict[str, int | None] = {}
+        for n in bound:
+            i = self.topology_index(n, None)
+            b = block_of[n] = None if i is None else int(block[i])
+            per_block[b] += 1
+            if i is not None:
+                where.setdefault(b, set()).add(level_key(c, level, i, self._node_labels(n, infos), self.topology_labels))
+        partial: dict[int, tuple[Any, int, int, dict[str, int]]] = {}
+        for b, k in per_block.items():
+            if k % size == 0:
+                continue
+            domains = where.get(b, {None})
+            if b is None or len(domains) != 1 or None in domains:
+                on = sorted(n for n in block_of if block_of[n] == b)
+                return Slices(level, size, size * pod.gpus, nodes, keys, words,
+                              why=f"gang {pod.gang} asks for {words}: its members already bound on {', '.join(on)} "
+                                  f"({k}, not a whole number of slices) are not inside one {level} domain of the topology, "
+                                  "so the slice they are part of cannot be completed")
+            (key,) = domains
+            partial[b] = (key, k % size, size - k % size,
+                          {n: i for n, i in nodes.items() if int(block[i]) == b and keys[i] == key})
+        return Slices(level, size, size * pod.gpus, nodes, keys, words, partial=partial)
+
+    def _complete_slices(self, pod: PodInfo, pkey: str, job_id: str, slices: Slices) -> tuple[dict[int, int], str, str]:
+        """The members left that complete the gang's slices bound in part (`Slices.partial`), each
+        slice's on the offered nodes of the domain its bound members are in: the policy decides a
+        job of the members it lacks with every other node held back (so no new placement rule),
+        one domain after the other, each holding the GPUs of those before. Returns (GPUs per
+        topology node, the policy's name, "") or ({}, "", why not): a slice is required, so it is
+        never completed across domains."""
+        held: dict[int, int] = {}
+        policy = ""
+        all_nodes = set(range(self.cluster.num_nodes))
+        for b, (key, bound, lack, nodes) in sorted(slices.partial.items()):
+            sub = self._job(pod, job_id, lack, 0.0)
+            state = self.current_state(pending=sub, blocked=all_nodes - set(nodes.values()), skip_plan=pkey, held=held)
+            _, got, policy = self._decide(state, job_id)
+            if not got:
+                room = sum(int(state.node_free[i]) // pod.gpus for i in nodes.values())
+                return {}, "", (f"gang {pod.gang} asks for {slices.words}: {bound} of its members are bound in "
+                                f"{describe_key(slices.level, key)}, a slice in part, and it lacks {lack} members there: "
+                                f"the offered nodes of that domain have room for {room} pods of {pod.gpus} GPUs "
+                                f"({len(nodes)} offered), and a slice is not completed in another domain")
+            for i, k in got.items():
+                held[i] = held.get(i, 0) + k
+        return held, policy, ""
 
     @staticmethod
     def _whole_gang(slices: Slices) -> tuple[str, bool, str, str]:
@@ -717,17 +791,25 @@ class Extender:
                 "so the whole gang is kept in one",
                 f"{slices.words}: the whole gang in one {slices.level} domain")
 
-    def _slice_words(self, slices: Slices, first_nodes: dict[int, int], topology: str) -> str:
-        """A plan's slices in words: how many in each domain of the level (`GET /v1/state` gang_plans[...].slices)."""
+    def _slice_words(self, slices: Slices, first_nodes: dict[int, int], topology: str, held: dict[int, int] | None = None) -> str:
+        """A plan's slices in words: how many whole slices in each domain of the level, then the
+        slices bound in part that its members complete (`held`, GPUs per topology node, within
+        `first_nodes`), each in its domain (`GET /v1/state` gang_plans[...].slices)."""
         if not slices.segment_gpus:
             return topology
+        held = held or {}
         per: Counter = Counter()
         for i, k in first_nodes.items():
-            per[slices.keys.get(i)] += k
+            per[slices.keys.get(i)] += k - held.get(i, 0)
         parts = [f"{gpus // slices.segment_gpus} in {describe_key(slices.level, key)}" for key, gpus in
-                 sorted(per.items(), key=lambda kv: describe_key(slices.level, kv[0]) if kv[0] is not None else "")]
+                 sorted(per.items(), key=lambda kv: describe_key(slices.level, kv[0]) if kv[0] is not None else "") if gpus]
         total = sum(per.values()) // slices.segment_gpus
-        return f"{total} {slices.words}, as segment_gpus {slices.segment_gpus}: {'; '.join(parts)}"
+        words = f"{total} {slices.words}, as segment_gpus {slices.segment_gpus}: {'; '.join(parts)}" if total else slices.words
+        if slices.partial:
+            words += "; completing the slices bound in part, each in the domain its members are in: " + "; ".join(
+                f"{lack} members in {describe_key(slices.level, key)} ({bound} bound there)"
+                for _, (key, bound, lack, _) in sorted(slices.partial.items()))
+        return words
 
     def _keep_plan(self, pod: PodInfo, pkey: str, first_nodes: dict[int, int], members: int, topology: str, policy: str,
                    victims: dict[str, list[str]] | None = None, slices: str = "") -> GangPlan:
@@ -812,7 +894,8 @@ class Extender:
 
     def _in_one_domain(self, pod: PodInfo, pkey: str, job: dict, topo: dict[str, int], infos: dict[str, NodeInfo],
                        free: np.ndarray, level: str | None = None, required: bool | None = None, source: str | None = None,
-                       prefix: str | None = None) -> tuple[tuple[dict[int, int], str, str] | None, str]:
+                       prefix: str | None = None, held: dict[int, int] | None = None,
+                       ) -> tuple[tuple[dict[int, int], str, str] | None, str]:
         """A gang placement inside one domain of the pod's topology level (Kueue's
         podset-required/-preferred-topology): the offered nodes grouped by `level_key`; the
         domains whose free GPUs hold the gang in whole pods, the smallest first (then by name),
@@ -820,7 +903,8 @@ class Extender:
         placement wins. Members already bound confine it to their domain. Returns ((GPUs per
         topology node, policy, the request in words), "") or (None, why not). `level`, `required`,
         `source` (the annotation in words) and `prefix` (of the request in words) stand in for the
-        pod's topology request (a slice level planned as one domain, `_whole_gang`)."""
+        pod's topology request (a slice level planned as one domain, `_whole_gang`); `held` (GPUs
+        per topology node) is taken already, by members completing slices bound in part."""
         c = self.cluster
         level = pod.topology_level if level is None else level
         required = pod.topology_required if required is None else required
@@ -833,7 +917,7 @@ class Extender:
         need = job["num_gpus"] // pod.gpus
         all_nodes = set(range(c.num_nodes))
         for k in sorted((k for k in groups if units[k] >= need), key=lambda k: (units[k], describe_key(level, k))):
-            state = self.current_state(pending=job, blocked=all_nodes - set(groups[k]), skip_plan=pkey)
+            state = self.current_state(pending=job, blocked=all_nodes - set(groups[k]), skip_plan=pkey, held=held)
             _, first_nodes, policy = self._decide(state, job["id"])
             if first_nodes:
                 return (first_nodes, policy, f"{prefix}: {describe_key(level, k)}"), ""
@@ -1120,8 +1204,10 @@ class Extender:
         slices = self._slices(pod, pkey, place, {}) if pod.slice_size > 1 else None
         level, required, source, prefix = pod.topology_level, pod.topology_required, None, None
         if slices is not None:
-            if slices.why:
-                log.info("preempt %s: %s: no node returned", pod.key, slices.why)
+            if slices.why or slices.partial:
+                log.info("preempt %s: %s: no node returned", pod.key, slices.why or
+                         f"gang {pod.gang} has slices bound in part ({slices.words}); a preemption that completes them "
+                         "is not planned (filter completes them where room is)")
                 return None
             place = slices.nodes
             if slices.segment_gpus:

@@ -6,7 +6,8 @@ service.testing.FakeAPIServer on 127.0.0.1, reached through a kubeconfig by the 
 
 The cluster as the API server shows it: 72 trays of 4 GPUs, 18 a rack, each rack one NVLink
 domain (one block of the model); every node carries GFD's `nvidia.com/gpu.clique` (one clique a
-rack) and Kueue's rack and block labels (racks 0-1 in block0, 2-3 in block1). Busy pods hold
+rack), Kueue's rack and block labels (racks 0-1 in block0, 2-3 in block1) and a half-rack label
+(9 trays each: half0..half7, a level finer than the blocks). Busy pods hold
 gb-000..gb-015 (rack 0 keeps 2 free trays), gb-018..gb-029 (rack 1 keeps 6) and gb-036 (rack 2
 keeps 17). gb-071 (rack 3) carries rack 2's clique: a contradiction of the topology file. Each
 test deletes the pods it created and leaves no gang plan (a plan ends once all its slots are
@@ -17,10 +18,14 @@ Seen failing, one break at a time: the segment request left out of the gang's jo
 (its slices straddle racks) and in preempt, slices ignored by preempt, every slice level planned
 as the whole gang in one domain (the 20-pod gang is refused), slice levels whose domains are not
 blocks passed as segments (the hostname gang is planned across trays), a contradicting clique
-tray kept, members bound in part of a slice not checked, the slice size's divisibility not
-checked, either slice annotation accepted without the other, the annotations' errors not raised
-for a pod decided, or raised by parse_pod (the watch then drops busy-36: the module's fixture
-never sees all busy pods, every test errors).
+tray kept, the slice size's divisibility not checked, either slice annotation accepted
+without the other, the annotations' errors not raised for a pod decided, or raised by parse_pod (the watch then drops busy-36: the module's fixture
+never sees all busy pods, every test errors). Members bound in part of a slice: the members
+completing it planned in another rack (the completion and the full-rack tests fail), or in any
+rack the slices may use (both fail), its trays not held when the whole slices are planned (the
+rack 1 test: a tray planned twice), the completing members left out of the plan (6 slots
+expected, 4 planned), the members left of a whole-gang-in-one-domain form not confined to the
+bound members' domain (the half-rack test: planned in half1).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ wire = k8s.ApiClient().sanitize_for_serialization
 
 CLUSTER = "gb200-nvl72-4rack"
 RACK, BLOCK = "cloud.provider.com/topology-rack", "cloud.provider.com/topology-block"
+HALF = "example.com/half-rack"  # half a rack: 9 trays, a level finer than the blocks
 HOSTNAME = "kubernetes.io/hostname"
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 SLICE_LEVEL, SLICE_SIZE = "kueue.x-k8s.io/podset-slice-required-topology", "kueue.x-k8s.io/podset-slice-size"
@@ -56,7 +62,8 @@ def rack_of(name: str) -> int:
 def node(name: str) -> dict:
     rack = rack_of(name)
     meta = {"nvidia.com/gpu.product": "NVIDIA-GB200", "nvidia.com/gpu.count": "4", HOSTNAME: name,
-            CLIQUE_LABEL: f"{FABRIC}.{(2 if name == CONFLICT else rack) + 1}", RACK: f"rack{rack}", BLOCK: f"block{rack // 2}"}
+            CLIQUE_LABEL: f"{FABRIC}.{(2 if name == CONFLICT else rack) + 1}", RACK: f"rack{rack}", BLOCK: f"block{rack // 2}",
+            HALF: f"half{int(name.split('-')[1]) // 9}"}
     return wire(k8s.V1Node(api_version="v1", kind="Node", metadata=k8s.V1ObjectMeta(name=name, labels=meta),
                            status=k8s.V1NodeStatus(allocatable={"nvidia.com/gpu": "4", "cpu": "144"})))
 
@@ -212,19 +219,109 @@ def test_slices_with_a_required_level_stay_in_one_domain_of_it(api, client):
     release(client, api, members)
 
 
-def test_members_bound_in_part_of_a_slice_are_not_planned_again_as_whole_slices(api, client):
-    # A gang of 8 in slices of 4 racks is planned; two members bind, then the plan's open nodes are
-    # no longer offered: the six left cannot be planned as whole slices (one slice is half bound),
-    # so no node passes, and the reason says why.
-    members = [api.add_pod(p) for p in gang("partial", 8, sliced(RACK, 4))]
-    filter_and_bind(client, api, members[:2], NODE_NAMES)
-    plan = plan_of(client, "ml/partial@4")
+def half_bound(client, api, group: str, notes: dict, size: int = 8, bind: int = 2) -> tuple[list[dict], dict, list[str]]:
+    """A gang of `size` pods with the slice annotations `notes` planned, `bind` members bound, the
+    plan then expired the way kube-scheduler ends it: its open nodes are no longer offered. Returns
+    the members, the old plan and the nodes offered from then on (all but the old plan's)."""
+    members = [api.add_pod(p) for p in gang(group, size, notes)]
+    filter_and_bind(client, api, members[:bind], NODE_NAMES)
+    plan = plan_of(client, f"ml/{group}@4")
     offered = [n for n in NODE_NAMES if plan["slots"].get(n, 0) == 0]
+    return members, plan, offered
+
+
+def test_members_left_complete_a_half_bound_slice_in_the_rack_its_members_are_in(api, client):
+    # A gang of 8 in slices of 4 racks; two members bind (half a slice), then the plan's open nodes
+    # are no longer offered, so the plan goes. The six left are planned again: two complete the
+    # half-bound slice in the rack its members are in, four are a whole slice inside one rack.
+    members, old, offered = half_bound(client, api, "partial", sliced(RACK, 4))
+    first = {rack_of(api.node_of("ml", m["metadata"]["name"])) for m in members[:2]}
+    assert len(first) == 1, first
+    (r,) = first
+    res = client.post("/scheduler/filter", json={"Pod": members[2], "NodeNames": offered}).json()
+    assert res["Error"] == "" and res["NodeNames"], res
+    plan = plan_of(client, "ml/partial@4")
+    assert sum(plan["slots"].values()) == 6 and set(plan["slots"]) <= set(offered), plan
+    per = pods_per_rack(plan["slots"])
+    assert (per[r] - 2) % 4 == 0 and all(k % 4 == 0 for q, k in per.items() if q != r), (r, per)
+    assert plan["slices"].endswith("; completing the slices bound in part, each in the domain its members are in: "
+                                   f"2 members in {RACK}=rack{r} in block{r // 2} (2 bound there)"), plan
+    assert plan["slices"].startswith("1 slices of 4 pods (16 GPUs) each inside one "), plan
+    where = filter_and_bind(client, api, members[2:], offered)
+    assert Counter(where) == Counter({n: k for n, k in plan["slots"].items() if k}), where
+    per = Counter(rack_of(api.node_of("ml", m["metadata"]["name"])) for m in members)
+    assert sum(per.values()) == 8 and all(k % 4 == 0 for k in per.values()) and per[r] >= 4, per
+    assert plan_of(client, "ml/partial@4") is None  # all slots bound
+    release(client, api, members)
+
+
+def test_a_half_bound_slice_takes_its_rack_s_trays_before_the_whole_slices_are_planned(api, client):
+    # Two members of a gang of 8 in slices of 4 racks already run on gb-030 and gb-031 (bound
+    # without a plan here), leaving rack 1 four free trays. Two of them complete the half-bound
+    # slice; the two left hold no slice, so the whole slice goes to another rack, though rack 1
+    # would be the tightest for it (binpack) were its completing trays not held.
+    notes = {"gangsched.io/gang-size": "8", **sliced(RACK, 4)}
+    running = [api.add_pod(pod(f"early-{k}", node_name=f"gb-03{k}", labels={"scheduling.x-k8s.io/pod-group": "early"},
+                               annotations=notes)) for k in range(2)]
+    deadline = time.monotonic() + 30
+    while "ml/early@4" not in {j["id"] for j in client.get("/v1/state").json()["running"]}:
+        assert time.monotonic() < deadline, "the running members never showed in the occupancy"
+        time.sleep(0.1)
+    members = [api.add_pod(p) for p in gang("early", 8, sliced(RACK, 4))[2:]]
+    res = client.post("/scheduler/filter", json={"Pod": members[0], "NodeNames": NODE_NAMES}).json()
+    assert res["Error"] == "" and res["NodeNames"], res
+    plan = plan_of(client, "ml/early@4")
+    assert all(k == 1 for k in plan["slots"].values()) and sum(plan["slots"].values()) == 6, plan
+    per = pods_per_rack(plan["slots"])
+    assert per[1] == 2 and sorted(per.values()) == [2, 4], per
+    where = filter_and_bind(client, api, members, NODE_NAMES)
+    per = Counter(rack_of(n) for n in where + ["gb-030", "gb-031"])
+    assert len(set(where)) == 6 and per[1] == 4 and sorted(per.values()) == [4, 4], per
+    release(client, api, running + members)
+
+
+def test_a_half_bound_slice_whose_rack_is_full_passes_no_node(api, client):
+    # As above, but the half-bound slice's rack has no free tray left outside the old plan (filled by
+    # other pods): the slice cannot be completed there, and it is never completed in another rack,
+    # so no node passes, the reason naming the gang, the rack and the members lacking there.
+    members, old, offered = half_bound(client, api, "stuck", sliced(RACK, 4))
+    on = {api.node_of("ml", m["metadata"]["name"]) for m in members[:2]}
+    (r,) = {rack_of(n) for n in on}
+    fill = [n for n in offered if rack_of(n) == r and int(n[3:]) not in BUSY and n not in on]
+    assert fill, offered
+    fillers = [api.add_pod(pod(f"fill-{n}", node_name=n)) for n in fill]
+    deadline = time.monotonic() + 30
+    while not {f"ml/fill-{n}" for n in fill} <= {j["id"] for j in client.get("/v1/state").json()["running"]}:
+        assert time.monotonic() < deadline, "the fillers never showed in the occupancy"
+        time.sleep(0.1)
     res = client.post("/scheduler/filter", json={"Pod": members[2], "NodeNames": offered}).json()
     assert res["Error"] == "" and res["NodeNames"] == [], res
     reasons = set(res["FailedNodes"].values())
-    assert len(reasons) == 1 and "are not whole slices per block" in reasons.pop(), reasons
-    assert plan_of(client, "ml/partial@4") is None
+    assert len(reasons) == 1, reasons
+    (why,) = reasons
+    assert why.startswith("gang ml/stuck asks for slices of 4 pods (16 GPUs) each inside one "
+                          f"{RACK} domain ({SLICE_LEVEL}): 2 of its members are bound in {RACK}=rack{r} in block{r // 2}, "
+                          "a slice in part, and it lacks 2 members there: the offered nodes of that domain have room "
+                          "for 0 pods of 4 GPUs"), why
+    assert plan_of(client, "ml/stuck@4") is None
+    release(client, api, members + fillers)
+
+
+def test_members_left_of_a_gang_kept_in_one_domain_go_where_its_members_are(api, client):
+    # Half racks are finer than the blocks, so a gang in slices of half racks is kept whole in one
+    # half rack: 4 pods in one slice of 4 go to half3 (gb-030..gb-035 free), the smallest half rack
+    # that holds them. Two members bind (half the slice), the plan expires; half1 (gb-016, gb-017)
+    # and half3's last two free trays each hold the two left, half1 first by name, but the members
+    # left go to half3, where the bound ones are.
+    members, old, offered = half_bound(client, api, "onehalf", sliced(HALF, 4), size=4, bind=2)
+    assert {int(n[3:]) // 9 for n in old["slots"]} == {3}, old
+    res = client.post("/scheduler/filter", json={"Pod": members[2], "NodeNames": offered}).json()
+    assert res["Error"] == "" and res["NodeNames"], res
+    plan = plan_of(client, "ml/onehalf@4")
+    assert sum(plan["slots"].values()) == 2 and {int(n[3:]) // 9 for n in plan["slots"]} == {3}, plan
+    assert plan["slices"].endswith(f": the whole gang in one {HALF} domain: {HALF}=half3"), plan
+    where = filter_and_bind(client, api, members[2:], offered)
+    assert {int(n[3:]) // 9 for n in where} == {3}, where
     release(client, api, members)
 
 
