@@ -730,9 +730,7 @@ class Extender:
             nodes = {n: i for n, i in topo.items() if keys[i] is not None}
         else:
             return Slices(level, size, 0, topo, keys, words)
-        bound = [b.node for b in self.occ.bound.values() if plan_key(b.pod) == pkey]
-        if self.snap is not None:
-            bound += [node for _, node in self.snap.members.get(pkey, [])]
+        bound = self._bound_nodes(pkey)
         where: dict[int | None, set] = {}  # block -> the domains at the level of the members bound there
         per_block: Counter = Counter()
         block_of: dict[str, int | None] = {}
@@ -832,11 +830,19 @@ class Extender:
                  f", after preempting {victims}" if victims is not None else "")
         return plan
 
+    def _bound_nodes(self, pkey: str) -> list[str]:
+        """The node of each of the gang's members bound (plan key: its group and GPU count): those
+        this service bound, and with the watch every such pod the API server shows on a node,
+        whether or not its GPUs could be counted there (a node outside the topology, a node
+        already full in the occupancy)."""
+        bound = [b.node for b in self.occ.bound.values() if plan_key(b.pod) == pkey]
+        if self.snap is not None:
+            bound += self.snap.gang_nodes.get(pkey, [])
+        return bound
+
     def _members_left(self, pod: PodInfo, pkey: str) -> int:
         """The gang's members asking the pod's GPU count not yet bound (at least 1: the pod)."""
-        done = sum(1 for b in self.occ.bound.values() if plan_key(b.pod) == pkey)
-        done += self.snap.gang_bound.get(pkey, 0) if self.snap is not None else 0
-        return max(1, pod.gang_size - done)
+        return max(1, pod.gang_size - len(self._bound_nodes(pkey)))
 
     def _drop_resized(self, pkey: str, plan: GangPlan, size: int) -> None:
         """A gang whose size changed since its plan was made (its PodGroup's minMember, its
@@ -963,9 +969,7 @@ class Extender:
                 self.conflicts.move_to_end(msg)
                 while len(self.conflicts) > 256:
                     self.conflicts.popitem(last=False)
-        bound = [b.node for b in self.occ.bound.values() if plan_key(b.pod) == pkey]
-        if self.snap is not None:
-            bound += [node for _, node in self.snap.members.get(pkey, [])]
+        bound = self._bound_nodes(pkey)
         if bound:
             keys = set()
             for n in bound:

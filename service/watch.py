@@ -373,7 +373,7 @@ class WatchSnapshot:
     by_uid: dict[str, PodInfo]  # every pod by UID
     all_keys: set[str]  # every pod key
     gang_pods: dict[str, list[int]]  # group (namespace/name) -> GPUs of each of its pods
-    gang_bound: dict[str, int] = field(default_factory=dict)  # plan key -> pods bound
+    gang_nodes: dict[str, list[str]] = field(default_factory=dict)  # plan key -> the node of each pod bound, counted or not
     conflicts: list[str] = field(default_factory=list)  # mapped nodes whose clique label contradicts the topology
 
 
@@ -614,14 +614,15 @@ class ClusterWatch:
                             "gpus": [g for k in keys for g in gpus_of[k]], "arrival_s": arrival,
                             "work_done_s": min(elapsed, 0.95 * pod.estimate_s), "attained_gpu_s": elapsed * pod.gpus * n})
             members[jid] = [(k, bound[k][1]) for k in keys]
-        gang_bound: dict[str, int] = {}  # by the extender's plan key (plan_key: group@GPUs)
-        for pod, _, _ in bound.values():
+        gang_nodes: dict[str, list[str]] = {}  # by the extender's plan key (plan_key: group@GPUs)
+        for key in sorted(bound):
+            pod, node, _ = bound[key]
             if pod.gang:
-                gang_bound[f"{pod.gang}@{pod.gpus}"] = gang_bound.get(f"{pod.gang}@{pod.gpus}", 0) + 1
+                gang_nodes.setdefault(f"{pod.gang}@{pod.gpus}", []).append(node)
         return WatchSnapshot(version=version, clock=self.clock(), base={"time_s": now, "running": running},
                              nodes=nodes, aliases=aliases, unknown_used=unknown_used, members=members,
                              bound={k: v[0] for k, v in bound.items()}, by_uid=by_uid, all_keys=all_keys,
-                             gang_pods=gang_pods, gang_bound=gang_bound, conflicts=conflicts)
+                             gang_pods=gang_pods, gang_nodes=gang_nodes, conflicts=conflicts)
 
     def _warn(self, message: str) -> None:
         if message not in self._warned:

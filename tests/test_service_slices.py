@@ -391,3 +391,31 @@ def test_a_sliced_gang_preempts_whole_slices_inside_nvlink_domains(tmp_path):
             plan = c.get("/v1/state").json()["gang_plans"]["ml/fours@4"]
             assert plan["by_preemption"] and plan["slices"].startswith("2 slices of 4 pods (16 GPUs) each inside one "
                                                                        f"{CLIQUE_LABEL} domain"), plan
+
+
+def test_a_member_bound_outside_the_topology_is_named_not_miscounted(api, client):
+    # Two members of a gang of 8 in slices of 4 racks already run: one on gb-030, one on a GPU node
+    # the topology file does not know (its GPUs are counted as held outside the topology, not in
+    # the occupancy). The members left cannot complete that slice in one rack, and no node passes,
+    # the reason naming where the members are; were the second member forgotten (counted among the
+    # members bound but not placed), the members left would make a gang no slice size divides.
+    outside = "gpu-outside-0"
+    api.add_node(wire(k8s.V1Node(api_version="v1", kind="Node", metadata=k8s.V1ObjectMeta(
+        name=outside, labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}),
+        status=k8s.V1NodeStatus(allocatable={"nvidia.com/gpu": "8", "cpu": "96"}))))
+    notes = {"gangsched.io/gang-size": "8", **sliced(RACK, 4)}
+    held = client.get("/v1/info").json()["watch"]["pods_holding_gpus"]
+    running = [api.add_pod(pod(f"apart-{k}", node_name=n, labels={"scheduling.x-k8s.io/pod-group": "apart"},
+                               annotations=notes)) for k, n in enumerate(["gb-030", outside])]
+    deadline = time.monotonic() + 30
+    while client.get("/v1/info").json()["watch"]["pods_holding_gpus"] < held + 2:
+        assert time.monotonic() < deadline, "the running members never showed"
+        time.sleep(0.1)
+    members = [api.add_pod(p) for p in gang("apart", 8, sliced(RACK, 4))[2:]]
+    res = client.post("/scheduler/filter", json={"Pod": members[0], "NodeNames": NODE_NAMES}).json()
+    assert res["Error"] == "" and res["NodeNames"] == [], res
+    (why,) = set(res["FailedNodes"].values())
+    assert f"its members already bound on {outside}" in why and "not inside one" in why, why
+    assert plan_of(client, "ml/apart@4") is None
+    api.delete_node(outside)
+    release(client, api, running + members)
