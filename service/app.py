@@ -39,7 +39,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -346,6 +349,16 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
         status = 400 if any(e["type"] == "json_invalid" for e in errors) else 422
         return _json({"detail": detail, "errors": errors}, status)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code != 405:
+            return await http_exception_handler(request, exc)
+        # Every method the path answers (a path of two routes, GET and PUT /v1/state, lists both)
+        path = request.url.path
+        allowed = sorted({m for r in app.routes if isinstance(r, APIRoute) and r.path_regex.match(path) for m in r.methods})
+        return Response(dumps({"detail": "Method Not Allowed"}), status_code=405, media_type="application/json",
+                        headers={"Allow": ", ".join(allowed)})
+
     @app.exception_handler(RecursionError)
     async def too_deep(request: Request, exc: RecursionError):
         return _json({"detail": "request body: JSON nested too deeply"}, 400)
@@ -542,9 +555,44 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
     verb_route("prioritize", extender.prioritize, "status")
     verb_route("preempt", extender.preempt, "status")
     verb_route("bind", extender.bind, "result")
+    document_responses(app)
     app.add_middleware(Auth, token=auth_token, client_certs=client_certs, insecure=insecure_no_auth)
     app.add_middleware(BodyGuard, metrics=metrics, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     return app
+
+
+_ERROR = {"content": {"application/json": {"schema": {"type": "object", "properties": {
+    "detail": {"type": "string"}, "Error": {"type": "string"}}}}}}
+# What each operation answers besides 200, by (method, path): the OpenAPI document says it.
+_ANSWERS = {
+    ("GET", "/readyz"): {503: "not ready: starting, the watch not yet listed, or a follower"},
+    ("POST", "/v1/score"): {422: "the state or the window cannot be read (the field named)"},
+    ("PUT", "/v1/state"): {409: "the state comes from the API server (--watch)", 422: "the state cannot be read (the field named)"},
+    ("GET", "/v1/state"): {503: "the occupancy could not be synced"},
+    ("DELETE", "/v1/bindings/{namespace}/{name}"): {404: "no such pod bound here", 409: "the state comes from the API server (--watch)"},
+}
+
+
+def document_responses(app: FastAPI) -> None:
+    """The answers besides 200 in each operation's OpenAPI responses: a request body's 400 (empty,
+    not JSON, bad headers), 408 (not received in time) and 413 (too large) where it takes a body
+    (BodyGuard), 401 and 403 on protected requests (Auth), each operation's own (`_ANSWERS`), and
+    /metrics as Prometheus text."""
+    for route in app.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        for method in route.methods:
+            codes = dict(_ANSWERS.get((method, route.path), {}))
+            if method in ("POST", "PUT"):
+                codes.update({400: "the body is empty, not JSON, or its headers are bad", 408: "the body was not received in time",
+                              413: "the body is larger than --max-body-mb"})
+            if protected(method, route.path):
+                codes.update({401: "missing or wrong bearer token", 403: "the service accepts no credentials for this request"})
+            for code, what in codes.items():
+                route.responses.setdefault(code, {"description": what, **_ERROR})
+        if route.path == "/metrics":
+            route.responses.setdefault(200, {"description": "Prometheus metrics",
+                                             "content": {"text/plain": {"schema": {"type": "string"}}}})
 
 
 def header_timeout_protocol(timeout_s: float):

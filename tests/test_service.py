@@ -281,27 +281,48 @@ def test_fallback_to_the_baseline_is_counted():
         assert 'gangsched_fallbacks_total{reason="RuntimeError"}' in tc.get("/metrics").text
 
 
-def test_schemathesis_fuzz_of_the_openapi_finds_no_5xx(svc):
+def test_schemathesis_fuzz_of_the_openapi_finds_no_5xx_and_every_answer_documented(svc):
+    """No fuzzed request gets a 5xx, and each answer's status code and content type are among
+    those the OpenAPI document gives for the operation (what a client generated from it expects)."""
     schemathesis = pytest.importorskip("schemathesis")
     from hypothesis import HealthCheck, Phase, given, settings
 
     schema = schemathesis.openapi.from_url(svc.url + "/openapi.json")
-    failures = []
+    failures, undocumented = [], set()
 
     def fuzz(operation) -> None:
+        documented = operation.definition.raw.get("responses", {})
+
         @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate])
         @given(case=operation.as_strategy())
         def check(case):
             response = case.call(base_url=svc.url)
             if response.status_code >= 500:
                 failures.append((operation.path, case.body, response.status_code, response.text[:300]))
+            answer = documented.get(str(response.status_code))
+            if answer is None:
+                undocumented.add((operation.method.upper(), operation.path, response.status_code))
+            else:
+                kind = response.headers.get("content-type") or ""
+                kind = (kind[0] if kind else "") if isinstance(kind, list) else kind  # schemathesis: a list of values
+                if response.content and kind.split(";")[0] not in answer.get("content", {}):
+                    undocumented.add((operation.method.upper(), operation.path, kind))
 
         check()
 
     for result in schema.get_all_operations():
         fuzz(result.ok())
     assert not failures, failures[:3]
+    assert not undocumented, sorted(undocumented, key=str)
     assert svc.alive()
+
+
+def test_a_method_a_path_does_not_answer_gets_405_listing_every_method_it_does(client):
+    r = client.request("OPTIONS", "/v1/state")
+    assert r.status_code == 405 and r.headers["allow"] == "GET, PUT", (r.status_code, r.headers)
+    r = client.request("PATCH", "/v1/score")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    assert client.request("PATCH", "/no/such/path").status_code == 404
 
 
 def test_a_model_dir_that_does_not_exist_is_refused():
