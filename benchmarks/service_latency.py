@@ -38,33 +38,10 @@ from envs.decision.candidates import apply_candidate
 from envs.sim.replay import advance_to_decision
 from envs.sim.simulator import Simulator
 from envs.workload.generator import load_workload_spec, make_workload
+from service.example_state import loaded_state
 from service.testing import ServiceProcess
 
 CASES = (("mixed-64gpu", "llm-mix", 200), ("h100-1024gpu", "llm-mix-large", 600))
-
-
-def loaded_state(cluster_name: str, workload: str, num_jobs: int, busy: float = 0.75) -> dict:
-    """A plain-data state with at least `busy` of the GPUs allocated (or the busiest seen),
-    its queue replaced by one pending 8-GPU job."""
-    cluster = load_cluster(cluster_name)
-    sim = Simulator(cluster, make_workload(load_workload_spec(workload), cluster, 0, num_jobs=num_jobs))
-    sect = make_baseline("sect")
-    cset = advance_to_decision(sim, 8)
-    best, best_alloc = None, -1
-    for _ in range(5000):
-        if sim.done:
-            break
-        state = sim.decision_state()
-        if state.allocated_gpus > best_alloc:
-            best, best_alloc = state.to_dict(), state.allocated_gpus
-        if state.allocated_gpus >= busy * cluster.num_gpus:
-            break
-        apply_candidate(sim, cset, sect.select(state, cset))
-        cset = advance_to_decision(sim, 8)
-    best["queued"] = [{"id": "bench-job", "num_gpus": 8, "tp_degree": 8, "mem_per_gpu_gb": 40.0, "kind": "pretrain",
-                       "priority": "normal", "comm_fraction": 0.3, "tp_comm_share": 0.7, "estimate_s": 7200.0,
-                       "arrival_s": best["time_s"], "queued_since_s": best["time_s"]}]
-    return best
 
 
 def episode_states(cluster_name: str, workload: str, num_jobs: int, n: int, every: int = 3, busy: float = 0.5) -> list[dict]:

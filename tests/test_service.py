@@ -332,3 +332,23 @@ def test_a_model_dir_that_does_not_exist_is_refused():
     r = subprocess.run([sys.executable, "-m", "service", "--cluster", "no-such-cluster"], cwd=REPO_ROOT, check=False, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 2 and "--cluster" in r.stderr
+
+
+def test_the_example_state_is_a_body_the_service_scores(client, tmp_path):
+    """`python -m service.example_state` (the README's quick start) writes a /v1/score body that
+    the service ranks, the same for the same arguments; a bad cluster is a clear error."""
+    from service.example_state import loaded_state
+
+    out = tmp_path / "state.json"
+    run = subprocess.run([sys.executable, "-m", "service.example_state", "--cluster", "mixed-64gpu", "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    body = json.loads(out.read_text())
+    assert body == {"state": json.loads(json.dumps(loaded_state("mixed-64gpu", "llm-mix", 200))), "queue_window": 8}
+    r = client.post("/v1/score", content=out.read_bytes(), headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["window"] == ["bench-job"] and answer["candidates"][0]["rank"] == 1, answer
+    bad = subprocess.run([sys.executable, "-m", "service.example_state", "--cluster", "no-such-cluster"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "no-such-cluster" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
