@@ -108,6 +108,17 @@ def evaluate_in_process(*args) -> Ran:
     return run_main(main, args)
 
 
+def needs_compiled():
+    """A skip mark for a test that compares the compiled path (the native core, numba's kernels)
+    with the plain-Python reference: with `GANGSCHED_JIT=0` (or without numba) there is only the
+    reference, and nothing to compare."""
+    import pytest
+
+    from envs.core import jit
+
+    return pytest.mark.skipif(not jit.ENABLED, reason="compares the compiled path with the reference; GANGSCHED_JIT=0 runs the reference alone")
+
+
 def needs_service() -> None:
     """Skip the calling test (or module) unless the `service` extra that a real service process
     runs on (FastAPI, uvicorn) is installed."""

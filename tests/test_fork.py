@@ -36,6 +36,7 @@ from envs.sim.queue import JobQueue
 from envs.sim.replay import advance_to_decision, replay
 from envs.sim.simulator import JOB_ARRAYS, JobState, SimConfig, Simulator, _job_arrays
 from envs.workload.generator import load_workload_spec, make_workload
+from tests.helpers import needs_compiled
 
 Q = 8  # queue window
 TIMELINE_METRICS = {"fragmentation"}  # read sim.timeline, which a fork starts afresh
@@ -451,6 +452,7 @@ def test_fork_with_other_future_jobs():
     np.testing.assert_array_equal(sim.end, reference.end)
 
 
+@needs_compiled()
 def test_fork_future_jobs_errors():
     sim = to_decision(new_sim(), "sect", lambda s, step: step >= 30)
     arrived, now = sim._next_arrival, sim.now
@@ -475,6 +477,7 @@ def test_fork_future_jobs_errors():
             sim.native_world(work={done: 100.0})
 
 
+@needs_compiled()
 @pytest.mark.parametrize("as_slice", [False, True])
 def test_a_world_made_in_the_core_is_the_fork_it_stands_for(as_slice):
     """`native_world(work, future_jobs)` rolls out exactly as the fork with that work and those

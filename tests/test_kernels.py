@@ -14,8 +14,9 @@ import pytest
 from envs.core import jit, kernels
 from envs.gym.env import GpuClusterEnv
 from envs.sim.metrics import episode_metrics
+from tests.helpers import needs_compiled
 
-pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason="numba is not installed")
+pytestmark = [pytest.mark.skipif(not jit.AVAILABLE, reason="numba is not installed"), needs_compiled()]
 
 
 def test_pairwise_sum_is_numpys_sum():

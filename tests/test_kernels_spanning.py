@@ -22,10 +22,10 @@ from envs.cluster.config import cluster_from_dict, load_cluster
 from envs.core import jit, kernels
 from envs.decision.cache import clear_cluster_memos
 from envs.decision.state import ClusterState
-from tests.helpers import count_event_loop_stops
+from tests.helpers import count_event_loop_stops, needs_compiled
 from tests.test_kernels import _episode_digest, _replay_record
 
-pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason="numba is not installed")
+pytestmark = [pytest.mark.skipif(not jit.AVAILABLE, reason="numba is not installed"), needs_compiled()]
 
 # Three memory levels (H100 80 GB, B200 180 GB, GB200 186 GB) and four NVLink domains: rackG
 # (six GB200 trays of 4: TP 8, 12, 16, 24 span), rackB (eight B200 trays of 4), rackC (four

@@ -21,7 +21,7 @@ from envs.sim.objective import Objective, objective_total
 from envs.sim.replay import advance_to_decision, replay
 from envs.sim.simulator import SimConfig, Simulator
 from envs.workload.generator import load_workload_spec, make_workload
-from tests.helpers import history, seen_until
+from tests.helpers import history, needs_compiled, seen_until
 
 FULL = LookaheadConfig(k=3, preempt_k=2, samples=1, horizon_s=math.inf)
 
@@ -151,6 +151,7 @@ def test_shortlist_keeps_the_base_choice_and_one_candidate_per_outcome():
         cset = advance_to_decision(sim, 8)
 
 
+@needs_compiled()
 def test_rollout_cost_is_the_objective_of_the_forked_future():
     """A rollout of the base's own choice to the end scores exactly the base's episode."""
     sc = load_scenario("slo-preempt")

@@ -23,6 +23,9 @@ from envs.decision.window import any_feasible, can_place
 from envs.jobs import PRIORITY_HIGH
 from envs.scenario import load_scenario, scenario_names
 from envs.sim.simulator import Simulator
+from tests.helpers import needs_compiled
+
+pytestmark = needs_compiled()
 
 R = len(RULES)
 

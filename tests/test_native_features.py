@@ -30,6 +30,9 @@ from envs.decision.features import (
 from envs.decision.placement import PREEMPT_RULES, RULES
 from envs.decision.state import ClusterState
 from envs.scenario import scenario_names
+from tests.helpers import needs_compiled
+
+pytestmark = needs_compiled()
 
 ENV_ID = "gangsched/GpuCluster-v0"
 STEPS = 300  # decisions compared per scenario (over as many episodes as that takes)

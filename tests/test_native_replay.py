@@ -19,6 +19,9 @@ from envs.sim.metrics import episode_metrics, job_records
 from envs.sim.replay import replay
 from envs.sim.simulator import NATIVE_REPLAY_POLICIES, SchedulingError, Simulator
 from envs.workload.generator import load_workload_spec, make_workload
+from tests.helpers import needs_compiled
+
+pytestmark = needs_compiled()
 
 NATIVE = sorted(NATIVE_REPLAY_POLICIES)
 

@@ -19,6 +19,9 @@ from envs.sim.objective import objective_config
 from envs.sim.replay import advance_to_decision
 from envs.sim.simulator import _ROLLOUT_JOB_ARRAYS, Simulator
 from envs.workload.generator import load_workload_spec, make_workload
+from tests.helpers import needs_compiled
+
+pytestmark = needs_compiled()
 
 SCALARS = ("now", "jobs_in_system_s", "energy_j", "allocated_gpu_s", "useful_work_s", "num_done", "jobs_in_system",
            "_next_arrival", "_num_needs_restore", "preemption_gpu_s", "num_preemptions")

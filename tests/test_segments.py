@@ -29,7 +29,7 @@ from envs.jobs import Job, JobKind
 from envs.sim.replay import replay
 from envs.sim.simulator import Simulator
 from envs.workload.generator import load_workload_spec, make_workload, workload_spec_from_dict
-from tests.helpers import trays
+from tests.helpers import needs_compiled, trays
 
 NVL72_4 = load_cluster("gb200-nvl72-4rack")
 STRESS = load_cluster("topo-stress-128gpu")
@@ -322,6 +322,7 @@ def _busier(jobs, factor: float = 0.5):
             for j in jobs]
 
 
+@needs_compiled()
 def test_native_candidates_and_feasibility_of_segment_states_are_the_references(example_jobs):
     """At every decision of a random-action episode with segment jobs (and at the events after
     every fifth): the native core's window, mask, placements and victims (with and without
@@ -368,6 +369,7 @@ def test_native_candidates_and_feasibility_of_segment_states_are_the_references(
     assert seen["segment_window"] > 20 and seen["segment_placed"] > 5 and seen["victims"] > 0, seen
 
 
+@needs_compiled()
 def test_native_rollouts_of_segment_states_leave_what_the_python_loop_leaves(example_jobs):
     """From decision states of an episode with segment jobs, `sect`'s rollout to a 3-hour horizon
     in the native core (Simulator.rollout_sect) and in the Python loop (on the reference path)
@@ -404,6 +406,7 @@ def test_native_rollouts_of_segment_states_leave_what_the_python_loop_leaves(exa
     assert rollouts >= 15 and segment_starts > 0
 
 
+@needs_compiled()
 @pytest.mark.parametrize("rule", ["sect", "sjf", "topology", "binpack", "spread"])
 def test_native_replays_of_segment_workloads_are_the_python_loops(example_jobs, rule):
     """A whole replay in the native core (Simulator.replay_native: its windows, feasibility,

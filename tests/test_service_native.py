@@ -29,7 +29,7 @@ from envs.decision.features import candidate_features
 from envs.decision.state import ClusterState
 from service.testing import REPO_ROOT, ServiceProcess
 
-from tests.helpers import needs_service
+from tests.helpers import needs_compiled, needs_service
 
 needs_service()
 pytest.importorskip("onnxruntime")
@@ -101,6 +101,7 @@ def test_native_answers_are_the_reference_answers(scenario, cluster, steps, num_
         assert cover["reserved"] and cover["checkpointing"], cover
 
 
+@needs_compiled()
 def test_the_scorers_features_are_the_references_in_process():
     """Scorer.features (the native core) against candidate_features on the plain-Python path, bit
     for bit, on states rebuilt from plain data; and the answer of the native path (its candidates
