@@ -41,9 +41,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -53,6 +52,7 @@ from prometheus_client import (
     generate_latest,
 )
 from pydantic import BaseModel, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from envs.cluster.topology import Cluster
 from envs.decision.state import ClusterState, StateError
@@ -128,8 +128,8 @@ class Metrics:
                            ["policy", "sha256", "feature_schema_version", "baseline", "cluster"], registry=registry)
 
 
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(dumps(obj), status_code=status, media_type="application/json")
+def _json(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(obj), status_code=status, media_type="application/json", headers=headers)
 
 
 class BodyGuard:
@@ -356,8 +356,7 @@ def create_app(cluster: Cluster, scorer: Scorer, queue_window: int = 8, max_body
         # Every method the path answers (a path of two routes, GET and PUT /v1/state, lists both)
         path = request.url.path
         allowed = sorted({m for r in app.routes if isinstance(r, APIRoute) and r.path_regex.match(path) for m in r.methods})
-        return Response(dumps({"detail": "Method Not Allowed"}), status_code=405, media_type="application/json",
-                        headers={"Allow": ", ".join(allowed)})
+        return _json({"detail": "Method Not Allowed"}, 405, {"Allow": ", ".join(allowed)})
 
     @app.exception_handler(RecursionError)
     async def too_deep(request: Request, exc: RecursionError):

@@ -55,11 +55,12 @@ Contract:
   - occupancy from bound pods: a pod with `spec.nodeName`, a GPU request and a phase other than
     Succeeded / Failed holds its GPUs, whatever its scheduling annotations say: one that cannot
     be read (`parse_pod(strict=False)`) takes its default and is warned of once; a pod not
-    holding GPUs with such an annotation is left out (the extender refuses it when it decides it). Pods of one group (the extender's group keys) asking the
-    same GPU count form one running job (id `namespace/group@g`, the extender's plan key); any
-    other pod is its own running job (id `namespace/name`). On a topology node a pod gets GPU ids
-    there (kept while it stays, new pods take the lowest free); on a node outside the topology
-    its GPUs are counted per node for the label-scored verdicts.
+    holding GPUs with such an annotation is left out (the extender refuses it when it decides
+    it). Pods of one group (the extender's group keys) asking the same GPU count form one running
+    job (id `namespace/group@g`, the extender's plan key); any other pod is its own running job
+    (id `namespace/name`). On a topology node a pod gets GPU ids there (kept while it stays, new
+    pods take the lowest free); on a node outside the topology its GPUs are counted per node for
+    the label-scored verdicts.
   - for the extender: the pods by UID (victims sent by UID), the group members' GPU counts (a
     gang's members of another count), and the bound members of each gang plan key.
 * `snapshot()` is None until Nodes and Pods have been listed once and every PodGroup kind has
@@ -614,7 +615,9 @@ class ClusterWatch:
                             "gpus": [g for k in keys for g in gpus_of[k]], "arrival_s": arrival,
                             "work_done_s": min(elapsed, 0.95 * pod.estimate_s), "attained_gpu_s": elapsed * pod.gpus * n})
             members[jid] = [(k, bound[k][1]) for k in keys]
-        gang_nodes: dict[str, list[str]] = {}  # by the extender's plan key (plan_key: group@GPUs)
+        # by the extender's plan key (group@GPUs; the group's size may come from its PodGroup, so
+        # every group's pods are listed, not only those whose own annotations give a size)
+        gang_nodes: dict[str, list[str]] = {}
         for key in sorted(bound):
             pod, node, _ = bound[key]
             if pod.gang:
