@@ -319,10 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         await asyncio.gather(*tasks)
 
     # The collector: what was built at start (topology, models, caches) is moved out of its
-    # generations, and a young collection waits for 100,000 new objects rather than 700. A
-    # filter request's 2,000 parsed Nodes are hundreds of thousands of short-lived objects; with
-    # the defaults, every few requests a full collection walked them and the whole heap
-    # (filter on 2,000 Nodes: 43 ms a request, one in six 140-160 ms; docs/service.md).
+    # generations, and a young collection waits for 100,000 new objects rather than 700, so that a
+    # request's many short-lived parsed objects (a filter's 2,000 Nodes) do not set off full
+    # collections over them and the whole heap (docs/service.md, "Throughput").
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
     asyncio.run(serve_all())
